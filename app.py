@@ -1,0 +1,182 @@
+"""AgentForge: the application factory and its command-line interface (`flask --app app …`)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import timedelta
+from pathlib import Path
+
+import click
+from flask import Flask, jsonify, request
+from flask_wtf.csrf import CSRFError, CSRFProtect
+from sqlalchemy import func, select
+from werkzeug.exceptions import HTTPException
+
+import db
+from blueprints import register_blueprints
+from blueprints.htmx import render
+from models.accounts import (
+    ROLES,
+    AccountError,
+    Organization,
+    User,
+    add_membership,
+    create_organization,
+    create_user,
+    find_organization,
+)
+
+csrf = CSRFProtect()
+DEMO_ORG, DEMO_EMAIL, DEMO_PASSWORD = "Acme RL", "demo@acme.test", "agentforge-demo"
+
+
+def create_app(test_config: dict | None = None) -> Flask:
+    """Build the app: config from the environment (or `test_config`), database, blueprints, CSRF, errors."""
+    app = Flask(__name__, instance_path=str(Path(__file__).parent / "instance"))
+    app.config.from_mapping(
+        DATABASE_URL=os.environ.get("DATABASE_URL"),
+        ADMIN_DATABASE_URL=os.environ.get("ADMIN_DATABASE_URL"),
+        AGENTFORGE_DATA_DIR=os.environ.get("AGENTFORGE_DATA_DIR", str(Path(app.instance_path) / "pgdata")),
+        AGENTFORGE_DATABASE=os.environ.get("AGENTFORGE_DATABASE", db.DEFAULT_DATABASE),
+        SECRET_KEY=os.environ.get("SECRET_KEY"),
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=os.environ.get("SESSION_COOKIE_SECURE", "") == "1",
+        PERMANENT_SESSION_LIFETIME=timedelta(days=14),
+        WTF_CSRF_TIME_LIMIT=None,
+        MIGRATE_ON_START=True,
+    )
+    if test_config:
+        app.config.update(test_config)
+    if not app.config["SECRET_KEY"]:
+        app.config["SECRET_KEY"] = _instance_secret_key(Path(app.instance_path))
+
+    urls = db.resolve_urls(app.config)
+    if app.config["MIGRATE_ON_START"] and not app.config["DATABASE_URL"]:
+        db.migrate(urls)  # embedded default: the cluster is ours, bring it to the newest schema
+    db.init_app(app, db.Database(urls))
+
+    register_blueprints(app)
+    csrf.init_app(app)  # after the login guard, so anonymous requests get 401/redirect before CSRF
+    _register_error_handlers(app)
+    _register_commands(app)
+    return app
+
+
+def _instance_secret_key(instance: Path) -> str:
+    """Return the secret key kept in instance/secret_key, creating it once, so sessions survive restarts."""
+    path = instance / "secret_key"
+    if not path.exists():
+        instance.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _register_error_handlers(app: Flask) -> None:
+    """Errors answer JSON under /api/ and a readable page elsewhere, always with the reason."""
+
+    def respond(status: int, title: str, detail: str):
+        if request.path.startswith("/api/"):
+            return jsonify(error=title.lower(), detail=detail), status
+        return render("error.html", status=status, title=title, detail=detail)
+
+    @app.errorhandler(CSRFError)
+    def csrf_error(error: CSRFError):
+        return respond(400, "CSRF token missing or invalid", f"{error.description} Reload the page and try again.")
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException):
+        return respond(error.code or 500, error.name, error.description or "")
+
+
+def _register_commands(app: Flask) -> None:
+    """`init-db`, `create-org`, `create-user`, `add-member` and `demo`: bad input prints one line and exits 1."""
+
+    def database() -> db.Database:
+        return app.extensions["agentforge_db"]
+
+    @app.cli.command("init-db")
+    def init_db() -> None:
+        """Migrate the database to the newest schema (safe to run twice)."""
+        db.migrate(database().urls)
+        click.echo("Database is at the newest schema.")
+
+    @app.cli.command("create-org")
+    @click.argument("name")
+    def create_org(name: str) -> None:
+        """Create an organization called NAME."""
+        with database().admin_session() as session, session.begin():
+            org = _or_fail(lambda: create_organization(session, name))
+        click.echo(f"Created organization {org.name} ({org.id}).")
+
+    @app.cli.command("create-user")
+    @click.argument("email")
+    @click.option("--org", "org_name", required=True, help="Organization the user joins.")
+    @click.option("--role", default="member", help="owner, member or viewer.")
+    @click.option("--password", default=None, help="Prompted for when not given.")
+    def create_user_command(email: str, org_name: str, role: str, password: str | None) -> None:
+        """Create a user with EMAIL as a ROLE of organization ORG."""
+        if role not in ROLES:
+            _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        org = _existing_org(database(), org_name)
+        if password is None:
+            password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+        with database().admin_session(org.id) as session, session.begin():
+            user = _or_fail(lambda: create_user(session, email, password))
+            add_membership(session, user, org, role)
+        click.echo(f"Created {user.email} as {role} of {org.name}.")
+
+    @app.cli.command("add-member")
+    @click.argument("email")
+    @click.option("--org", "org_name", required=True, help="Organization the user joins.")
+    @click.option("--role", default="member", help="owner, member or viewer.")
+    def add_member(email: str, org_name: str, role: str) -> None:
+        """Give the existing user EMAIL a ROLE in another organization ORG."""
+        if role not in ROLES:
+            _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        org = _existing_org(database(), org_name)
+        with database().admin_session(org.id) as session, session.begin():
+            user = session.scalar(select(User).where(User.email == email.strip().lower()))
+            if user is None:
+                _fail(f"no user with email {email!r}")
+            _or_fail(lambda: add_membership(session, user, org, role))
+        click.echo(f"{user.email} is now {role} of {org.name}.")
+
+    @app.cli.command("demo")
+    @click.option("--if-empty", is_flag=True, help="Do nothing when any organization exists.")
+    def demo(if_empty: bool) -> None:
+        """Create the demo organization and its user, and print the login."""
+        with database().admin_session() as session, session.begin():
+            has_orgs = session.scalar(select(func.count()).select_from(Organization))
+            if has_orgs and if_empty:
+                click.echo("Database already has data; log in with your existing account.")
+                return
+            org = find_organization(session, DEMO_ORG) or create_organization(session, DEMO_ORG)
+        with database().admin_session(org.id) as session, session.begin():
+            if session.scalar(select(User.id).where(User.email == DEMO_EMAIL)) is None:
+                add_membership(session, create_user(session, DEMO_EMAIL, DEMO_PASSWORD, "Demo User"), org, "owner")
+        click.echo(f"Demo login: {DEMO_EMAIL} / {DEMO_PASSWORD} (organization {DEMO_ORG})")
+
+
+def _fail(message: str) -> None:
+    """Print `message` as the command's one error line and exit 1."""
+    raise click.ClickException(message)
+
+
+def _or_fail(action):
+    """Run `action`; turn an AccountError into the command's one error line."""
+    try:
+        return action()
+    except AccountError as error:
+        _fail(str(error))
+
+
+def _existing_org(database: db.Database, name: str) -> Organization:
+    """Return the organization called `name`, or fail with a clear line."""
+    with database.admin_session() as session:
+        org = find_organization(session, name)
+    if org is None:
+        _fail(f"no organization named {name!r}")
+    return org

@@ -1,0 +1,14 @@
+"""One blueprint per area of the dashboard; `register_blueprints` wires them into the app."""
+
+from flask import Flask
+
+
+def register_blueprints(app: Flask) -> None:
+    """Register every area's blueprint (auth first: its login guard runs before CSRF checks)."""
+    from blueprints import api, auth, environments, health
+
+    app.register_blueprint(auth.bp)
+    auth.login_manager.init_app(app)
+    app.register_blueprint(health.bp)
+    app.register_blueprint(environments.bp)
+    app.register_blueprint(api.bp)

@@ -1,0 +1,187 @@
+"""Login, logout and organization switching; the guard that makes every other route require a login."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    g,
+    jsonify,
+    redirect,
+    request,
+    session,
+    url_for,
+)
+from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
+from flask_wtf import FlaskForm
+from wtforms import EmailField, HiddenField, PasswordField
+from wtforms.validators import DataRequired
+
+from blueprints.htmx import render
+from db import get_database
+from models.accounts import (
+    SessionUser,
+    authenticate,
+    close_auth_session,
+    load_session_user,
+    open_auth_session,
+)
+
+bp = Blueprint("auth", __name__)
+login_manager = LoginManager()
+login_manager.session_protection = "basic"
+
+F = TypeVar("F", bound=Callable)
+LOGIN_FAILED = "Invalid email or password."
+
+
+def public(view: F) -> F:
+    """Mark a view as reachable without logging in (the login page, health check)."""
+    view.is_public = True  # type: ignore[attr-defined]
+    return view
+
+
+def is_api_request() -> bool:
+    """True for requests under /api/, which answer JSON instead of pages."""
+    return request.path.startswith("/api/")
+
+
+class LoggedInUser(UserMixin):
+    """flask-login's view of a SessionUser: its id is the login session token, not the user id."""
+
+    def __init__(self, user: SessionUser) -> None:
+        self.user = user
+
+    def get_id(self) -> str:
+        """Return the session token flask-login keeps in the cookie."""
+        return self.user.session_token
+
+
+@login_manager.user_loader
+def _load_user(token: str) -> LoggedInUser | None:
+    """Resolve the cookie's session token to a live user (None once logged out or expired)."""
+    with get_database().session() as db:
+        user = load_session_user(db, token)
+    return LoggedInUser(user) if user else None
+
+
+@login_manager.unauthorized_handler
+def _unauthorized():
+    """API routes answer 401 JSON; pages redirect to the login page, remembering where the user was going."""
+    if is_api_request():
+        return jsonify(error="authentication required", detail="log in at /login first"), 401
+    response = redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+    if request.headers.get("HX-Request") == "true":
+        response.headers["HX-Redirect"] = response.location
+    return response
+
+
+@bp.before_app_request
+def require_login_and_org():
+    """Refuse anonymous requests to non-public routes and fix the organization this request works in.
+
+    The chosen organization is re-checked against the user's memberships on
+    every request, so a removed membership takes effect at once.
+    """
+    view = current_app.view_functions.get(request.endpoint or "")
+    if view is not None and getattr(view, "is_public", False):
+        return None
+    if not current_user.is_authenticated:
+        return login_manager.unauthorized()
+    user: SessionUser = current_user.user
+    membership = user.membership_in(_session_org_id()) or (user.memberships[0] if user.memberships else None)
+    if membership is None:
+        if request.endpoint == "auth.logout":
+            return None
+        abort(403, description="Your account is not a member of any organization. Ask an owner to add you.")
+    session["org_id"] = str(membership.organization_id)
+    g.org_id = membership.organization_id
+    g.membership = membership
+    return None
+
+
+def _session_org_id() -> uuid.UUID | None:
+    """Return the organization id the cookie asks for, if it is a well-formed UUID."""
+    try:
+        return uuid.UUID(session.get("org_id", ""))
+    except ValueError:
+        return None
+
+
+@bp.app_context_processor
+def _layout_context() -> dict:
+    """Give base.html the logged-in user, their memberships and the current organization."""
+    if not current_user.is_authenticated:
+        return {}
+    return {"session_user": current_user.user, "current_membership": g.get("membership")}
+
+
+class LoginForm(FlaskForm):
+    """Email and password, with the CSRF token Flask-WTF adds."""
+
+    email = EmailField("Email", validators=[DataRequired()])
+    password = PasswordField("Password", validators=[DataRequired()])
+    next = HiddenField()
+
+
+def _safe_next(target: str | None) -> str:
+    """Return `target` when it is a path on this site, else the environments page (no open redirects)."""
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return url_for("environments.index")
+
+
+@bp.route("/login", methods=["GET", "POST"])
+@public
+def login():
+    """Show the login form; on a correct email and password start a fresh session and go on."""
+    form = LoginForm(next=request.args.get("next", ""))
+    if request.method == "GET":
+        if current_user.is_authenticated:
+            return redirect(_safe_next(form.next.data))
+        return render("auth/login.html", form=form)
+    if not form.validate_on_submit():
+        return render("auth/login.html", form=form, status=400)
+    db = get_database().session()
+    with db.begin():
+        user = authenticate(db, form.email.data or "", form.password.data or "")
+        token = open_auth_session(db, user.id, current_app.permanent_session_lifetime) if user else None
+    db.close()
+    if token is None:
+        return render("auth/login.html", form=form, error=LOGIN_FAILED, status=401)
+    session.clear()  # renew: nothing from the anonymous session survives the login
+    session.permanent = True
+    login_user(LoggedInUser(_load_user(token).user))  # type: ignore[union-attr]
+    return redirect(_safe_next(form.next.data), 303)
+
+
+@bp.post("/logout")
+def logout():
+    """End the login session server-side (the cookie stops working everywhere) and return to the login page."""
+    with get_database().session() as db, db.begin():
+        close_auth_session(db, current_user.user.session_token)
+    logout_user()
+    session.clear()
+    flash("You have been logged out.")
+    return redirect(url_for("auth.login"), 303)
+
+
+@bp.post("/orgs/switch")
+def switch_org():
+    """Work in another organization the user belongs to; any other organization is refused with 403."""
+    try:
+        org_id = uuid.UUID(request.form.get("organization_id", ""))
+    except ValueError:
+        abort(400, description="organization_id must be the id of one of your organizations.")
+    membership = current_user.user.membership_in(org_id)
+    if membership is None:
+        abort(403, description="You are not a member of that organization.")
+    session["org_id"] = str(org_id)
+    flash(f"Now working in {membership.organization_name}.")
+    return redirect(url_for("environments.index"), 303)

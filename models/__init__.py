@@ -1,0 +1,24 @@
+"""Typed ORM tables, one module per aggregate, plus the domain writes that web and worker share."""
+
+from models.accounts import AuthSession, Membership, Organization, User
+from models.base import Base
+from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
+from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
+from models.rollups import FailureCategoryCount, StageMetricRollup
+
+__all__ = [
+    "Artifact",
+    "AuthSession",
+    "Base",
+    "Environment",
+    "EnvironmentVersion",
+    "EvaluationRun",
+    "EvaluationTrial",
+    "EvaluatorConfig",
+    "FailureCategoryCount",
+    "Membership",
+    "Organization",
+    "Rollout",
+    "StageMetricRollup",
+    "User",
+]

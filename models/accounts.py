@@ -1,0 +1,203 @@
+"""Organizations, users, memberships and login sessions: who may see which organization's rows."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import CheckConstraint, ForeignKey, LargeBinary, String, UniqueConstraint, delete, func, select, text
+from sqlalchemy.orm import Mapped, Session, mapped_column
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from models.base import Base, Timestamped, new_id
+
+ROLES = ("owner", "member", "viewer")
+
+
+class Organization(Timestamped, Base):
+    """A tenant: every customer row belongs to exactly one organization."""
+
+    __tablename__ = "organizations"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    slug: Mapped[str] = mapped_column(String(200), unique=True)
+
+
+class User(Timestamped, Base):
+    """A person who logs in; email is stored lower-cased and unique."""
+
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint("email = lower(email)", name="email_lower_case"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_id)
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(400))
+    name: Mapped[str] = mapped_column(String(200), default="")
+
+
+class Membership(Timestamped, Base):
+    """A user's role (owner, member or viewer) in one organization."""
+
+    __tablename__ = "memberships"
+    __table_args__ = (
+        UniqueConstraint("organization_id", "user_id"),
+        CheckConstraint("role IN ('owner', 'member', 'viewer')", name="role_known"),
+    )
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id"), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_id)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id"), index=True)
+    role: Mapped[str] = mapped_column(String(20))
+
+
+class AuthSession(Timestamped, Base):
+    """A server-side login session: the cookie carries a random token whose sha256 is stored here.
+
+    Login creates a fresh row (the session id is renewed), logout deletes it, so
+    a copied cookie stops working the moment its owner logs out.
+    """
+
+    __tablename__ = "auth_sessions"
+
+    token_sha256: Mapped[bytes] = mapped_column(LargeBinary(32), primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id"), index=True)
+    expires_at: Mapped[datetime]
+
+
+MIN_PASSWORD_LENGTH = 8
+# Checked against when the email is unknown, so a miss costs the same time as a wrong password.
+_DUMMY_PASSWORD_HASH = generate_password_hash("agentforge-timing-equaliser")
+
+
+class AccountError(ValueError):
+    """A request to create or change an account that cannot be carried out (message says why)."""
+
+
+@dataclass(frozen=True)
+class MembershipView:
+    """One organization a logged-in user belongs to, with their role there."""
+
+    organization_id: uuid.UUID
+    organization_name: str
+    organization_slug: str
+    role: str
+
+
+@dataclass(frozen=True)
+class SessionUser:
+    """The user behind a live login session, with every membership (re-read on each request)."""
+
+    id: uuid.UUID
+    email: str
+    name: str
+    session_token: str
+    memberships: tuple[MembershipView, ...]
+
+    def membership_in(self, org_id: uuid.UUID | None) -> MembershipView | None:
+        """Return the membership in `org_id`, or None when the user is not a member there."""
+        return next((m for m in self.memberships if m.organization_id == org_id), None)
+
+
+def slugify(name: str) -> str:
+    """Return a URL-safe slug for an organization name."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "org"
+
+
+def create_organization(session: Session, name: str) -> Organization:
+    """Add an organization named `name`; raise AccountError when the name is empty or taken."""
+    name = name.strip()
+    if not name:
+        raise AccountError("organization name must not be empty")
+    if session.scalar(select(Organization.id).where(func.lower(Organization.name) == name.lower())):
+        raise AccountError(f"organization {name!r} already exists")
+    org = Organization(id=new_id(), name=name, slug=slugify(name))
+    session.add(org)
+    session.flush()
+    return org
+
+
+def find_organization(session: Session, name: str) -> Organization | None:
+    """Return the organization named `name` (case-insensitive), as visible to this session."""
+    return session.scalar(select(Organization).where(func.lower(Organization.name) == name.strip().lower()))
+
+
+def create_user(session: Session, email: str, password: str, name: str = "") -> User:
+    """Add a user with a hashed password; raise AccountError for a malformed or taken email or short password."""
+    email = email.strip().lower()
+    if not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
+        raise AccountError(f"{email!r} is not an email address")
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise AccountError(f"password must be at least {MIN_PASSWORD_LENGTH} characters")
+    if session.scalar(select(User.id).where(User.email == email)):
+        raise AccountError(f"a user with email {email!r} already exists")
+    user = User(id=new_id(), email=email, password_hash=generate_password_hash(password), name=name or email)
+    session.add(user)
+    session.flush()
+    return user
+
+
+def add_membership(session: Session, user: User, org: Organization, role: str) -> Membership:
+    """Make `user` a member of `org` with `role`; the session must be scoped to `org`."""
+    if role not in ROLES:
+        raise AccountError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    if session.scalar(select(Membership.id).where(Membership.organization_id == org.id, Membership.user_id == user.id)):
+        raise AccountError(f"{user.email} is already a member of {org.name}")
+    membership = Membership(organization_id=org.id, id=new_id(), user_id=user.id, role=role)
+    session.add(membership)
+    session.flush()
+    return membership
+
+
+def authenticate(session: Session, email: str, password: str) -> User | None:
+    """Return the user whose email and password match, else None; unknown emails take as long as wrong passwords."""
+    user = session.scalar(select(User).where(User.email == email.strip().lower()))
+    if user is None:
+        check_password_hash(_DUMMY_PASSWORD_HASH, password)
+        return None
+    return user if check_password_hash(user.password_hash, password) else None
+
+
+def _token_digest(token: str) -> bytes:
+    """Return the sha256 of a session token, the only form the database stores."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+def open_auth_session(session: Session, user_id: uuid.UUID, lifetime: timedelta) -> str:
+    """Start a login session for `user_id`; return the fresh random token the cookie will carry."""
+    token = secrets.token_urlsafe(32)
+    session.add(
+        AuthSession(token_sha256=_token_digest(token), user_id=user_id, expires_at=datetime.now(UTC) + lifetime)
+    )
+    return token
+
+
+def close_auth_session(session: Session, token: str) -> None:
+    """End the login session `token` belongs to; the cookie stops working everywhere."""
+    session.execute(delete(AuthSession).where(AuthSession.token_sha256 == _token_digest(token)))
+
+
+_SESSION_USER = text(
+    """
+    SELECT u.id, u.email, u.name,
+           COALESCE((SELECT json_agg(m) FROM auth_memberships(u.id) m), '[]'::json) AS memberships
+    FROM auth_sessions s JOIN users u ON u.id = s.user_id
+    WHERE s.token_sha256 = :digest AND s.expires_at > now()
+    """
+)
+
+
+def load_session_user(session: Session, token: str) -> SessionUser | None:
+    """Return the user of a live session token with all memberships, in one query; None when expired or unknown."""
+    row = session.execute(_SESSION_USER, {"digest": _token_digest(token)}).one_or_none()
+    if row is None:
+        return None
+    memberships = tuple(
+        MembershipView(uuid.UUID(m["organization_id"]), m["organization_name"], m["organization_slug"], m["role"])
+        for m in row.memberships
+    )
+    return SessionUser(row.id, row.email, row.name, token, memberships)

@@ -1,0 +1,61 @@
+"""Environments, their immutable versions, and evaluator configurations (agent + attemptCount)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import CheckConstraint, ForeignKeyConstraint, Integer, String, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.base import Base, OrgRoot, OrgScoped, Timestamped
+
+MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 8
+
+
+class Environment(OrgRoot, Timestamped, Base):
+    """A task world agents are evaluated in (e.g. admin-console); its behaviour lives in its versions."""
+
+    __tablename__ = "environments"
+    __table_args__ = (UniqueConstraint("organization_id", "name"),)
+
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+
+
+class EnvironmentVersion(OrgScoped, Timestamped, Base):
+    """One immutable version of an environment: its spec and the spec's sha256 (a trigger forbids edits)."""
+
+    __tablename__ = "environment_versions"
+    __table_args__ = (
+        UniqueConstraint("organization_id", "environment_id", "version"),
+        CheckConstraint("version >= 1", name="version_positive"),
+        CheckConstraint("spec_sha256 ~ '^[0-9a-f]{64}$'", name="spec_sha256_hex"),
+        ForeignKeyConstraint(
+            ["organization_id", "environment_id"], ["environments.organization_id", "environments.id"]
+        ),
+    )
+
+    environment_id: Mapped[uuid.UUID]
+    version: Mapped[int] = mapped_column(Integer)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    spec_sha256: Mapped[str] = mapped_column(String(64))
+
+
+class EvaluatorConfig(OrgRoot, Timestamped, Base):
+    """How to evaluate: which agent, how many independent attempts (attemptCount 1-8), and budgets."""
+
+    __tablename__ = "evaluator_configs"
+    __table_args__ = (
+        UniqueConstraint("organization_id", "name"),
+        CheckConstraint(f"attempt_count BETWEEN {MIN_ATTEMPTS} AND {MAX_ATTEMPTS}", name="attempt_count_range"),
+        CheckConstraint("max_steps >= 1", name="max_steps_positive"),
+        CheckConstraint("timeout_s > 0", name="timeout_positive"),
+    )
+
+    name: Mapped[str] = mapped_column(String(200))
+    agent: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    attempt_count: Mapped[int] = mapped_column(Integer)
+    max_steps: Mapped[int] = mapped_column(Integer, default=30)
+    timeout_s: Mapped[float] = mapped_column(default=60.0)

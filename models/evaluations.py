@@ -1,0 +1,143 @@
+"""Evaluation runs (the job queue), their trials, the rollouts scored from them, and stored artifacts."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    CheckConstraint,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.base import Base, OrgRoot, OrgScoped, Timestamped
+from models.environments import MAX_ATTEMPTS, MIN_ATTEMPTS
+
+RUN_STATUSES = ("queued", "running", "completed", "failed", "cancelled")
+RESET_MODES = ("initial", "new_workspace", "new_world")
+REWARD_RANGE = "reward IS NULL OR (reward >= 0 AND reward <= 1)"
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    """Return a CHECK expression restricting `column` to `values`."""
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Artifact(OrgRoot, Timestamped, Base):
+    """An immutable stored file, such as trial-{n}-trajectory.json (a trigger forbids edits)."""
+
+    __tablename__ = "artifacts"
+    __table_args__ = (CheckConstraint("size >= 0", name="size_non_negative"),)
+
+    filename: Mapped[str] = mapped_column(String(255))
+    content_type: Mapped[str] = mapped_column(String(100))
+    size: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class EvaluationRun(OrgScoped, Timestamped, Base):
+    """One job: attempt_count independent trials of an evaluator on an environment version."""
+
+    __tablename__ = "evaluation_runs"
+    __table_args__ = (
+        CheckConstraint(f"attempt_count BETWEEN {MIN_ATTEMPTS} AND {MAX_ATTEMPTS}", name="attempt_count_range"),
+        CheckConstraint(_in("status", RUN_STATUSES), name="status_known"),
+        CheckConstraint(_in("reset_mode", RESET_MODES), name="reset_mode_known"),
+        CheckConstraint("(reset_mode = 'initial') = (reset_of_run_id IS NULL)", name="reset_names_its_run"),
+        ForeignKeyConstraint(
+            ["organization_id", "environment_version_id"],
+            ["environment_versions.organization_id", "environment_versions.id"],
+        ),
+        ForeignKeyConstraint(
+            ["organization_id", "evaluator_config_id"], ["evaluator_configs.organization_id", "evaluator_configs.id"]
+        ),
+        ForeignKeyConstraint(
+            ["organization_id", "reset_of_run_id"], ["evaluation_runs.organization_id", "evaluation_runs.id"]
+        ),
+        Index("ix_evaluation_runs_org_version_created", "organization_id", "environment_version_id", "created_at"),
+        # The one index that does not lead with organization_id: the cross-org claim queue.
+        Index("ix_evaluation_runs_claimable", "created_at", postgresql_where=text("status IN ('queued', 'running')")),
+    )
+
+    environment_version_id: Mapped[uuid.UUID]
+    evaluator_config_id: Mapped[uuid.UUID]
+    attempt_count: Mapped[int] = mapped_column(Integer)
+    reset_mode: Mapped[str] = mapped_column(String(20), default="initial")
+    reset_of_run_id: Mapped[uuid.UUID | None]
+    status: Mapped[str] = mapped_column(String(20), default="queued")
+    pass_at_k: Mapped[dict[str, float] | None] = mapped_column(JSONB)
+    stage_pass_at_k: Mapped[dict[str, dict[str, float]] | None] = mapped_column(JSONB)
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None]
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+
+class EvaluationTrial(OrgScoped, Base):
+    """One attempt of a run: its reward, failure category, stage_* metrics and trajectory artifact."""
+
+    __tablename__ = "evaluation_trials"
+    __table_args__ = (
+        UniqueConstraint("organization_id", "evaluation_run_id", "trial_number"),
+        CheckConstraint("trial_number >= 1", name="trial_number_positive"),
+        CheckConstraint(REWARD_RANGE, name="reward_range"),
+        ForeignKeyConstraint(
+            ["organization_id", "evaluation_run_id"], ["evaluation_runs.organization_id", "evaluation_runs.id"]
+        ),
+        ForeignKeyConstraint(
+            ["organization_id", "trajectory_artifact_id"], ["artifacts.organization_id", "artifacts.id"]
+        ),
+    )
+
+    evaluation_run_id: Mapped[uuid.UUID]
+    trial_number: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20))
+    reward: Mapped[float | None]
+    failure_category: Mapped[str | None] = mapped_column(String(64))
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    trajectory_artifact_id: Mapped[uuid.UUID | None]
+    log_excerpt: Mapped[str] = mapped_column(Text, default="")
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+
+class Rollout(OrgScoped, Timestamped, Base):
+    """The exportable record of one scored trial: its reward and seed on an environment version."""
+
+    __tablename__ = "rollouts"
+    __table_args__ = (
+        UniqueConstraint("organization_id", "evaluation_trial_id"),
+        CheckConstraint(REWARD_RANGE, name="reward_range"),
+        ForeignKeyConstraint(
+            ["organization_id", "environment_version_id"],
+            ["environment_versions.organization_id", "environment_versions.id"],
+        ),
+        ForeignKeyConstraint(
+            ["organization_id", "evaluation_run_id"], ["evaluation_runs.organization_id", "evaluation_runs.id"]
+        ),
+        ForeignKeyConstraint(
+            ["organization_id", "evaluation_trial_id"], ["evaluation_trials.organization_id", "evaluation_trials.id"]
+        ),
+        Index("ix_rollouts_org_version_reward", "organization_id", "environment_version_id", "reward"),
+        Index("ix_rollouts_org_run", "organization_id", "evaluation_run_id"),
+    )
+
+    environment_version_id: Mapped[uuid.UUID]
+    evaluation_run_id: Mapped[uuid.UUID]
+    evaluation_trial_id: Mapped[uuid.UUID]
+    seed: Mapped[int] = mapped_column(Integer)
+    reward: Mapped[float | None]

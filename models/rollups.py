@@ -1,0 +1,44 @@
+"""Rollups kept in the transaction that records a trial, so aggregate pages cost O(categories)."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import BigInteger, ForeignKeyConstraint, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.base import Base
+
+
+def _version_fk() -> ForeignKeyConstraint:
+    """Return the (organization_id, environment_version_id) foreign key every rollup row carries."""
+    return ForeignKeyConstraint(
+        ["organization_id", "environment_version_id"],
+        ["environment_versions.organization_id", "environment_versions.id"],
+    )
+
+
+class FailureCategoryCount(Base):
+    """How many trials of an environment version ended in each failure_category."""
+
+    __tablename__ = "failure_category_counts"
+    __table_args__ = (_version_fk(),)
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    environment_version_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    failure_category: Mapped[str] = mapped_column(String(64), primary_key=True)
+    trials: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class StageMetricRollup(Base):
+    """Per environment version and stage_* key: trials that reported it, how many passed, the value sum."""
+
+    __tablename__ = "stage_metric_rollups"
+    __table_args__ = (_version_fk(),)
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    environment_version_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    stage_key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    trials: Mapped[int] = mapped_column(BigInteger, default=0)
+    passed: Mapped[int] = mapped_column(BigInteger, default=0)
+    value_sum: Mapped[float] = mapped_column(default=0.0)

@@ -1,0 +1,1 @@
+"""Read side: the SQL the pages and the API show, returning plain rows (never imports Flask)."""
