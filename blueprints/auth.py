@@ -90,7 +90,7 @@ def require_login_and_org():
     every request, so a removed membership takes effect at once.
     """
     view = current_app.view_functions.get(request.endpoint or "")
-    if view is not None and getattr(view, "is_public", False):
+    if request.endpoint == "static" or getattr(view, "is_public", False):
         return None
     if not current_user.is_authenticated:
         return login_manager.unauthorized()
@@ -148,11 +148,11 @@ def login():
         return render("auth/login.html", form=form)
     if not form.validate_on_submit():
         return render("auth/login.html", form=form, status=400)
-    db = get_database().session()
-    with db.begin():
+    with get_database().session() as db, db.begin():
         user = authenticate(db, form.email.data or "", form.password.data or "")
         token = open_auth_session(db, user.id, current_app.permanent_session_lifetime) if user else None
-    db.close()
+        if token and current_user.is_authenticated:
+            close_auth_session(db, current_user.user.session_token)  # the old session id dies with the renewal
     if token is None:
         return render("auth/login.html", form=form, error=LOGIN_FAILED, status=401)
     session.clear()  # renew: nothing from the anonymous session survives the login

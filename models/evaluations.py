@@ -91,7 +91,9 @@ class EvaluationTrial(OrgScoped, Base):
 
     __tablename__ = "evaluation_trials"
     __table_args__ = (
-        UniqueConstraint("organization_id", "evaluation_run_id", "trial_number"),
+        UniqueConstraint(
+            "organization_id", "evaluation_run_id", "trial_number", name="uq_evaluation_trials_trial_number_per_run"
+        ),
         CheckConstraint("trial_number >= 1", name="trial_number_positive"),
         CheckConstraint(REWARD_RANGE, name="reward_range"),
         ForeignKeyConstraint(

@@ -44,9 +44,7 @@ def upgrade() -> None:
             server_default=sa.text("now()"),
             nullable=False,
         ),
-        sa.CheckConstraint(
-            "email = lower(email)", name=op.f("ck_users_email_lower_case")
-        ),
+        sa.CheckConstraint("email = lower(email)", name=op.f("ck_users_email_lower_case")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_users")),
         sa.UniqueConstraint("email", name=op.f("uq_users_email")),
     )
@@ -69,7 +67,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["organization_id"],
             ["organizations.id"],
-            name=op.f("fk_artifacts_organization_id_organizations"),
+            name=op.f("fk_artifacts_organizations"),
         ),
         sa.PrimaryKeyConstraint("organization_id", "id", name=op.f("pk_artifacts")),
     )
@@ -84,14 +82,10 @@ def upgrade() -> None:
             server_default=sa.text("now()"),
             nullable=False,
         ),
-        sa.ForeignKeyConstraint(
-            ["user_id"], ["users.id"], name=op.f("fk_auth_sessions_user_id_users")
-        ),
+        sa.ForeignKeyConstraint(["user_id"], ["users.id"], name=op.f("fk_auth_sessions_users")),
         sa.PrimaryKeyConstraint("token_sha256", name=op.f("pk_auth_sessions")),
     )
-    op.create_index(
-        op.f("ix_auth_sessions_user_id"), "auth_sessions", ["user_id"], unique=False
-    )
+    op.create_index(op.f("ix_auth_sessions_user_id"), "auth_sessions", ["user_id"], unique=False)
     op.create_table(
         "environments",
         sa.Column("name", sa.String(length=200), nullable=False),
@@ -107,12 +101,10 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["organization_id"],
             ["organizations.id"],
-            name=op.f("fk_environments_organization_id_organizations"),
+            name=op.f("fk_environments_organizations"),
         ),
         sa.PrimaryKeyConstraint("organization_id", "id", name=op.f("pk_environments")),
-        sa.UniqueConstraint(
-            "organization_id", "name", name=op.f("uq_environments_organization_id_name")
-        ),
+        sa.UniqueConstraint("organization_id", "name", name=op.f("uq_environments_organization_id_name")),
     )
     op.create_table(
         "evaluator_configs",
@@ -133,20 +125,14 @@ def upgrade() -> None:
             "attempt_count BETWEEN 1 AND 8",
             name=op.f("ck_evaluator_configs_attempt_count_range"),
         ),
-        sa.CheckConstraint(
-            "max_steps >= 1", name=op.f("ck_evaluator_configs_max_steps_positive")
-        ),
-        sa.CheckConstraint(
-            "timeout_s > 0", name=op.f("ck_evaluator_configs_timeout_positive")
-        ),
+        sa.CheckConstraint("max_steps >= 1", name=op.f("ck_evaluator_configs_max_steps_positive")),
+        sa.CheckConstraint("timeout_s > 0", name=op.f("ck_evaluator_configs_timeout_positive")),
         sa.ForeignKeyConstraint(
             ["organization_id"],
             ["organizations.id"],
-            name=op.f("fk_evaluator_configs_organization_id_organizations"),
+            name=op.f("fk_evaluator_configs_organizations"),
         ),
-        sa.PrimaryKeyConstraint(
-            "organization_id", "id", name=op.f("pk_evaluator_configs")
-        ),
+        sa.PrimaryKeyConstraint("organization_id", "id", name=op.f("pk_evaluator_configs")),
         sa.UniqueConstraint(
             "organization_id",
             "name",
@@ -172,11 +158,9 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["organization_id"],
             ["organizations.id"],
-            name=op.f("fk_memberships_organization_id_organizations"),
+            name=op.f("fk_memberships_organizations"),
         ),
-        sa.ForeignKeyConstraint(
-            ["user_id"], ["users.id"], name=op.f("fk_memberships_user_id_users")
-        ),
+        sa.ForeignKeyConstraint(["user_id"], ["users.id"], name=op.f("fk_memberships_users")),
         sa.PrimaryKeyConstraint("organization_id", "id", name=op.f("pk_memberships")),
         sa.UniqueConstraint(
             "organization_id",
@@ -184,9 +168,7 @@ def upgrade() -> None:
             name=op.f("uq_memberships_organization_id_user_id"),
         ),
     )
-    op.create_index(
-        op.f("ix_memberships_user_id"), "memberships", ["user_id"], unique=False
-    )
+    op.create_index(op.f("ix_memberships_user_id"), "memberships", ["user_id"], unique=False)
     op.create_table(
         "environment_versions",
         sa.Column("environment_id", sa.Uuid(), nullable=False),
@@ -205,19 +187,13 @@ def upgrade() -> None:
             "spec_sha256 ~ '^[0-9a-f]{64}$'",
             name=op.f("ck_environment_versions_spec_sha256_hex"),
         ),
-        sa.CheckConstraint(
-            "version >= 1", name=op.f("ck_environment_versions_version_positive")
-        ),
+        sa.CheckConstraint("version >= 1", name=op.f("ck_environment_versions_version_positive")),
         sa.ForeignKeyConstraint(
             ["organization_id", "environment_id"],
             ["environments.organization_id", "environments.id"],
-            name=op.f(
-                "fk_environment_versions_organization_id_environment_id_environments"
-            ),
+            name=op.f("fk_environment_versions_environments"),
         ),
-        sa.PrimaryKeyConstraint(
-            "organization_id", "id", name=op.f("pk_environment_versions")
-        ),
+        sa.PrimaryKeyConstraint("organization_id", "id", name=op.f("pk_environment_versions")),
         sa.UniqueConstraint(
             "organization_id",
             "environment_id",
@@ -234,9 +210,7 @@ def upgrade() -> None:
         sa.Column("reset_of_run_id", sa.Uuid(), nullable=True),
         sa.Column("status", sa.String(length=20), nullable=False),
         sa.Column("pass_at_k", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
-        sa.Column(
-            "stage_pass_at_k", postgresql.JSONB(astext_type=sa.Text()), nullable=True
-        ),
+        sa.Column("stage_pass_at_k", postgresql.JSONB(astext_type=sa.Text()), nullable=True),
         sa.Column("lease_owner", sa.String(length=200), nullable=True),
         sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
@@ -270,27 +244,19 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["organization_id", "environment_version_id"],
             ["environment_versions.organization_id", "environment_versions.id"],
-            name=op.f(
-                "fk_evaluation_runs_organization_id_environment_version_id_environment_versions"
-            ),
+            name=op.f("fk_evaluation_runs_environment_versions"),
         ),
         sa.ForeignKeyConstraint(
             ["organization_id", "evaluator_config_id"],
             ["evaluator_configs.organization_id", "evaluator_configs.id"],
-            name=op.f(
-                "fk_evaluation_runs_organization_id_evaluator_config_id_evaluator_configs"
-            ),
+            name=op.f("fk_evaluation_runs_evaluator_configs"),
         ),
         sa.ForeignKeyConstraint(
             ["organization_id", "reset_of_run_id"],
             ["evaluation_runs.organization_id", "evaluation_runs.id"],
-            name=op.f(
-                "fk_evaluation_runs_organization_id_reset_of_run_id_evaluation_runs"
-            ),
+            name=op.f("fk_evaluation_runs_evaluation_runs"),
         ),
-        sa.PrimaryKeyConstraint(
-            "organization_id", "id", name=op.f("pk_evaluation_runs")
-        ),
+        sa.PrimaryKeyConstraint("organization_id", "id", name=op.f("pk_evaluation_runs")),
     )
     op.create_index(
         "ix_evaluation_runs_claimable",
@@ -314,9 +280,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["organization_id", "environment_version_id"],
             ["environment_versions.organization_id", "environment_versions.id"],
-            name=op.f(
-                "fk_failure_category_counts_organization_id_environment_version_id_environment_versions"
-            ),
+            name=op.f("fk_failure_category_counts_environment_versions"),
         ),
         sa.PrimaryKeyConstraint(
             "organization_id",
@@ -336,9 +300,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["organization_id", "environment_version_id"],
             ["environment_versions.organization_id", "environment_versions.id"],
-            name=op.f(
-                "fk_stage_metric_rollups_organization_id_environment_version_id_environment_versions"
-            ),
+            name=op.f("fk_stage_metric_rollups_environment_versions"),
         ),
         sa.PrimaryKeyConstraint(
             "organization_id",
@@ -366,33 +328,23 @@ def upgrade() -> None:
             "reward IS NULL OR (reward >= 0 AND reward <= 1)",
             name=op.f("ck_evaluation_trials_reward_range"),
         ),
-        sa.CheckConstraint(
-            "trial_number >= 1", name=op.f("ck_evaluation_trials_trial_number_positive")
-        ),
+        sa.CheckConstraint("trial_number >= 1", name=op.f("ck_evaluation_trials_trial_number_positive")),
         sa.ForeignKeyConstraint(
             ["organization_id", "evaluation_run_id"],
             ["evaluation_runs.organization_id", "evaluation_runs.id"],
-            name=op.f(
-                "fk_evaluation_trials_organization_id_evaluation_run_id_evaluation_runs"
-            ),
+            name=op.f("fk_evaluation_trials_evaluation_runs"),
         ),
         sa.ForeignKeyConstraint(
             ["organization_id", "trajectory_artifact_id"],
             ["artifacts.organization_id", "artifacts.id"],
-            name=op.f(
-                "fk_evaluation_trials_organization_id_trajectory_artifact_id_artifacts"
-            ),
+            name=op.f("fk_evaluation_trials_artifacts"),
         ),
-        sa.PrimaryKeyConstraint(
-            "organization_id", "id", name=op.f("pk_evaluation_trials")
-        ),
+        sa.PrimaryKeyConstraint("organization_id", "id", name=op.f("pk_evaluation_trials")),
         sa.UniqueConstraint(
             "organization_id",
             "evaluation_run_id",
             "trial_number",
-            name=op.f(
-                "uq_evaluation_trials_organization_id_evaluation_run_id_trial_number"
-            ),
+            name=op.f("uq_evaluation_trials_trial_number_per_run"),
         ),
     )
     op.create_table(
@@ -417,21 +369,17 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["organization_id", "environment_version_id"],
             ["environment_versions.organization_id", "environment_versions.id"],
-            name=op.f(
-                "fk_rollouts_organization_id_environment_version_id_environment_versions"
-            ),
+            name=op.f("fk_rollouts_environment_versions"),
         ),
         sa.ForeignKeyConstraint(
             ["organization_id", "evaluation_run_id"],
             ["evaluation_runs.organization_id", "evaluation_runs.id"],
-            name=op.f("fk_rollouts_organization_id_evaluation_run_id_evaluation_runs"),
+            name=op.f("fk_rollouts_evaluation_runs"),
         ),
         sa.ForeignKeyConstraint(
             ["organization_id", "evaluation_trial_id"],
             ["evaluation_trials.organization_id", "evaluation_trials.id"],
-            name=op.f(
-                "fk_rollouts_organization_id_evaluation_trial_id_evaluation_trials"
-            ),
+            name=op.f("fk_rollouts_evaluation_trials"),
         ),
         sa.PrimaryKeyConstraint("organization_id", "id", name=op.f("pk_rollouts")),
         sa.UniqueConstraint(
@@ -464,9 +412,7 @@ def downgrade() -> None:
     op.drop_table("evaluation_trials")
     op.drop_table("stage_metric_rollups")
     op.drop_table("failure_category_counts")
-    op.drop_index(
-        "ix_evaluation_runs_org_version_created", table_name="evaluation_runs"
-    )
+    op.drop_index("ix_evaluation_runs_org_version_created", table_name="evaluation_runs")
     op.drop_index(
         "ix_evaluation_runs_claimable",
         table_name="evaluation_runs",
@@ -521,9 +467,7 @@ def _secure() -> None:
     )
     # Login must list a user's memberships before any org is chosen: only the owner role (never the
     # runtime role) may read across orgs, and the runtime role reaches that only via auth_memberships().
-    op.execute(
-        "CREATE POLICY owner_membership_lookup ON memberships FOR SELECT TO CURRENT_USER USING (true)"
-    )
+    op.execute("CREATE POLICY owner_membership_lookup ON memberships FOR SELECT TO CURRENT_USER USING (true)")
     op.execute(
         """
         CREATE FUNCTION auth_memberships(p_user_id uuid)
@@ -564,9 +508,5 @@ def _grant(runtime: str) -> None:
     op.execute(f"GRANT SELECT, INSERT, UPDATE ON users TO {role}")
     op.execute(f"GRANT SELECT, INSERT, DELETE ON auth_sessions TO {role}")
     for table in ORG_TABLES:
-        privileges = (
-            "SELECT, INSERT"
-            if table in IMMUTABLE_TABLES
-            else "SELECT, INSERT, UPDATE, DELETE"
-        )
+        privileges = "SELECT, INSERT" if table in IMMUTABLE_TABLES else "SELECT, INSERT, UPDATE, DELETE"
         op.execute(f"GRANT {privileges} ON {table} TO {role}")

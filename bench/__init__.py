@@ -1,0 +1,1 @@
+"""Benchmarks: data generator and measurements written to BENCHMARKS.md."""

@@ -1,0 +1,1 @@
+"""AgentForge test suite."""

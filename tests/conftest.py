@@ -1,0 +1,177 @@
+"""Shared fixtures: one migrated test database per session, emptied before every test; app, client, auth."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+import db
+from app import create_app
+from models import Base
+from models.accounts import Organization, User, add_membership, create_organization, create_user
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_DATABASE = "agentforge_test"
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture(scope="session")
+def database_urls() -> db.DatabaseUrls:
+    """A freshly migrated database: DATABASE_URL/ADMIN_DATABASE_URL when set, else the embedded cluster."""
+    if os.environ.get("DATABASE_URL"):
+        urls = db.DatabaseUrls(
+            admin=os.environ.get("ADMIN_DATABASE_URL") or os.environ["DATABASE_URL"],
+            runtime=os.environ["DATABASE_URL"],
+        )
+    else:
+        data_dir = os.environ.get("AGENTFORGE_TEST_DATA_DIR", str(ROOT / "instance" / "pgdata-test"))
+        superuser = db.start_embedded_cluster(data_dir)
+        db.drop_embedded_database(superuser, TEST_DATABASE)
+        urls = db.ensure_embedded_roles_and_database(superuser, TEST_DATABASE)
+    db.migrate(urls)
+    return urls
+
+
+@pytest.fixture(scope="session")
+def app(database_urls):
+    """The app, connected as the runtime role to the test database."""
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": "test-secret",
+            "DATABASE_URL": database_urls.runtime,
+            "ADMIN_DATABASE_URL": database_urls.admin,
+            "MIGRATE_ON_START": False,
+        }
+    )
+    yield app
+    app.extensions["agentforge_db"].dispose()
+
+
+@pytest.fixture(scope="session")
+def owner_engine(database_urls):
+    """An engine logged in as the owner role (for cleaning up; never used to prove isolation)."""
+    engine = create_engine(db.sqlalchemy_url(database_urls.admin))
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(autouse=True)
+def clean_database(owner_engine):
+    """Start every test from empty tables."""
+    tables = ", ".join(table.name for table in Base.metadata.sorted_tables)
+    with owner_engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} CASCADE"))
+
+
+@pytest.fixture
+def database(app) -> db.Database:
+    """The app's Database (runtime role)."""
+    return app.extensions["agentforge_db"]
+
+
+@pytest.fixture
+def client(app):
+    """A test client with its own cookie jar."""
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app):
+    """A runner for the app's CLI commands."""
+    return app.test_cli_runner()
+
+
+@dataclass
+class Member:
+    """A user created for a test, with the organization they were created in."""
+
+    user: User
+    org: Organization
+    email: str
+    password: str = PASSWORD
+
+
+@pytest.fixture
+def make_org(database):
+    """Create an organization (as the CLI does) and return it."""
+
+    def make(name: str) -> Organization:
+        with database.admin_session() as session, session.begin():
+            return create_organization(session, name)
+
+    return make
+
+
+@pytest.fixture
+def make_member(database, make_org):
+    """Create a user with a role in an organization (created when named by string)."""
+
+    def make(email: str, org: Organization | str, role: str = "member") -> Member:
+        if isinstance(org, str):
+            org = make_org(org)
+        with database.admin_session(org.id) as session, session.begin():
+            user = create_user(session, email, PASSWORD)
+            add_membership(session, user, org, role)
+        return Member(user=user, org=org, email=email)
+
+    return make
+
+
+@pytest.fixture
+def join(database):
+    """Add an existing user to another organization."""
+
+    def add(member: Member, org: Organization, role: str = "member") -> None:
+        with database.admin_session(org.id) as session, session.begin():
+            add_membership(session, member.user, org, role)
+
+    return add
+
+
+CSRF_FIELD = re.compile(r'name="csrf_token"[^>]*value="([^"]+)"')
+
+
+def csrf_token_from(html: str) -> str:
+    """Return the CSRF token a page's form carries."""
+    match = CSRF_FIELD.search(html)
+    assert match, "page has no csrf_token field"
+    return match.group(1)
+
+
+class AuthActions:
+    """Log in and out through the real login form, like a browser."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+
+    def login(self, email: str, password: str = PASSWORD, next_url: str = ""):
+        page = self.client.get("/login", follow_redirects=True)  # already logged in: the page we land on
+        token = csrf_token_from(page.text)
+        return self.client.post(
+            "/login", data={"email": email, "password": password, "csrf_token": token, "next": next_url}
+        )
+
+    def csrf(self) -> str:
+        """Return the CSRF token of the logged-in session (read from a page, as htmx does)."""
+        return csrf_token_from(self.client.get("/environments").text)
+
+    def logout(self):
+        return self.client.post("/logout", data={"csrf_token": self.csrf()})
+
+
+@pytest.fixture
+def auth(client) -> AuthActions:
+    """Login helper bound to `client`."""
+    return AuthActions(client)
+
+
+def new_uuid() -> uuid.UUID:
+    """A random id that exists nowhere."""
+    return uuid.uuid4()

@@ -1,0 +1,126 @@
+"""Test data: one row in every organization-scoped table, written as the runtime role under RLS."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+
+from db import Database
+from models import (
+    Artifact,
+    Environment,
+    EnvironmentVersion,
+    EvaluationRun,
+    EvaluationTrial,
+    EvaluatorConfig,
+    FailureCategoryCount,
+    Rollout,
+    StageMetricRollup,
+)
+from models.base import new_id
+
+
+@dataclass
+class OrgRows:
+    """Ids of the rows `seed_org_rows` wrote for one organization."""
+
+    org_id: uuid.UUID
+    environment_id: uuid.UUID
+    version_id: uuid.UUID
+    config_id: uuid.UUID
+    run_id: uuid.UUID
+    trial_id: uuid.UUID
+    artifact_id: uuid.UUID
+    rollout_id: uuid.UUID
+
+
+def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-console") -> OrgRows:
+    """Write an environment, version, evaluator config, run, trial, artifact, rollout and rollups for `org_id`."""
+    spec = {"kind": "builtin", "environment": name, "params": {}}
+    body = json.dumps({"schemaVersion": 1, "log": "opened", "trajectory": json.dumps({"steps": []})}).encode()
+    ids = OrgRows(org_id, *(new_id() for _ in range(7)))
+    with database.session(org_id) as session, session.begin():
+        session.add(Environment(organization_id=org_id, id=ids.environment_id, name=name, description="shop admin"))
+        session.add(
+            EvaluatorConfig(organization_id=org_id, id=ids.config_id, name="scripted", agent={}, attempt_count=4)
+        )
+        session.flush()
+        session.add(
+            EnvironmentVersion(
+                organization_id=org_id,
+                id=ids.version_id,
+                environment_id=ids.environment_id,
+                version=1,
+                spec=spec,
+                spec_sha256=hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest(),
+            )
+        )
+        session.add(
+            Artifact(
+                organization_id=org_id,
+                id=ids.artifact_id,
+                filename="trial-1-trajectory.json",
+                content_type="application/json",
+                size=len(body),
+                sha256=hashlib.sha256(body).hexdigest(),
+                body=body,
+            )
+        )
+        session.flush()
+        session.add(
+            EvaluationRun(
+                organization_id=org_id,
+                id=ids.run_id,
+                environment_version_id=ids.version_id,
+                evaluator_config_id=ids.config_id,
+                attempt_count=4,
+            )
+        )
+        session.flush()
+        session.add(
+            EvaluationTrial(
+                organization_id=org_id,
+                id=ids.trial_id,
+                evaluation_run_id=ids.run_id,
+                trial_number=1,
+                seed=0,
+                status="completed",
+                reward=0.5,
+                failure_category="wrong_quantity",
+                metrics={"stage_inventory": 1, "stage_checkout": 0},
+                trajectory_artifact_id=ids.artifact_id,
+            )
+        )
+        session.flush()
+        session.add(
+            Rollout(
+                organization_id=org_id,
+                id=ids.rollout_id,
+                environment_version_id=ids.version_id,
+                evaluation_run_id=ids.run_id,
+                evaluation_trial_id=ids.trial_id,
+                seed=0,
+                reward=0.5,
+            )
+        )
+        session.add(
+            FailureCategoryCount(
+                organization_id=org_id,
+                environment_version_id=ids.version_id,
+                failure_category="wrong_quantity",
+                trials=1,
+            )
+        )
+        session.add(
+            StageMetricRollup(
+                organization_id=org_id,
+                environment_version_id=ids.version_id,
+                stage_key="stage_inventory",
+                trials=1,
+                passed=1,
+                value_sum=1.0,
+            )
+        )
+    return ids

@@ -1,0 +1,89 @@
+"""The administration commands: clear one-line errors, exit 1, and nothing written on bad input."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from app import DEMO_EMAIL, DEMO_PASSWORD
+
+
+def counts(owner_engine) -> tuple[int, int]:
+    """Return (organizations, users) as the owner sees them."""
+    with owner_engine.connect() as conn:
+        return (
+            conn.execute(text("SELECT count(*) FROM organizations")).scalar(),
+            conn.execute(text("SELECT count(*) FROM users")).scalar(),
+        )
+
+
+def test_init_db_is_safe_to_run_twice(runner):
+    for _ in range(2):
+        result = runner.invoke(args=["init-db"])
+        assert result.exit_code == 0, result.output
+        assert "newest schema" in result.output
+
+
+def test_create_org_and_user_then_log_in(runner, auth):
+    assert runner.invoke(args=["create-org", "Acme RL"]).exit_code == 0
+    result = runner.invoke(
+        args=["create-user", "Ann@Acme.test", "--org", "Acme RL", "--role", "owner", "--password", "s3cret-pass"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Created ann@acme.test as owner of Acme RL." in result.output
+    assert auth.login("ann@acme.test", "s3cret-pass").status_code == 303
+
+
+def test_create_user_prompts_for_the_password(runner, auth):
+    runner.invoke(args=["create-org", "Acme RL"])
+    result = runner.invoke(args=["create-user", "ann@acme.test", "--org", "Acme RL"], input="typed-pass\ntyped-pass\n")
+    assert result.exit_code == 0, result.output
+    assert auth.login("ann@acme.test", "typed-pass").status_code == 303
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["create-org", "acme rl"], "organization 'acme rl' already exists"),
+        (["create-org", "  "], "organization name must not be empty"),
+        (["create-user", "ann@acme.test", "--org", "Acme RL", "--password", "long-enough"], "already exists"),
+        (["create-user", "new@acme.test", "--org", "Nowhere", "--password", "long-enough"], "no organization named"),
+        (
+            ["create-user", "new@acme.test", "--org", "Acme RL", "--role", "boss", "--password", "long-enough"],
+            "role must be one of owner, member, viewer",
+        ),
+        (["create-user", "not-an-email", "--org", "Acme RL", "--password", "long-enough"], "is not an email address"),
+        (["create-user", "new@acme.test", "--org", "Acme RL", "--password", "short"], "at least 8 characters"),
+        (["add-member", "ann@acme.test", "--org", "Acme RL"], "already a member of Acme RL"),
+        (["add-member", "ghost@acme.test", "--org", "Acme RL"], "no user with email"),
+    ],
+)
+def test_bad_input_prints_one_line_exits_1_and_writes_nothing(runner, owner_engine, args, message):
+    runner.invoke(args=["create-org", "Acme RL"])
+    runner.invoke(args=["create-user", "ann@acme.test", "--org", "Acme RL", "--password", "long-enough"])
+    before = counts(owner_engine)
+    result = runner.invoke(args=args)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert counts(owner_engine) == before
+
+
+def test_add_member_gives_a_second_membership(runner, client, auth):
+    runner.invoke(args=["create-org", "Acme RL"])
+    runner.invoke(args=["create-org", "Globex Research"])
+    runner.invoke(args=["create-user", "ann@acme.test", "--org", "Acme RL", "--password", "long-enough"])
+    result = runner.invoke(args=["add-member", "ann@acme.test", "--org", "Globex Research", "--role", "viewer"])
+    assert result.exit_code == 0, result.output
+    auth.login("ann@acme.test", "long-enough")
+    roles = {m["organizationName"]: m["role"] for m in client.get("/api/v1/me").json["memberships"]}
+    assert roles == {"Acme RL": "member", "Globex Research": "viewer"}
+
+
+def test_demo_creates_a_login_once(runner, auth, owner_engine):
+    first = runner.invoke(args=["demo", "--if-empty"])
+    assert first.exit_code == 0 and f"{DEMO_EMAIL} / {DEMO_PASSWORD}" in first.output
+    again = runner.invoke(args=["demo", "--if-empty"])
+    assert again.exit_code == 0 and "already has data" in again.output
+    assert counts(owner_engine) == (1, 1)
+    assert auth.login(DEMO_EMAIL, DEMO_PASSWORD).status_code == 303
