@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,9 +28,10 @@ from models.accounts import (
     create_user,
     find_organization,
 )
+from models.demo import create_demo
+from worker.loop import WorkerSettings, run_workers
 
 csrf = CSRFProtect()
-DEMO_ORG, DEMO_EMAIL, DEMO_PASSWORD = "Acme RL", "demo@acme.test", "agentforge-demo"
 
 
 def create_app(test_config: dict | None = None) -> Flask:
@@ -147,17 +150,32 @@ def _register_commands(app: Flask) -> None:
     @app.cli.command("demo")
     @click.option("--if-empty", is_flag=True, help="Do nothing when any organization exists.")
     def demo(if_empty: bool) -> None:
-        """Create the demo organization and its user, and print the login."""
-        with database().admin_session() as session, session.begin():
+        """Create the demo organizations, users, environments and runs, then run the worker until idle."""
+        with database().admin_session() as session:
             has_orgs = session.scalar(select(func.count()).select_from(Organization))
-            if has_orgs and if_empty:
-                click.echo("Database already has data; log in with your existing account.")
-                return
-            org = find_organization(session, DEMO_ORG) or create_organization(session, DEMO_ORG)
-        with database().admin_session(org.id) as session, session.begin():
-            if session.scalar(select(User.id).where(User.email == DEMO_EMAIL)) is None:
-                add_membership(session, create_user(session, DEMO_EMAIL, DEMO_PASSWORD, "Demo User"), org, "owner")
-        click.echo(f"Demo login: {DEMO_EMAIL} / {DEMO_PASSWORD} (organization {DEMO_ORG})")
+        if has_orgs and if_empty:
+            click.echo("Database already has data; log in with your existing account.")
+            return
+        logins = create_demo(database())
+        processed = run_workers(database(), WorkerSettings(), threading.Event(), concurrency=2, until_idle=True)
+        click.echo(f"Ran {processed} queued evaluation runs.")
+        for login in logins:
+            click.echo(f"Demo login: {login.email} / {login.password} (organization {login.organization})")
+
+    @app.cli.command("worker")
+    @click.option("--until-idle", is_flag=True, help="Exit when no run is queued.")
+    @click.option("--concurrency", default=1, type=click.IntRange(1, 32), help="Runs processed at once.")
+    @click.option("--lease-seconds", default=30, type=click.IntRange(2, 3600), help="Lease on a claimed run.")
+    @click.option("--poll-seconds", default=5.0, type=click.FloatRange(0.1, 300), help="Idle poll interval.")
+    def worker(until_idle: bool, concurrency: int, lease_seconds: int, poll_seconds: float) -> None:
+        """Claim queued evaluation runs and run their trials until SIGTERM/SIGINT (the trial in hand finishes)."""
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        settings = WorkerSettings(lease_seconds=lease_seconds, poll_seconds=poll_seconds)
+        click.echo(f"Worker started (concurrency {concurrency}); waiting for runs.")
+        processed = run_workers(database(), settings, stop, concurrency, until_idle)
+        click.echo(f"Worker stopped after {processed} runs.")
 
 
 def _fail(message: str) -> None:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKeyConstraint, Integer, String, Text, UniqueConstraint
+from sqlalchemy import CheckConstraint, ForeignKeyConstraint, Integer, String, Text, UniqueConstraint, func, select
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from models.base import Base, OrgRoot, OrgScoped, Timestamped
+from models.base import Base, OrgRoot, OrgScoped, Timestamped, new_id
+from worker.agents import validate_agent
+from worker.environments import validate_spec
 
 MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 8
 
@@ -59,3 +63,63 @@ class EvaluatorConfig(OrgRoot, Timestamped, Base):
     attempt_count: Mapped[int] = mapped_column(Integer)
     max_steps: Mapped[int] = mapped_column(Integer, default=30)
     timeout_s: Mapped[float] = mapped_column(default=60.0)
+
+
+def spec_sha256(spec: dict[str, Any]) -> str:
+    """Return the sha256 of a spec's canonical JSON (sorted keys, no spaces): equal specs, equal hashes."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def create_environment(session: Session, org_id: uuid.UUID, name: str, description: str = "") -> Environment:
+    """Add an environment to the organization."""
+    environment = Environment(organization_id=org_id, id=new_id(), name=name, description=description)
+    session.add(environment)
+    session.flush()
+    return environment
+
+
+def create_environment_version(session: Session, environment: Environment, spec: Any) -> EnvironmentVersion:
+    """Pin a new immutable version of `environment` (numbered after the newest); SpecError when `spec` is invalid."""
+    normalised = validate_spec(spec)
+    latest = session.scalar(
+        select(func.max(EnvironmentVersion.version)).where(
+            EnvironmentVersion.organization_id == environment.organization_id,
+            EnvironmentVersion.environment_id == environment.id,
+        )
+    )
+    version = EnvironmentVersion(
+        organization_id=environment.organization_id,
+        id=new_id(),
+        environment_id=environment.id,
+        version=(latest or 0) + 1,
+        spec=normalised,
+        spec_sha256=spec_sha256(normalised),
+    )
+    session.add(version)
+    session.flush()
+    return version
+
+
+def create_evaluator_config(
+    session: Session,
+    org_id: uuid.UUID,
+    name: str,
+    agent: Any,
+    attempt_count: int,
+    *,
+    max_steps: int = 30,
+    timeout_s: float = 60.0,
+) -> EvaluatorConfig:
+    """Add an evaluator configuration: the agent (validated), attemptCount and budgets."""
+    config = EvaluatorConfig(
+        organization_id=org_id,
+        id=new_id(),
+        name=name,
+        agent=validate_agent(agent),
+        attempt_count=attempt_count,
+        max_steps=max_steps,
+        timeout_s=timeout_s,
+    )
+    session.add(config)
+    session.flush()
+    return config

@@ -55,6 +55,7 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
         CheckConstraint(_in("status", RUN_STATUSES), name="status_known"),
         CheckConstraint(_in("reset_mode", RESET_MODES), name="reset_mode_known"),
         CheckConstraint("(reset_mode = 'initial') = (reset_of_run_id IS NULL)", name="reset_names_its_run"),
+        CheckConstraint("attempts >= 0", name="attempts_non_negative"),
         ForeignKeyConstraint(
             ["organization_id", "environment_version_id"],
             ["environment_versions.organization_id", "environment_versions.id"],
@@ -75,6 +76,8 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
     attempt_count: Mapped[int] = mapped_column(Integer)
     reset_mode: Mapped[str] = mapped_column(String(20), default="initial")
     reset_of_run_id: Mapped[uuid.UUID | None]
+    world_seed: Mapped[int] = mapped_column(Integer, server_default="0")
+    base_seed: Mapped[int] = mapped_column(Integer, server_default="0")
     status: Mapped[str] = mapped_column(String(20), default="queued")
     pass_at_k: Mapped[dict[str, float] | None] = mapped_column(JSONB)
     stage_pass_at_k: Mapped[dict[str, dict[str, float]] | None] = mapped_column(JSONB)

@@ -1,0 +1,78 @@
+"""Demo data: two organizations with users, built-in environments (two versions each), evaluator configs, runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from db import Database
+from models.accounts import add_membership, create_organization, create_user, find_organization
+from models.environments import create_environment, create_environment_version, create_evaluator_config
+from models.runs import enqueue_run, reset_run
+
+DEMO_PASSWORD = "agentforge-demo"
+DEMO_ORGS = (("Acme RL", "demo@acme.test"), ("Globex Research", "demo@globex.test"))
+ENVIRONMENTS = (
+    (
+        "admin-console",
+        "Shop admin console: restock a SKU, then place a customer's order.",
+        ({"skus": 8, "customers": 5}, {"skus": 16, "customers": 10}),
+    ),
+    (
+        "support-desk",
+        "Support queue: triage, route and answer one customer ticket.",
+        ({"tickets": 6}, {"tickets": 14, "reference_prefix": "CASE"}),
+    ),
+)
+EVALUATORS = (  # name, skill, attemptCount, max steps
+    ("scripted-expert", 0.85, 8, 14),
+    ("scripted-novice", 0.35, 4, 10),
+    ("scripted-smoke", 0.6, 1, 12),
+)
+
+
+@dataclass(frozen=True)
+class DemoLogin:
+    """A login the demo created (or found)."""
+
+    organization: str
+    email: str
+    password: str
+    created: bool
+
+
+def create_demo(database: Database) -> list[DemoLogin]:
+    """Create each demo organization that does not exist yet, with its user, environments and queued runs."""
+    logins = []
+    for org_name, email in DEMO_ORGS:
+        with database.admin_session() as session, session.begin():
+            existing = find_organization(session, org_name)
+            org = existing or create_organization(session, org_name)
+        if existing is None:
+            with database.admin_session(org.id) as session, session.begin():
+                add_membership(
+                    session, create_user(session, email, DEMO_PASSWORD, f"Demo user of {org_name}"), org, "owner"
+                )
+            _create_org_data(database, org.id)
+        logins.append(DemoLogin(org_name, email, DEMO_PASSWORD, existing is None))
+    return logins
+
+
+def _create_org_data(database: Database, org_id) -> None:
+    """Environments with two versions each, three evaluator configs, one run per (version, config), resets."""
+    with database.session(org_id) as session, session.begin():
+        configs = [
+            create_evaluator_config(
+                session, org_id, name, {"kind": "scripted", "skill": skill}, attempts, max_steps=steps, timeout_s=30
+            )
+            for name, skill, attempts, steps in EVALUATORS
+        ]
+        runs = []
+        for name, description, params_by_version in ENVIRONMENTS:
+            environment = create_environment(session, org_id, name, description)
+            for params in params_by_version:
+                version = create_environment_version(
+                    session, environment, {"kind": "builtin", "environment": name, "params": params}
+                )
+                runs += [enqueue_run(session, version, config) for config in configs]
+        for index, run in enumerate(runs[:6]):
+            reset_run(session, run, "new_workspace" if index % 2 == 0 else "new_world")

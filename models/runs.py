@@ -1,0 +1,232 @@
+"""Evaluation runs as the domain sees them: enqueue, reset, record a trial with its rollups, pass@k."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import uuid
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from models.base import new_id
+from models.environments import MAX_ATTEMPTS, MIN_ATTEMPTS, EnvironmentVersion, EvaluatorConfig
+from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
+from models.rollups import FailureCategoryCount, StageMetricRollup
+
+if TYPE_CHECKING:
+    from worker.trial import TrialOutcome
+
+RUNS_CHANNEL = "agentforge_runs"
+RESET_MODES = ("new_workspace", "new_world")
+SEED_SPACE = 2**31
+
+
+class RunError(ValueError):
+    """A run request that cannot be carried out (message names the valid values)."""
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of Chen et al. 2021: 1 - C(n-c, k) / C(n, k), as a stable product."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def pass_at_k_table(n: int, successes: int) -> dict[str, float]:
+    """Return {"1": pass@1, …, "n": pass@n} for `successes` of `n` attempts."""
+    return {str(k): round(pass_at_k(n, successes, k), 6) for k in range(1, n + 1)}
+
+
+def check_attempt_count(value: Any) -> int:
+    """Return attemptCount as an int in 1..8, or raise RunError naming the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_ATTEMPTS <= value <= MAX_ATTEMPTS:
+        raise RunError(f"attemptCount must be an integer from {MIN_ATTEMPTS} to {MAX_ATTEMPTS}, not {value!r}")
+    return value
+
+
+def notify_workers(session: Session) -> None:
+    """Wake idle workers (delivered when the transaction commits)."""
+    session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": RUNS_CHANNEL})
+
+
+def enqueue_run(
+    session: Session,
+    version: EnvironmentVersion,
+    config: EvaluatorConfig,
+    attempt_count: int | None = None,
+    *,
+    reset_of: EvaluationRun | None = None,
+    reset_mode: str = "initial",
+) -> EvaluationRun:
+    """Queue a run of `config` on `version` (attemptCount defaults to the config's) and wake the workers."""
+    attempts = check_attempt_count(config.attempt_count if attempt_count is None else attempt_count)
+    if reset_mode == "new_workspace" and reset_of is not None:
+        world_seed = reset_of.world_seed  # same world, fresh workspace
+    else:
+        world_seed = secrets.randbelow(SEED_SPACE)
+    run = EvaluationRun(
+        organization_id=version.organization_id,
+        id=new_id(),
+        environment_version_id=version.id,
+        evaluator_config_id=config.id,
+        attempt_count=attempts,
+        reset_mode=reset_mode,
+        reset_of_run_id=reset_of.id if reset_of else None,
+        status="queued",
+        world_seed=world_seed,
+        base_seed=secrets.randbelow(SEED_SPACE),
+        attempts=0,
+    )
+    session.add(run)
+    session.flush()
+    notify_workers(session)
+    return run
+
+
+def reset_run(session: Session, run: EvaluationRun, mode: str) -> EvaluationRun:
+    """Enqueue a new run against the same environment_versions row: new_workspace keeps the world, new_world not."""
+    if mode not in RESET_MODES:
+        raise RunError(f"mode must be one of {', '.join(RESET_MODES)}, not {mode!r}")
+    version = session.get_one(EnvironmentVersion, (run.organization_id, run.environment_version_id))
+    config = session.get_one(EvaluatorConfig, (run.organization_id, run.evaluator_config_id))
+    return enqueue_run(session, version, config, run.attempt_count, reset_of=run, reset_mode=mode)
+
+
+def trial_seed(run: EvaluationRun, trial_number: int) -> int:
+    """The episode seed of trial `trial_number`: independent per trial, reproducible per run."""
+    return (run.base_seed + trial_number - 1) % SEED_SPACE
+
+
+def recorded_trial_numbers(session: Session, run: EvaluationRun) -> set[int]:
+    """Trial numbers already written for `run` (a resumed run only runs the others)."""
+    rows = session.scalars(
+        select(EvaluationTrial.trial_number).where(
+            EvaluationTrial.organization_id == run.organization_id, EvaluationTrial.evaluation_run_id == run.id
+        )
+    )
+    return set(rows)
+
+
+def record_trial(
+    session: Session, run: EvaluationRun, trial_number: int, seed: int, outcome: TrialOutcome
+) -> EvaluationTrial:
+    """Write the trial, its trial-{n}-trajectory.json artifact, its rollout (when scored) and the rollups."""
+    org = run.organization_id
+    body = json.dumps(outcome.artifact_document(), ensure_ascii=False).encode()
+    artifact = Artifact(
+        organization_id=org,
+        id=new_id(),
+        filename=f"trial-{trial_number}-trajectory.json",
+        content_type="application/json",
+        size=len(body),
+        sha256=hashlib.sha256(body).hexdigest(),
+        body=body,
+    )
+    trial = EvaluationTrial(
+        organization_id=org,
+        id=new_id(),
+        evaluation_run_id=run.id,
+        trial_number=trial_number,
+        seed=seed,
+        status=outcome.status,
+        reward=outcome.reward,
+        failure_category=outcome.failure_category,
+        metrics=outcome.stages,
+        trajectory_artifact_id=artifact.id,
+        log_excerpt=outcome.log,
+        started_at=outcome.started_at,
+        finished_at=outcome.finished_at,
+    )
+    session.add(artifact)
+    session.flush()
+    session.add(trial)
+    session.flush()
+    if outcome.reward is not None:
+        session.add(
+            Rollout(
+                organization_id=org,
+                id=new_id(),
+                environment_version_id=run.environment_version_id,
+                evaluation_run_id=run.id,
+                evaluation_trial_id=trial.id,
+                seed=seed,
+                reward=outcome.reward,
+            )
+        )
+    add_to_rollups(session, org, run.environment_version_id, outcome.failure_category, outcome.stages)
+    session.flush()
+    return trial
+
+
+def add_to_rollups(
+    session: Session, org: uuid.UUID, version_id: uuid.UUID, failure_category: str | None, stages: dict[str, float]
+) -> None:
+    """Count one more trial in the per-version failure_category and stage_* rollups."""
+    if failure_category:
+        counts = insert(FailureCategoryCount).values(
+            organization_id=org, environment_version_id=version_id, failure_category=failure_category, trials=1
+        )
+        session.execute(
+            counts.on_conflict_do_update(
+                index_elements=["organization_id", "environment_version_id", "failure_category"],
+                set_={"trials": FailureCategoryCount.trials + 1},
+            )
+        )
+    if stages:
+        sums = insert(StageMetricRollup).values(
+            [
+                {
+                    "organization_id": org,
+                    "environment_version_id": version_id,
+                    "stage_key": key,
+                    "trials": 1,
+                    "passed": int(value == 1),
+                    "value_sum": float(value),
+                }
+                for key, value in sorted(stages.items())
+            ]
+        )
+        session.execute(
+            sums.on_conflict_do_update(
+                index_elements=["organization_id", "environment_version_id", "stage_key"],
+                set_={
+                    "trials": StageMetricRollup.trials + 1,
+                    "passed": StageMetricRollup.passed + sums.excluded.passed,
+                    "value_sum": StageMetricRollup.value_sum + sums.excluded.value_sum,
+                },
+            )
+        )
+
+
+def complete_run(session: Session, run: EvaluationRun) -> None:
+    """Mark `run` completed with pass@k and per-stage pass@k computed from its recorded trials."""
+    trials = session.execute(
+        select(EvaluationTrial.reward, EvaluationTrial.metrics).where(
+            EvaluationTrial.organization_id == run.organization_id, EvaluationTrial.evaluation_run_id == run.id
+        )
+    ).all()
+    n = run.attempt_count
+    successes = sum(1 for reward, _ in trials if reward == 1)
+    stage_keys = sorted({key for _, metrics in trials for key in metrics if key.startswith("stage_")})
+    stage_table = {
+        key: pass_at_k_table(n, sum(1 for _, metrics in trials if metrics.get(key) == 1)) for key in stage_keys
+    }
+    session.execute(
+        update(EvaluationRun)
+        .where(EvaluationRun.organization_id == run.organization_id, EvaluationRun.id == run.id)
+        .values(
+            status="completed",
+            pass_at_k=pass_at_k_table(n, successes),
+            stage_pass_at_k=stage_table,
+            finished_at=func.now(),
+            lease_owner=None,
+            lease_expires_at=None,
+        )
+    )

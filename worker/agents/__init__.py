@@ -1,0 +1,47 @@
+"""Agents the worker can evaluate: the built-in scripted agent and any JSON-lines command."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worker.agents.base import Action, Agent, AgentFailure, Finish, ToolCall
+from worker.agents.command import CommandAgent
+from worker.agents.scripted import ScriptedAgent
+
+__all__ = ["Action", "Agent", "AgentConfigError", "AgentFailure", "Finish", "ToolCall", "load", "validate_agent"]
+
+
+class AgentConfigError(ValueError):
+    """An evaluator configuration's agent that cannot be run (message says why)."""
+
+
+def validate_agent(agent: Any) -> dict[str, Any]:
+    """Return the normalised agent config or raise AgentConfigError naming the bad field."""
+    if not isinstance(agent, dict):
+        raise AgentConfigError("agent must be a JSON object")
+    kind = agent.get("kind")
+    if kind == "scripted":
+        skill = agent.get("skill", 0.8)
+        delay = agent.get("stepDelayS", 0.0)
+        if isinstance(skill, bool) or not isinstance(skill, int | float) or not 0 <= skill <= 1:
+            raise AgentConfigError(f"agent.skill must be a number from 0 to 1, not {skill!r}")
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 10:
+            raise AgentConfigError(f"agent.stepDelayS must be a number from 0 to 10, not {delay!r}")
+        return {"kind": "scripted", "skill": float(skill), "stepDelayS": float(delay)}
+    if kind == "command":
+        argv = agent.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
+            raise AgentConfigError("agent.argv must be a non-empty list of strings")
+        env = agent.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise AgentConfigError("agent.env must map names to strings")
+        return {"kind": "command", "argv": argv, "env": env}
+    raise AgentConfigError(f"agent.kind must be 'scripted' or 'command', not {kind!r}")
+
+
+def load(agent: dict[str, Any], seed: int) -> Agent:
+    """Build the agent an evaluator configuration describes, seeded for this trial."""
+    config = validate_agent(agent)
+    if config["kind"] == "scripted":
+        return ScriptedAgent(config["skill"], seed, config["stepDelayS"])
+    return CommandAgent(config["argv"], seed, config["env"])

@@ -1,0 +1,65 @@
+"""What an agent is to the trial runner: it gets the task and tools, then answers each observation with an action."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The agent wants `tool` called with `args`."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The agent says it is done."""
+
+    summary: str = ""
+
+
+Action = ToolCall | Finish
+
+
+class AgentFailure(Exception):
+    """The agent could not go on; `category` is the trial's failure_category."""
+
+    category = "agent_error"
+
+
+class AgentCrashed(AgentFailure):
+    """The agent raised or its process exited."""
+
+    category = "agent_error"
+
+
+class AgentTimedOut(AgentFailure):
+    """The agent did not answer within the trial's time budget."""
+
+    category = "timeout"
+
+
+class AgentProtocolError(AgentFailure):
+    """The agent answered something that is not a valid action (bad JSON, wrong shape, a flood)."""
+
+    category = "agent_protocol_error"
+
+
+class Agent(ABC):
+    """One episode's agent: `start` once, then `act` for each observation, then `close`."""
+
+    @abstractmethod
+    def start(self, task_text: str, task_data: dict[str, Any], tools: list[dict[str, Any]], max_steps: int) -> None:
+        """Receive the task, the facts behind it and the tools."""
+
+    @abstractmethod
+    def act(self, observation: str | None, deadline: float) -> Action:
+        """Return the next action, given the last observation (None before the first action)."""
+
+    def close(self) -> str:
+        """Release what the agent holds; return anything it printed on the side (bounded) for the log."""
+        return ""

@@ -1,0 +1,103 @@
+"""What every built-in environment offers the trial runner: reset, tools, calls, stage scores, a diagnosis."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+class SpecError(ValueError):
+    """An environment version spec that does not describe a runnable environment (message says why)."""
+
+
+class ToolError(Exception):
+    """A tool call the environment refuses (unknown tool, missing or bad argument); the agent sees the message."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the agent is asked to do: the prompt text and the same facts as data (for scripted agents)."""
+
+    text: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the agent may call: its name, what it does, and its arguments as name → type."""
+
+    name: str
+    description: str
+    parameters: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the tool as sent to command agents."""
+        return {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}
+
+
+class Environment(ABC):
+    """A deterministic task world: the same world seed gives the same world and task."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    stage_keys: ClassVar[tuple[str, ...]]
+    tool_specs: ClassVar[tuple[ToolSpec, ...]]
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+        self.log: list[str] = []
+        self.tool_errors = 0
+
+    @classmethod
+    @abstractmethod
+    def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Return `params` with defaults filled in; raise SpecError naming the bad parameter."""
+
+    @abstractmethod
+    def reset(self, world_seed: int) -> Task:
+        """Build the world for `world_seed` in a fresh workspace and return the task."""
+
+    @abstractmethod
+    def score(self) -> dict[str, float]:
+        """Score the state the episode left: every stage_* key with a value in [0, 1]."""
+
+    @abstractmethod
+    def diagnose(self) -> str:
+        """Name what went wrong in an episode that ended normally but did not fully succeed."""
+
+    def call(self, tool: str, args: dict[str, Any]) -> str:
+        """Run one tool call and return its observation; raise ToolError for a call the world refuses."""
+        handler = getattr(self, f"tool_{tool}", None) if tool in {t.name for t in self.tool_specs} else None
+        if handler is None:
+            self.tool_errors += 1
+            raise ToolError(f"unknown tool {tool!r}; available: {', '.join(t.name for t in self.tool_specs)}")
+        spec = next(t for t in self.tool_specs if t.name == tool)
+        missing = [name for name in spec.parameters if name not in args]
+        if missing:
+            self.tool_errors += 1
+            raise ToolError(f"{tool} needs {', '.join(missing)}")
+        try:
+            return handler(**{name: args[name] for name in spec.parameters})
+        except ToolError:
+            self.tool_errors += 1
+            raise
+
+    def note(self, line: str) -> None:
+        """Append a line to the trial log."""
+        self.log.append(line)
+
+
+def require_int(args_name: str, value: Any, minimum: int = 0) -> int:
+    """Return `value` as an int of at least `minimum`, or raise ToolError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ToolError(f"{args_name} must be an integer >= {minimum}, not {value!r}")
+    return value
+
+
+def int_param(params: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
+    """Return integer parameter `name` (default when absent) or raise SpecError naming its range."""
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SpecError(f"params.{name} must be an integer from {low} to {high}, not {value!r}")
+    return value

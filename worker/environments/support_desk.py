@@ -1,0 +1,160 @@
+"""support-desk: a ticket queue where the task is to triage, route and answer one customer ticket."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from worker.environments.base import Environment, SpecError, Task, ToolError, ToolSpec, int_param
+
+TEAMS = ("billing", "shipping", "accounts", "technical")
+PRIORITIES = ("low", "normal", "high", "urgent")
+ISSUES = {
+    "billing": ("was charged twice for order", "needs a refund for order", "sees a wrong amount on invoice"),
+    "shipping": ("has not received order", "got a damaged parcel for order", "wants to change the address of order"),
+    "accounts": ("cannot log in after resetting the password", "wants the account email changed", "is locked out"),
+    "technical": ("gets error 500 on checkout", "cannot upload an avatar", "sees a blank dashboard"),
+}
+
+
+@dataclass
+class Ticket:
+    """A customer ticket and what the agent did to it."""
+
+    id: str
+    subject: str
+    body: str
+    needs_team: str
+    priority: str = "normal"
+    team: str | None = None
+    replies: tuple[str, ...] = ()
+
+
+class SupportDesk(Environment):
+    """Set a ticket's priority, assign it to the right team, and reply quoting the reference it needs."""
+
+    name = "support-desk"
+    description = "Customer support queue: triage, routing and replies."
+    stage_keys = ("stage_triage", "stage_routing", "stage_reply")
+    tool_specs = (
+        ToolSpec("list_tickets", "List open tickets with their subjects."),
+        ToolSpec("read_ticket", "Show one ticket in full.", {"ticket_id": "string"}),
+        ToolSpec(
+            "set_priority",
+            "Set a ticket's priority (low, normal, high, urgent).",
+            {"ticket_id": "string", "priority": "string"},
+        ),
+        ToolSpec(
+            "assign",
+            "Assign a ticket to a team (billing, shipping, accounts, technical).",
+            {"ticket_id": "string", "team": "string"},
+        ),
+        ToolSpec("reply", "Send the customer a reply on the ticket.", {"ticket_id": "string", "message": "string"}),
+    )
+
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Accept `tickets` (2-30) and `reference_prefix` (REF or CASE)."""
+        prefix = params.get("reference_prefix", "REF")
+        if prefix not in ("REF", "CASE"):
+            raise SpecError(f"params.reference_prefix must be 'REF' or 'CASE', not {prefix!r}")
+        return {"tickets": int_param(params, "tickets", 6, 2, 30), "reference_prefix": prefix}
+
+    def reset(self, world_seed: int) -> Task:
+        """Draw the ticket queue and the ticket to handle from `world_seed`."""
+        rng = random.Random(world_seed)
+        self.tickets: dict[str, Ticket] = {}
+        for number in rng.sample(range(100, 999), self.params["tickets"]):
+            team = rng.choice(TEAMS)
+            order = f"#{rng.randint(10000, 99999)}"
+            problem = rng.choice(ISSUES[team])
+            ticket = Ticket(f"T-{number}", f"Customer {problem} {order}", f"Customer reports: {problem} {order}.", team)
+            self.tickets[ticket.id] = ticket
+        target = self.tickets[rng.choice(sorted(self.tickets))]
+        reference = f"{self.params['reference_prefix']}-{rng.randint(1000, 9999)}"
+        self.goal = {
+            "ticket_id": target.id,
+            "priority": rng.choice(("high", "urgent")),
+            "team": target.needs_team,
+            "reference": reference,
+        }
+        self.note(f"opened support-desk (world {world_seed}): {len(self.tickets)} open tickets")
+        text = (
+            f"Handle ticket {target.id}: set its priority to {self.goal['priority']}, assign it to the "
+            f"{self.goal['team']} team, and reply to the customer quoting reference {reference}."
+        )
+        data = {
+            **self.goal,
+            "distractors": {
+                "ticket_id": sorted(t for t in self.tickets if t != target.id),
+                "team": [t for t in TEAMS if t != self.goal["team"]],
+                "priority": [p for p in PRIORITIES if p != self.goal["priority"]],
+            },
+        }
+        return Task(text, data)
+
+    def _ticket(self, ticket_id: Any) -> Ticket:
+        ticket = self.tickets.get(ticket_id)
+        if ticket is None:
+            raise ToolError(f"no ticket {ticket_id!r}")
+        return ticket
+
+    def tool_list_tickets(self) -> str:
+        self.note("list_tickets")
+        return "\n".join(f"{t.id}  [{t.priority}]  {t.subject}" for t in self.tickets.values())
+
+    def tool_read_ticket(self, ticket_id: Any) -> str:
+        ticket = self._ticket(ticket_id)
+        self.note(f"read {ticket.id}")
+        return f"{ticket.id} priority={ticket.priority} team={ticket.team or '-'}\n{ticket.body}"
+
+    def tool_set_priority(self, ticket_id: Any, priority: Any) -> str:
+        ticket = self._ticket(ticket_id)
+        if priority not in PRIORITIES:
+            raise ToolError(f"priority must be one of {', '.join(PRIORITIES)}")
+        ticket.priority = priority
+        self.note(f"{ticket.id} priority -> {priority}")
+        return f"{ticket.id} priority set to {priority}"
+
+    def tool_assign(self, ticket_id: Any, team: Any) -> str:
+        ticket = self._ticket(ticket_id)
+        if team not in TEAMS:
+            raise ToolError(f"team must be one of {', '.join(TEAMS)}")
+        ticket.team = team
+        self.note(f"{ticket.id} assigned to {team}")
+        return f"{ticket.id} assigned to {team}"
+
+    def tool_reply(self, ticket_id: Any, message: Any) -> str:
+        ticket = self._ticket(ticket_id)
+        if not isinstance(message, str) or not message.strip():
+            raise ToolError("message must be non-empty text")
+        ticket.replies += (message,)
+        self.note(f"replied on {ticket.id}")
+        return f"reply sent on {ticket.id}"
+
+    def score(self) -> dict[str, float]:
+        """stage_triage: priority; stage_routing: team; stage_reply: a reply quoting the reference (0.5 without)."""
+        goal = self.goal
+        ticket = self.tickets[goal["ticket_id"]]
+        replied = [r for r in ticket.replies if r.strip()]
+        return {
+            "stage_triage": 1.0 if ticket.priority == goal["priority"] else 0.0,
+            "stage_routing": 1.0 if ticket.team == goal["team"] else 0.0,
+            "stage_reply": 1.0 if any(goal["reference"] in r for r in replied) else 0.5 if replied else 0.0,
+        }
+
+    def diagnose(self) -> str:
+        """wrong_ticket, wrong_priority, wrong_team, missing_reference, tool_error or gave_up."""
+        goal = self.goal
+        touched = [t for t in self.tickets.values() if t.id != goal["ticket_id"] and (t.team or t.replies)]
+        ticket = self.tickets[goal["ticket_id"]]
+        if touched:
+            return "wrong_ticket"
+        if ticket.team not in (None, goal["team"]):
+            return "wrong_team"
+        if ticket.priority not in ("normal", goal["priority"]):
+            return "wrong_priority"
+        if ticket.replies and not any(goal["reference"] in r for r in ticket.replies):
+            return "missing_reference"
+        return "tool_error" if self.tool_errors else "gave_up"

@@ -1,0 +1,241 @@
+"""The worker loop: claim a run, keep its lease alive, run its missing trials, record each, complete the run.
+
+Runs are claimed through the SECURITY DEFINER function claim_next_run (FOR
+UPDATE SKIP LOCKED), the only code that looks across organizations; everything
+after the claim happens in a session scoped to the run's organization, so RLS
+WITH CHECK still guards every write. A killed worker's lease expires and the
+next claim resumes the run with only the trial numbers still missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import psycopg
+from sqlalchemy import func, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db import Database, libpq_url
+from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from models.runs import RUNS_CHANNEL, complete_run, record_trial, recorded_trial_numbers, trial_seed
+from worker.agents import AgentConfigError
+from worker.environments import SpecError
+from worker.trial import run_trial
+
+log = logging.getLogger("agentforge.worker")
+
+
+class LeaseLost(Exception):
+    """Another worker took the run over (our lease expired); stop working on it."""
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Lease length, idle polling interval and how many claims a run gets before it is failed."""
+
+    lease_seconds: int = 30
+    poll_seconds: float = 5.0
+    max_run_attempts: int = 3
+
+
+class Worker:
+    """One claim loop; `run(until_idle)` processes runs until stopped (or until none is queued)."""
+
+    def __init__(self, database: Database, settings: WorkerSettings, stop: threading.Event, name: str) -> None:
+        self.database, self.settings, self.stop, self.name = database, settings, stop, name
+        self.listener: psycopg.Connection | None = None
+
+    def run(self, until_idle: bool = False) -> int:
+        """Process runs until `stop` is set, or until no run is claimable when `until_idle`; return runs done."""
+        done = 0
+        try:
+            while not self.stop.is_set():
+                claimed = self.claim()
+                if claimed is None:
+                    if until_idle:
+                        break
+                    self.wait_for_work()
+                    continue
+                self.process(*claimed)
+                done += 1
+        finally:
+            if self.listener is not None:
+                self.listener.close()
+        return done
+
+    def claim(self) -> tuple[uuid.UUID, uuid.UUID] | None:
+        """Claim the oldest queued (or abandoned) run, or None when there is none."""
+        with self.database.engine.begin() as conn:
+            row = conn.execute(
+                text("SELECT run_organization_id, run_id FROM claim_next_run(:worker, :lease, :attempts)"),
+                {"worker": self.name, "lease": self.settings.lease_seconds, "attempts": self.settings.max_run_attempts},
+            ).first()
+        return (row[0], row[1]) if row else None
+
+    def wait_for_work(self) -> None:
+        """Sleep until a run is enqueued (LISTEN/NOTIFY) or the poll interval passes, waking early on stop."""
+        if self.listener is None:
+            self.listener = psycopg.connect(libpq_url(self.database.urls.runtime), autocommit=True)
+            self.listener.execute(f"LISTEN {RUNS_CHANNEL}")
+        deadline = time.monotonic() + self.settings.poll_seconds
+        while not self.stop.is_set() and (remaining := deadline - time.monotonic()) > 0:
+            for _ in self.listener.notifies(timeout=min(remaining, 0.5), stop_after=1):
+                return
+
+    def process(self, org_id: uuid.UUID, run_id: uuid.UUID) -> None:
+        """Run every missing trial of a claimed run under its organization, then complete it."""
+        heartbeat = Heartbeat(self.database, org_id, run_id, self.name, self.settings.lease_seconds)
+        heartbeat.start()
+        try:
+            self._run_trials(org_id, run_id, heartbeat)
+        except LeaseLost:
+            log.warning("lost the lease on run %s; another worker continues it", run_id)
+        except (SpecError, AgentConfigError) as error:
+            self._finish_as_failed(org_id, run_id, f"cannot run: {error}")
+        except Exception as error:  # a bug or a database fault: hand the run back; claims are bounded
+            log.exception("run %s failed in this worker", run_id)
+            self._release(org_id, run_id, f"{type(error).__name__}: {error}", counted=True)
+        finally:
+            heartbeat.stop()
+
+    def _run_trials(self, org_id: uuid.UUID, run_id: uuid.UUID, heartbeat: Heartbeat) -> None:
+        with self.database.session(org_id) as session:
+            run = session.get_one(EvaluationRun, (org_id, run_id))
+            version = session.get_one(EnvironmentVersion, (org_id, run.environment_version_id))
+            config = session.get_one(EvaluatorConfig, (org_id, run.evaluator_config_id))
+            missing = sorted(set(range(1, run.attempt_count + 1)) - recorded_trial_numbers(session, run))
+            session.commit()
+        for number in missing:
+            if self.stop.is_set():
+                self._release(org_id, run_id, None, counted=False)
+                return
+            heartbeat.check()
+            seed = trial_seed(run, number)
+            outcome = run_trial(
+                version.spec,
+                config.agent,
+                world_seed=run.world_seed,
+                seed=seed,
+                max_steps=config.max_steps,
+                timeout_s=config.timeout_s,
+            )
+            try:
+                with self.database.session(org_id) as session, session.begin():
+                    self._hold_lease(session, run)
+                    record_trial(session, run, number, seed, outcome)
+            except IntegrityError:
+                log.warning("trial %s of run %s was already recorded; skipping", number, run_id)
+        with self.database.session(org_id) as session, session.begin():
+            self._hold_lease(session, run)
+            complete_run(session, run)
+
+    def _hold_lease(self, session: Session, run: EvaluationRun) -> None:
+        """Renew our lease inside the writing transaction; raise LeaseLost if another worker holds the run."""
+        renewed = session.execute(
+            update(EvaluationRun)
+            .where(
+                EvaluationRun.organization_id == run.organization_id,
+                EvaluationRun.id == run.id,
+                EvaluationRun.lease_owner == self.name,
+                EvaluationRun.status == "running",
+            )
+            .values(lease_expires_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, self.settings.lease_seconds))
+        )
+        if renewed.rowcount != 1:
+            raise LeaseLost(str(run.id))
+
+    def _release(self, org_id: uuid.UUID, run_id: uuid.UUID, error: str | None, *, counted: bool) -> None:
+        """Hand a run back to the queue (after a stop request, or an error that may not recur)."""
+        values: dict = {"status": "queued", "lease_owner": None, "lease_expires_at": None}
+        if error:
+            values["error"] = error
+        if not counted:
+            values["attempts"] = func.greatest(EvaluationRun.attempts - 1, 0)
+        with self.database.session(org_id) as session, session.begin():
+            session.execute(
+                update(EvaluationRun)
+                .where(EvaluationRun.organization_id == org_id, EvaluationRun.id == run_id)
+                .where(EvaluationRun.lease_owner == self.name)
+                .values(**values)
+            )
+            session.execute(text("SELECT pg_notify(:c, '')"), {"c": RUNS_CHANNEL})
+
+    def _finish_as_failed(self, org_id: uuid.UUID, run_id: uuid.UUID, error: str) -> None:
+        """Mark a run that can never succeed (bad spec or agent) as failed, with the reason."""
+        with self.database.session(org_id) as session, session.begin():
+            session.execute(
+                update(EvaluationRun)
+                .where(EvaluationRun.organization_id == org_id, EvaluationRun.id == run_id)
+                .values(status="failed", error=error, finished_at=func.now(), lease_owner=None, lease_expires_at=None)
+            )
+
+
+class Heartbeat:
+    """Renews a run's lease every third of its length in a background thread while trials run."""
+
+    def __init__(self, database: Database, org_id: uuid.UUID, run_id: uuid.UUID, owner: str, lease: int) -> None:
+        self.database, self.org_id, self.run_id, self.owner, self.lease = database, org_id, run_id, owner, lease
+        self.stopped = threading.Event()
+        self.lost = False
+        self.thread = threading.Thread(target=self._beat, daemon=True, name=f"heartbeat-{run_id}")
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+    def check(self) -> None:
+        """Raise LeaseLost when a beat found the lease gone."""
+        if self.lost:
+            raise LeaseLost(str(self.run_id))
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.lease / 3):
+            try:
+                with self.database.session(self.org_id) as session, session.begin():
+                    renewed = session.execute(
+                        update(EvaluationRun)
+                        .where(
+                            EvaluationRun.organization_id == self.org_id,
+                            EvaluationRun.id == self.run_id,
+                            EvaluationRun.lease_owner == self.owner,
+                        )
+                        .values(lease_expires_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, self.lease))
+                    )
+                self.lost = renewed.rowcount != 1
+            except Exception:  # a missed beat is retried; the lease outlives two of them
+                log.exception("heartbeat for run %s failed", self.run_id)
+            if self.lost:
+                return
+
+
+def worker_name(index: int) -> str:
+    """A name unique to this process and thread, stored as the lease owner."""
+    return f"{socket.gethostname()}:{os.getpid()}:{index}"
+
+
+def run_workers(
+    database: Database, settings: WorkerSettings, stop: threading.Event, concurrency: int, until_idle: bool
+) -> int:
+    """Run `concurrency` claim loops in threads until stopped (or idle); return how many runs they processed."""
+    results = [0] * concurrency
+    workers = [Worker(database, settings, stop, worker_name(i)) for i in range(concurrency)]
+
+    def loop(index: int) -> None:
+        results[index] = workers[index].run(until_idle)
+
+    threads = [threading.Thread(target=loop, args=(i,), name=f"worker-{i}") for i in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(results)

@@ -1,0 +1,130 @@
+"""One trial: reset the environment, run the agent loop within a step and time budget, score the stages.
+
+Every trial that ends is scored from the state the environment was left in
+(an agent crash or timeout still scores); only an environment that cannot run
+gives reward None. The failure category says how the loop ended when it ended
+abnormally, else what the environment diagnoses from its final state.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from worker import agents, environments
+from worker.agents import AgentFailure, Finish
+
+LOG_CAP_CHARS = 16 * 1024
+OBSERVATION_CAP_CHARS = 4 * 1024
+
+
+def truncate(text: str, cap: int, what: str) -> str:
+    """Return `text` cut to `cap` characters with a visible marker saying how much was dropped."""
+    if len(text) <= cap:
+        return text
+    return text[:cap] + f"\n… [{what} truncated: {len(text) - cap} more characters]"
+
+
+@dataclass
+class TrialOutcome:
+    """What one trial produced, ready to be recorded."""
+
+    status: str  # succeeded | failed | error
+    reward: float | None
+    failure_category: str | None
+    stages: dict[str, float]
+    steps: list[dict[str, Any]]
+    log: str
+    started_at: datetime
+    finished_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def artifact_document(self) -> dict[str, Any]:
+        """Return trial-{n}-trajectory.json: schemaVersion, the truncated log, the steps as a JSON string."""
+        return {"schemaVersion": 1, "log": self.log, "trajectory": json.dumps({"steps": self.steps})}
+
+
+def command_text(tool: str, args: dict[str, Any]) -> str:
+    """Render a tool call the way the trajectory viewer shows it: `restock {"sku": "SKU-1", "quantity": 3}`."""
+    return f"{tool} {json.dumps(args, ensure_ascii=False)}" if args else tool
+
+
+def run_trial(
+    spec: dict[str, Any],
+    agent_config: dict[str, Any],
+    *,
+    world_seed: int,
+    seed: int,
+    max_steps: int,
+    timeout_s: float,
+) -> TrialOutcome:
+    """Run one episode of `agent_config` in the environment `spec` describes and score it."""
+    started = datetime.now(UTC)
+    log: list[str] = []
+    steps: list[dict[str, Any]] = []
+    try:
+        env = environments.load(spec)
+        task = env.reset(world_seed)
+    except Exception as error:  # an environment that cannot even start: no score, no rollout
+        log.append(f"environment could not start: {type(error).__name__}: {error}")
+        return TrialOutcome(
+            "error", None, "environment_error", {}, [], truncate("\n".join(log), LOG_CAP_CHARS, "log"), started
+        )
+
+    deadline = time.monotonic() + timeout_s
+    ended, observation = "finished", None
+    agent = agents.load(agent_config, seed)
+    try:
+        agent.start(task.text, {**task.data, "environment": env.name}, [t.as_dict() for t in env.tool_specs], max_steps)
+        for number in range(1, max_steps + 1):
+            action = agent.act(observation, deadline)
+            if isinstance(action, Finish):
+                log.append(f"agent finished: {action.summary}" if action.summary else "agent finished")
+                break
+            try:
+                observation = env.call(action.tool, action.args)
+            except environments.ToolError as error:
+                observation = f"error: {error}"
+            steps.append(
+                {
+                    "step": number,
+                    "tool": action.tool,
+                    "command": command_text(action.tool, action.args),
+                    "observation": truncate(observation, OBSERVATION_CAP_CHARS, "observation"),
+                }
+            )
+            if time.monotonic() > deadline:
+                ended = "timeout"
+                log.append(f"time budget of {timeout_s:g}s used up after step {number}")
+                break
+        else:
+            ended = "out_of_steps"
+            log.append(f"step budget of {max_steps} used up")
+    except AgentFailure as failure:
+        ended = failure.category
+        log.append(f"{failure.category}: {failure}")
+    except Exception as error:  # the environment itself raised mid-episode
+        ended = "environment_error"
+        log.append(f"environment raised: {type(error).__name__}: {error}")
+    finally:
+        side_output = agent.close()
+    if side_output:
+        log.append("agent stderr:\n" + side_output)
+
+    try:
+        stages = env.score()
+    except Exception as error:
+        log.insert(0, "\n".join(env.log))
+        log.append(f"environment could not score: {type(error).__name__}: {error}")
+        return TrialOutcome(
+            "error", None, "environment_error", {}, steps, truncate("\n".join(log), LOG_CAP_CHARS, "log"), started
+        )
+    reward = round(sum(stages.values()) / len(stages), 6)
+    if reward == 1:
+        status, category = "succeeded", None
+    else:
+        status, category = "failed", env.diagnose() if ended == "finished" else ended
+    full_log = "\n".join([*env.log, *log])
+    return TrialOutcome(status, reward, category, stages, steps, truncate(full_log, LOG_CAP_CHARS, "log"), started)
