@@ -52,6 +52,15 @@ def is_api_request() -> bool:
     return request.path.startswith("/api/")
 
 
+ROLE_RANK = {"viewer": 0, "member": 1, "owner": 2}
+
+
+def require_role(minimum: str) -> None:
+    """Abort with 403 unless the user's role in the current organization is at least `minimum`."""
+    if ROLE_RANK[g.membership.role] < ROLE_RANK[minimum]:
+        abort(403, description=f"This needs the {minimum} role; you are a {g.membership.role} here.")
+
+
 class LoggedInUser(UserMixin):
     """flask-login's view of a SessionUser: its id is the login session token, not the user id."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Response, make_response, render_template, request
+from flask import Response, make_response, redirect, render_template, request
 from jinja2_fragments.flask import render_block
 
 
@@ -25,3 +25,12 @@ def render(template: str, block: str | None = None, status: int = 200, **context
     response = make_response(body, status)
     response.vary.add("HX-Request")
     return response
+
+
+def redirect_after_write(location: str) -> Response:
+    """After a successful write: 303 for a plain form, HX-Location for htmx (a client-side navigation)."""
+    if wants_fragment():
+        response = make_response("", 204)
+        response.headers["HX-Location"] = location
+        return response
+    return make_response(redirect(location, 303))

@@ -230,3 +230,22 @@ def complete_run(session: Session, run: EvaluationRun) -> None:
             lease_expires_at=None,
         )
     )
+
+
+class NotFoundInOrg(LookupError):
+    """An id that does not exist in the current organization (or exists only in another one)."""
+
+
+def start_run(
+    session: Session, version_id: uuid.UUID, config_id: uuid.UUID, attempt_count: int | None = None
+) -> EvaluationRun:
+    """Queue a run on the version with the evaluator configuration, both looked up under RLS."""
+    if attempt_count is not None:
+        check_attempt_count(attempt_count)
+    version = session.scalar(select(EnvironmentVersion).where(EnvironmentVersion.id == version_id))
+    if version is None:
+        raise NotFoundInOrg(f"no environment version {version_id}")
+    config = session.scalar(select(EvaluatorConfig).where(EvaluatorConfig.id == config_id))
+    if config is None:
+        raise NotFoundInOrg(f"no evaluator configuration {config_id}")
+    return enqueue_run(session, version, config, attempt_count)

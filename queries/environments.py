@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from models import Environment, EnvironmentVersion
+from models import Environment, EnvironmentVersion, EvaluationRun, EvaluatorConfig
 
 
 @dataclass(frozen=True)
@@ -39,3 +39,69 @@ def list_environments(session: Session) -> list[EnvironmentSummary]:
         )
     )
     return [EnvironmentSummary(*row) for row in rows]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One row of an environment's recent runs."""
+
+    id: uuid.UUID
+    version: int
+    evaluator_name: str
+    attempt_count: int
+    reset_mode: str
+    status: str
+    pass_at_1: float | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class EnvironmentDetail:
+    """An environment with its immutable versions, the org's evaluator configs and recent runs."""
+
+    environment: Environment
+    versions: list[EnvironmentVersion]
+    evaluators: list[EvaluatorConfig]
+    runs: list[RunSummary]
+
+
+def environment_detail(session: Session, environment_id: uuid.UUID, runs_limit: int = 20) -> EnvironmentDetail | None:
+    """Return the environment page's data, or None when the session's organization has no such environment."""
+    environment = session.scalar(select(Environment).where(Environment.id == environment_id))
+    if environment is None:
+        return None
+    org = environment.organization_id
+    versions = session.scalars(
+        select(EnvironmentVersion)
+        .where(EnvironmentVersion.organization_id == org, EnvironmentVersion.environment_id == environment.id)
+        .order_by(EnvironmentVersion.version.desc())
+    ).all()
+    evaluators = session.scalars(
+        select(EvaluatorConfig).where(EvaluatorConfig.organization_id == org).order_by(EvaluatorConfig.name)
+    ).all()
+    runs = session.execute(
+        select(
+            EvaluationRun.id,
+            EnvironmentVersion.version,
+            EvaluatorConfig.name,
+            EvaluationRun.attempt_count,
+            EvaluationRun.reset_mode,
+            EvaluationRun.status,
+            EvaluationRun.pass_at_k["1"].as_float(),
+            EvaluationRun.created_at,
+        )
+        .join(
+            EnvironmentVersion,
+            (EnvironmentVersion.organization_id == EvaluationRun.organization_id)
+            & (EnvironmentVersion.id == EvaluationRun.environment_version_id),
+        )
+        .join(
+            EvaluatorConfig,
+            (EvaluatorConfig.organization_id == EvaluationRun.organization_id)
+            & (EvaluatorConfig.id == EvaluationRun.evaluator_config_id),
+        )
+        .where(EnvironmentVersion.organization_id == org, EnvironmentVersion.environment_id == environment.id)
+        .order_by(EvaluationRun.created_at.desc(), EvaluationRun.id.desc())
+        .limit(runs_limit)
+    ).all()
+    return EnvironmentDetail(environment, list(versions), list(evaluators), [RunSummary(*row) for row in runs])

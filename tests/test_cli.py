@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from app import DEMO_EMAIL, DEMO_PASSWORD
+from models.demo import DEMO_PASSWORD
 
 
 def counts(owner_engine) -> tuple[int, int]:
@@ -80,10 +80,16 @@ def test_add_member_gives_a_second_membership(runner, client, auth):
     assert roles == {"Acme RL": "member", "Globex Research": "viewer"}
 
 
-def test_demo_creates_a_login_once(runner, auth, owner_engine):
+def test_demo_creates_logins_and_real_runs_once(runner, auth, owner_engine):
     first = runner.invoke(args=["demo", "--if-empty"])
-    assert first.exit_code == 0 and f"{DEMO_EMAIL} / {DEMO_PASSWORD}" in first.output
+    assert first.exit_code == 0, first.output
+    assert f"demo@acme.test / {DEMO_PASSWORD} (organization Acme RL)" in first.output
+    assert f"demo@globex.test / {DEMO_PASSWORD} (organization Globex Research)" in first.output
+    assert "Ran 36 queued evaluation runs." in first.output
     again = runner.invoke(args=["demo", "--if-empty"])
     assert again.exit_code == 0 and "already has data" in again.output
-    assert counts(owner_engine) == (1, 1)
-    assert auth.login(DEMO_EMAIL, DEMO_PASSWORD).status_code == 303
+    assert counts(owner_engine) == (2, 2)
+    with owner_engine.connect() as conn:
+        statuses = dict(conn.execute(text("SELECT status, count(*) FROM evaluation_runs GROUP BY status")).all())
+    assert statuses == {"completed": 36}
+    assert auth.login("demo@acme.test", DEMO_PASSWORD).status_code == 303

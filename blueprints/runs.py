@@ -1,0 +1,39 @@
+"""Runs area: a run's progress, pass@k and every trial, with Reset buttons."""
+
+import uuid
+
+from flask import Blueprint, abort, g, request, url_for
+
+from blueprints.auth import require_role
+from blueprints.htmx import redirect_after_write, render
+from db import request_session
+from models import EvaluationRun
+from models.runs import RunError, reset_run
+from queries.runs import run_detail
+
+bp = Blueprint("runs", __name__)
+
+
+@bp.get("/runs/<uuid:run_id>")
+def show(run_id: uuid.UUID):
+    """The run page; htmx polls its status block every 2 s while the run is queued or running."""
+    detail = run_detail(request_session(), run_id)
+    if detail is None:
+        abort(404, description=f"No run {run_id} in this organization.")
+    return render("runs/show.html", "run_status", detail=detail)
+
+
+@bp.post("/runs/<uuid:run_id>/reset")
+def reset(run_id: uuid.UUID):
+    """Enqueue a new run against the same environment version (new_workspace or new_world) and go to it."""
+    require_role("member")
+    session = request_session()
+    run = session.get(EvaluationRun, (g.org_id, run_id))
+    if run is None:
+        abort(404, description=f"No run {run_id} in this organization.")
+    try:
+        new_run = reset_run(session, run, request.form.get("mode", ""))
+    except RunError as error:
+        abort(400, description=str(error))
+    session.commit()
+    return redirect_after_write(url_for("runs.show", run_id=new_run.id))
