@@ -124,3 +124,50 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
             )
         )
     return ids
+
+
+@dataclass
+class Catalog:
+    """An environment version and an evaluator configuration to run on it."""
+
+    org_id: uuid.UUID
+    environment_id: uuid.UUID
+    version_id: uuid.UUID
+    config_id: uuid.UUID
+
+
+def make_catalog(
+    database: Database,
+    org_id: uuid.UUID,
+    agent: dict,
+    attempt_count: int = 4,
+    *,
+    environment: str = "admin-console",
+    params: dict | None = None,
+    max_steps: int = 12,
+    timeout_s: float = 10.0,
+    config_name: str = "evaluator",
+) -> Catalog:
+    """Create (or reuse) the environment, add a version, and add an evaluator configuration."""
+    from sqlalchemy import select
+
+    from models.environments import create_environment, create_environment_version, create_evaluator_config
+
+    with database.session(org_id) as session, session.begin():
+        env = session.scalar(select(Environment).where(Environment.name == environment))
+        env = env or create_environment(session, org_id, environment, f"{environment} for tests")
+        version = create_environment_version(
+            session, env, {"kind": "builtin", "environment": environment, "params": params or {}}
+        )
+        config = create_evaluator_config(
+            session, org_id, config_name, agent, attempt_count, max_steps=max_steps, timeout_s=timeout_s
+        )
+        return Catalog(org_id, env.id, version.id, config.id)
+
+
+def command_agent(script: str, *args: str) -> dict:
+    """An agent config running one of tests/agents/*.py with this interpreter."""
+    import sys
+    from pathlib import Path
+
+    return {"kind": "command", "argv": [sys.executable, str(Path(__file__).parent / "agents" / script), *args]}

@@ -1,0 +1,148 @@
+"""Trials without a database: environments are deterministic, agents really act and really fail."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.factories import command_agent
+from worker.environments import SpecError, load, validate_spec
+from worker.trial import LOG_CAP_CHARS, run_trial
+
+ADMIN = {"kind": "builtin", "environment": "admin-console", "params": {}}
+DESK = {"kind": "builtin", "environment": "support-desk", "params": {}}
+
+
+def trial(spec=ADMIN, agent=None, **budget):
+    options = {"world_seed": 7, "seed": 1, "max_steps": 12, "timeout_s": 10.0} | budget
+    return run_trial(spec, agent or {"kind": "scripted", "skill": 1.0}, **options)
+
+
+def test_same_world_seed_same_task_other_seed_other_task():
+    first, again, other = (load(ADMIN).reset(seed).text for seed in (7, 7, 8))
+    assert first == again and first != other
+
+
+@pytest.mark.parametrize("spec", [ADMIN, DESK])
+def test_a_perfect_agent_passes_every_stage(spec):
+    outcome = trial(spec)
+    assert outcome.status == "succeeded" and outcome.reward == 1.0 and outcome.failure_category is None
+    assert set(outcome.stages) == set(load(spec).stage_keys)
+    assert all(key.startswith("stage_") for key in outcome.stages)
+
+
+def test_admin_console_log_reads_like_the_spec():
+    log = trial().log
+    assert log.startswith("opened admin-console")
+    assert "placed ORD-" in log
+
+
+def test_steps_record_tool_command_and_observation():
+    steps = trial().steps
+    assert [s["step"] for s in steps] == list(range(1, len(steps) + 1))
+    restock = next(s for s in steps if s["tool"] == "restock")
+    assert restock["command"].startswith('restock {"sku": "SKU-')
+    assert "restocked SKU-" in restock["observation"]
+    assert json.loads(json.dumps(trial().artifact_document()["trajectory"]))  # a JSON string
+
+
+def test_artifact_document_has_the_documented_shape():
+    document = trial().artifact_document()
+    assert set(document) == {"schemaVersion", "log", "trajectory"}
+    assert document["schemaVersion"] == 1
+    steps = json.loads(document["trajectory"])["steps"]
+    assert set(steps[0]) == {"step", "tool", "command", "observation"}
+
+
+def test_scripted_mistakes_give_categories_from_what_happened():
+    seen = {}
+    for seed in range(120):
+        outcome = trial(agent={"kind": "scripted", "skill": 0.3}, world_seed=seed, seed=seed)
+        seen.setdefault(outcome.failure_category, outcome)
+    assert {"wrong_item", "wrong_quantity", "gave_up", "tool_error", "out_of_steps", None} <= set(seen)
+    for category, outcome in seen.items():
+        assert outcome.reward is not None  # every ended trial is scored
+        assert (outcome.reward == 1) == (category is None)
+    assert "step budget of 12 used up" in seen["out_of_steps"].log
+    assert any(s["observation"].startswith("error:") for s in seen["tool_error"].steps)
+
+
+def test_command_agent_that_solves_the_task():
+    for spec in (ADMIN, DESK):
+        outcome = trial(spec, command_agent("solver.py"))
+        assert outcome.reward == 1.0, outcome.log
+
+
+@pytest.mark.parametrize(
+    ("mode", "category", "log_text"),
+    [
+        ("crash", "agent_error", "exit code 3"),
+        ("hang", "timeout", "did not answer within the trial's time budget"),
+        ("garbage", "agent_protocol_error", "not JSON"),
+        ("flood", "agent_protocol_error", "without a newline"),
+        ("quit", "gave_up", "agent finished: nothing to do"),
+    ],
+)
+def test_misbehaving_command_agents_give_a_scored_trial_with_the_matching_category(mode, category, log_text):
+    outcome = trial(agent=command_agent("misbehave.py", mode), timeout_s=1.5)
+    assert outcome.failure_category == category
+    assert outcome.status == "failed" and outcome.reward == 0.0  # scored from the untouched world
+    assert log_text in outcome.log
+    assert len(outcome.log) <= LOG_CAP_CHARS + 100
+
+
+def test_crashing_agent_stderr_reaches_the_log():
+    assert "something broke inside the agent" in trial(agent=command_agent("misbehave.py", "crash")).log
+
+
+def test_flooding_stderr_is_bounded_with_a_marker():
+    outcome = trial(agent=command_agent("misbehave.py", "stderr-flood"))
+    assert "[stderr truncated:" in outcome.log
+    assert len(outcome.log) <= LOG_CAP_CHARS + 100
+
+
+def test_an_agent_that_cannot_start_is_an_agent_error():
+    outcome = trial(agent={"kind": "command", "argv": ["/nonexistent/agent"]})
+    assert outcome.failure_category == "agent_error" and outcome.reward == 0.0
+
+
+def test_an_environment_that_cannot_start_has_no_reward(monkeypatch):
+    from worker.environments.admin_console import AdminConsole
+
+    def broken_reset(self, world_seed):
+        raise RuntimeError("world generator exploded")
+
+    monkeypatch.setattr(AdminConsole, "reset", broken_reset)
+    outcome = trial()
+    assert (outcome.status, outcome.reward, outcome.failure_category) == ("error", None, "environment_error")
+    assert "world generator exploded" in outcome.log
+
+
+def test_an_environment_that_raises_mid_episode_is_still_scored(monkeypatch):
+    from worker.environments.admin_console import AdminConsole
+
+    def broken_checkout(self, order_id):
+        raise RuntimeError("payment service down")
+
+    monkeypatch.setattr(AdminConsole, "tool_checkout", broken_checkout)
+    outcome = trial()
+    assert outcome.failure_category == "environment_error"
+    assert outcome.stages["stage_inventory"] == 1.0 and outcome.stages["stage_checkout"] == 0.0
+    assert "payment service down" in outcome.log
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"kind": "builtin", "environment": "nope"}, "spec.environment must be one of admin-console, support-desk"),
+        ({"kind": "docker", "environment": "admin-console"}, "spec.kind must be 'builtin'"),
+        ({"environment": "admin-console", "params": {"skus": 500}}, "params.skus must be an integer from 3 to 20"),
+        ({"environment": "support-desk", "params": {"reference_prefix": "X"}}, "params.reference_prefix"),
+        ({"environment": "admin-console", "extra": 1}, "unknown spec keys: extra"),
+        ([], "spec must be a JSON object"),
+    ],
+)
+def test_invalid_specs_are_refused_with_the_reason(spec, message):
+    with pytest.raises(SpecError, match=message):
+        validate_spec(spec)
