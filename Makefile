@@ -19,9 +19,11 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@ $(VENV)/.runtime
 
+# The worker runs beside the web server so runs started from the dashboard make progress; Ctrl-C stops both.
 run: $(VENV)/.runtime
 	$(BIN)/flask init-db
 	$(BIN)/flask demo --if-empty
+	$(BIN)/flask worker & worker=$$!; trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT INT TERM; \
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: $(VENV)/.dev
