@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import CheckConstraint, ForeignKeyConstraint, Integer, String, Text, UniqueConstraint, func, select
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from models.base import Base, OrgRoot, OrgScoped, Timestamped, new_id
 from worker.agents import validate_agent
@@ -45,6 +45,8 @@ class EnvironmentVersion(OrgScoped, Timestamped, Base):
     version: Mapped[int] = mapped_column(Integer)
     spec: Mapped[dict[str, Any]] = mapped_column(JSONB)
     spec_sha256: Mapped[str] = mapped_column(String(64))
+
+    environment: Mapped[Environment] = relationship(viewonly=True, lazy="raise")
 
 
 class EvaluatorConfig(OrgRoot, Timestamped, Base):

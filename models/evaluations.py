@@ -18,10 +18,10 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from models.base import Base, OrgRoot, OrgScoped, Timestamped
-from models.environments import MAX_ATTEMPTS, MIN_ATTEMPTS
+from models.environments import MAX_ATTEMPTS, MIN_ATTEMPTS, EnvironmentVersion, EvaluatorConfig
 
 RUN_STATUSES = ("queued", "running", "completed", "failed", "cancelled")
 RESET_MODES = ("initial", "new_workspace", "new_world")
@@ -87,6 +87,10 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+
+    # For joins in queries (never lazy-loaded: a page must not issue a query per row).
+    environment_version: Mapped[EnvironmentVersion] = relationship(viewonly=True, lazy="raise")
+    evaluator_config: Mapped[EvaluatorConfig] = relationship(viewonly=True, lazy="raise")
 
 
 class EvaluationTrial(OrgScoped, Base):

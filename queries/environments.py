@@ -90,16 +90,8 @@ def environment_detail(session: Session, environment_id: uuid.UUID, runs_limit: 
             EvaluationRun.pass_at_k["1"].as_float(),
             EvaluationRun.created_at,
         )
-        .join(
-            EnvironmentVersion,
-            (EnvironmentVersion.organization_id == EvaluationRun.organization_id)
-            & (EnvironmentVersion.id == EvaluationRun.environment_version_id),
-        )
-        .join(
-            EvaluatorConfig,
-            (EvaluatorConfig.organization_id == EvaluationRun.organization_id)
-            & (EvaluatorConfig.id == EvaluationRun.evaluator_config_id),
-        )
+        .join(EvaluationRun.environment_version)
+        .join(EvaluationRun.evaluator_config)
         .where(EnvironmentVersion.organization_id == org, EnvironmentVersion.environment_id == environment.id)
         .order_by(EvaluationRun.created_at.desc(), EvaluationRun.id.desc())
         .limit(runs_limit)

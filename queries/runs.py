@@ -56,21 +56,9 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
     """Return the run (as the session's organization sees it) with its trials in order, or None."""
     row = session.execute(
         select(EvaluationRun, Environment.id, Environment.name, EnvironmentVersion.version, EvaluatorConfig.name)
-        .join(
-            EnvironmentVersion,
-            (EnvironmentVersion.organization_id == EvaluationRun.organization_id)
-            & (EnvironmentVersion.id == EvaluationRun.environment_version_id),
-        )
-        .join(
-            Environment,
-            (Environment.organization_id == EnvironmentVersion.organization_id)
-            & (Environment.id == EnvironmentVersion.environment_id),
-        )
-        .join(
-            EvaluatorConfig,
-            (EvaluatorConfig.organization_id == EvaluationRun.organization_id)
-            & (EvaluatorConfig.id == EvaluationRun.evaluator_config_id),
-        )
+        .join(EvaluationRun.environment_version)
+        .join(EnvironmentVersion.environment)
+        .join(EvaluationRun.evaluator_config)
         .where(EvaluationRun.id == run_id)
     ).one_or_none()
     if row is None:

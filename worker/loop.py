@@ -138,17 +138,7 @@ class Worker:
 
     def _hold_lease(self, session: Session, run: EvaluationRun) -> None:
         """Renew our lease inside the writing transaction; raise LeaseLost if another worker holds the run."""
-        renewed = session.execute(
-            update(EvaluationRun)
-            .where(
-                EvaluationRun.organization_id == run.organization_id,
-                EvaluationRun.id == run.id,
-                EvaluationRun.lease_owner == self.name,
-                EvaluationRun.status == "running",
-            )
-            .values(lease_expires_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, self.settings.lease_seconds))
-        )
-        if renewed.rowcount != 1:
+        if not renew_lease(session, run.organization_id, run.id, self.name, self.settings.lease_seconds):
             raise LeaseLost(str(run.id))
 
     def _release(self, org_id: uuid.UUID, run_id: uuid.UUID, error: str | None, *, counted: bool) -> None:
@@ -177,6 +167,21 @@ class Worker:
             )
 
 
+def renew_lease(session: Session, org_id: uuid.UUID, run_id: uuid.UUID, owner: str, seconds: int) -> bool:
+    """Extend `owner`'s lease on a running run by `seconds`; False when the run is no longer ours."""
+    renewed = session.execute(
+        update(EvaluationRun)
+        .where(
+            EvaluationRun.organization_id == org_id,
+            EvaluationRun.id == run_id,
+            EvaluationRun.lease_owner == owner,
+            EvaluationRun.status == "running",
+        )
+        .values(lease_expires_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds))
+    )
+    return renewed.rowcount == 1
+
+
 class Heartbeat:
     """Renews a run's lease every third of its length in a background thread while trials run."""
 
@@ -202,16 +207,7 @@ class Heartbeat:
         while not self.stopped.wait(self.lease / 3):
             try:
                 with self.database.session(self.org_id) as session, session.begin():
-                    renewed = session.execute(
-                        update(EvaluationRun)
-                        .where(
-                            EvaluationRun.organization_id == self.org_id,
-                            EvaluationRun.id == self.run_id,
-                            EvaluationRun.lease_owner == self.owner,
-                        )
-                        .values(lease_expires_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, self.lease))
-                    )
-                self.lost = renewed.rowcount != 1
+                    self.lost = not renew_lease(session, self.org_id, self.run_id, self.owner, self.lease)
             except Exception:  # a missed beat is retried; the lease outlives two of them
                 log.exception("heartbeat for run %s failed", self.run_id)
             if self.lost:
