@@ -7,11 +7,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
+    Sequence,
     String,
     Text,
     UniqueConstraint,
@@ -120,6 +122,7 @@ class EvaluationTrial(OrgScoped, Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
     trajectory_artifact_id: Mapped[uuid.UUID | None]
     log_excerpt: Mapped[str] = mapped_column(Text, default="")
+    task: Mapped[str] = mapped_column(Text, server_default="", default="")
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
 
@@ -142,6 +145,7 @@ class Rollout(OrgScoped, Timestamped, Base):
             ["organization_id", "evaluation_trial_id"], ["evaluation_trials.organization_id", "evaluation_trials.id"]
         ),
         Index("ix_rollouts_org_version_reward", "organization_id", "environment_version_id", "reward"),
+        Index("ix_rollouts_org_seq", "organization_id", "seq", unique=True),
         Index("ix_rollouts_org_run", "organization_id", "evaluation_run_id"),
     )
 
@@ -150,3 +154,7 @@ class Rollout(OrgScoped, Timestamped, Base):
     evaluation_trial_id: Mapped[uuid.UUID]
     seed: Mapped[int] = mapped_column(Integer)
     reward: Mapped[float | None]
+    # Export cursor: assigned in commit order within an organization (see models.runs.record_trial).
+    seq: Mapped[int] = mapped_column(
+        BigInteger, Sequence("rollouts_seq"), server_default=text("nextval('rollouts_seq')")
+    )

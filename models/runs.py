@@ -141,6 +141,7 @@ def record_trial(
         metrics=outcome.stages,
         trajectory_artifact_id=artifact.id,
         log_excerpt=outcome.log,
+        task=outcome.task,
         started_at=outcome.started_at,
         finished_at=outcome.finished_at,
     )
@@ -148,8 +149,10 @@ def record_trial(
     session.flush()
     session.add(trial)
     session.flush()
+    add_to_rollups(session, org, run.environment_version_id, outcome.failure_category, outcome.stages)
     if outcome.reward is not None:
-        session.add(
+        add_rollout(
+            session,
             Rollout(
                 organization_id=org,
                 id=new_id(),
@@ -158,11 +161,22 @@ def record_trial(
                 evaluation_trial_id=trial.id,
                 seed=seed,
                 reward=outcome.reward,
-            )
+            ),
         )
-    add_to_rollups(session, org, run.environment_version_id, outcome.failure_category, outcome.stages)
-    session.flush()
     return trial
+
+
+def add_rollout(session: Session, rollout: Rollout) -> None:
+    """Insert a rollout as the transaction's last write, so its export seq follows commit order.
+
+    The organization's advisory lock is held until commit: a rollout committed
+    later always gets a larger seq, so `after=<rolloutId>` pulls miss nothing.
+    """
+    session.execute(
+        text("SELECT pg_advisory_xact_lock(hashtextextended(:org, 7))"), {"org": str(rollout.organization_id)}
+    )
+    session.add(rollout)
+    session.flush()
 
 
 def add_to_rollups(

@@ -39,6 +39,7 @@ class TrialOutcome:
     steps: list[dict[str, Any]]
     log: str
     started_at: datetime
+    task: str = ""
     finished_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def artifact_document(self) -> dict[str, Any]:
@@ -119,7 +120,14 @@ def run_trial(
         log.insert(0, "\n".join(env.log))
         log.append(f"environment could not score: {type(error).__name__}: {error}")
         return TrialOutcome(
-            "error", None, "environment_error", {}, steps, truncate("\n".join(log), LOG_CAP_CHARS, "log"), started
+            "error",
+            None,
+            "environment_error",
+            {},
+            steps,
+            truncate("\n".join(log), LOG_CAP_CHARS, "log"),
+            started,
+            task.text,
         )
     reward = round(sum(stages.values()) / len(stages), 6)
     if reward == 1:
@@ -127,4 +135,6 @@ def run_trial(
     else:
         status, category = "failed", env.diagnose() if ended == "finished" else ended
     full_log = "\n".join([*env.log, *log])
-    return TrialOutcome(status, reward, category, stages, steps, truncate(full_log, LOG_CAP_CHARS, "log"), started)
+    return TrialOutcome(
+        status, reward, category, stages, steps, truncate(full_log, LOG_CAP_CHARS, "log"), started, task.text
+    )

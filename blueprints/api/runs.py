@@ -1,55 +1,18 @@
-"""JSON API under /api/v1 (session cookie auth; 401 JSON when anonymous; 400 names the valid values)."""
+"""Evaluation runs API: queue a run, reset it, read its status, pass@k and trials."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from flask import Blueprint, g, jsonify, request, url_for
-from flask_login import current_user
-from werkzeug.exceptions import BadRequest, HTTPException
+from flask import g, jsonify, url_for
 
+from blueprints.api import ApiError, bp, json_object, uuid_field
 from blueprints.auth import require_role
 from db import request_session
 from models import EvaluationRun
 from models.runs import NotFoundInOrg, RunError, reset_run, start_run
 from queries.runs import RunDetail, run_detail
-
-bp = Blueprint("api", __name__, url_prefix="/api/v1")
-
-
-class ApiError(HTTPException):
-    """An API error with a machine-readable `error` and a human `detail`."""
-
-    def __init__(self, status: int, error: str, detail: str) -> None:
-        super().__init__(description=detail)
-        self.code, self.error = status, error
-
-
-@bp.errorhandler(ApiError)
-def _api_error(error: ApiError):
-    return jsonify(error=error.error, detail=error.description), error.code
-
-
-def json_object() -> dict[str, Any]:
-    """Return the request's JSON object body, or answer 400 saying what is wrong with it."""
-    try:
-        body = request.get_json(force=True, silent=False)
-    except BadRequest as error:
-        raise ApiError(400, "invalid JSON body", "the body must be a JSON object") from error
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid JSON body", "the body must be a JSON object")
-    return body
-
-
-def uuid_field(body: dict[str, Any], name: str) -> uuid.UUID:
-    """Return `body[name]` as a UUID, or answer 400 naming the field."""
-    try:
-        return uuid.UUID(str(body[name]))
-    except KeyError as error:
-        raise ApiError(400, f"missing {name}", f"{name} is required") from error
-    except ValueError as error:
-        raise ApiError(400, f"invalid {name}", f"{name} must be a UUID, not {body[name]!r}") from error
 
 
 def run_json(detail: RunDetail) -> dict[str, Any]:
@@ -88,23 +51,6 @@ def _accepted(run: EvaluationRun):
     response.status_code = 202
     response.headers["Location"] = url_for("api.get_run", run_id=run.id)
     return response
-
-
-@bp.get("/me")
-def me():
-    """Who is logged in, the organization requests are scoped to, and every membership."""
-    user = current_user.user
-    return jsonify(
-        id=str(user.id),
-        email=user.email,
-        name=user.name,
-        organizationId=str(g.org_id),
-        role=g.membership.role,
-        memberships=[
-            {"organizationId": str(m.organization_id), "organizationName": m.organization_name, "role": m.role}
-            for m in user.memberships
-        ],
-    )
 
 
 @bp.post("/evaluation-runs")

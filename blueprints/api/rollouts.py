@@ -1,0 +1,167 @@
+"""PRIVATE rollout export: GET /api/v1/rollouts (NDJSON by kind), one rollout, and stored artifacts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import orjson
+from flask import Response, g, jsonify, request
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from blueprints.api import ApiError, bp, parse_uuid
+from db import get_database, request_session
+from models import Artifact
+from queries.exports import (
+    EXPORT_FORMATS,
+    EXPORT_KINDS,
+    ExportFilters,
+    RolloutExportFormatSchema,
+    RolloutExportKindSchema,
+    cursor_seq_of,
+    export_filename,
+    next_cursor,
+    preference_pairs_sql,
+    rollout_detail,
+    rollout_lines_sql,
+    rollout_rows_by_id,
+    rollout_rows_sql,
+    select_rollouts,
+    stream_rows,
+    stream_scalars,
+)
+from queries.training_formats import atif_document, trl_preference
+
+PRIVATE = {"X-Privacy-Class": "PRIVATE", "Cache-Control": "no-store"}
+FILTERS = {
+    "environmentId": "environment_id",
+    "environmentVersionId": "environment_version_id",
+    "evaluationRunId": "evaluation_run_id",
+}
+
+
+def _choice(schema: TypeAdapter, name: str, value: str, valid: tuple[str, ...]) -> str:
+    """Validate a query parameter against its schema; 400 {"error": "invalid <name>", "valid": [...]} otherwise."""
+    try:
+        return schema.validate_python(value)
+    except ValidationError as error:
+        raise ApiError(
+            400, f"invalid {name}", f"{name} must be one of {', '.join(valid)}, not {value!r}", valid=list(valid)
+        ) from error
+
+
+@bp.get("/rollouts")
+def export_rollouts():
+    """Stream the organization's rollouts of one kind as NDJSON (PRIVATE), in one snapshot with flat memory."""
+    args = request.args
+    kind = _choice(RolloutExportKindSchema, "kind", args.get("kind", "all"), EXPORT_KINDS)
+    export_format = _choice(RolloutExportFormatSchema, "format", args.get("format", "atif-shaped"), EXPORT_FORMATS)
+    if export_format == "trl" and kind != "preference":
+        raise ApiError(400, "invalid format", "format=trl is for kind=preference", valid=list(EXPORT_FORMATS))
+    if export_format == "atif" and kind == "preference":
+        raise ApiError(
+            400,
+            "invalid format",
+            "format=atif is for rollout kinds; use format=trl for preference pairs",
+            valid=list(EXPORT_FORMATS),
+        )
+    filters = ExportFilters(**{field: parse_uuid(name, args[name]) for name, field in FILTERS.items() if name in args})
+    after = parse_uuid("after", args["after"]) if "after" in args else None
+    if after and kind == "preference":
+        raise ApiError(400, "invalid after", "after applies to rollout kinds, not to preference pairs")
+
+    session = get_database().session(g.org_id)
+    try:
+        # One REPEATABLE READ transaction: the cursor header and the streamed lines see the same snapshot.
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        headers = {**PRIVATE, "Content-Disposition": f"attachment; filename={export_filename(kind, export_format)}"}
+        after_seq = None
+        if after is not None:
+            after_seq = cursor_seq_of(session, after)
+            if after_seq is None:
+                raise ApiError(400, "invalid after", f"no rollout {after} to continue after")
+        selection = select_rollouts(g.org_id, kind, filters, after_seq)
+        if kind == "preference":
+            lines = _preference_lines(session, selection, export_format)
+        else:
+            newest_first = after is None
+            cursor = next_cursor(session, kind, selection, newest_first)
+            if cursor or after:
+                headers["X-Next-Cursor"] = str(cursor.rollout_id if cursor else after)
+            lines = _rollout_lines(session, kind, selection, newest_first, export_format)
+    except BaseException:
+        session.close()
+        raise
+    return Response(_closing(lines, session), mimetype="application/x-ndjson", headers=headers)
+
+
+def _rollout_lines(session: Session, kind: str, selection, newest_first: bool, export_format: str) -> Iterator[bytes]:
+    if export_format == "atif-shaped":
+        for batch in stream_scalars(session, rollout_lines_sql(kind, selection, newest_first), selection.params):
+            yield ("\n".join(batch) + "\n").encode()
+        return
+    for row in stream_rows(session, rollout_rows_sql(kind, selection, newest_first), selection.params):
+        yield orjson.dumps(atif_document(row)) + b"\n"
+
+
+def _preference_lines(session: Session, selection, export_format: str) -> Iterable[bytes]:
+    pairs = session.execute(text(preference_pairs_sql(selection)), selection.params).all()
+    if export_format == "trl":
+        rows = rollout_rows_by_id(session, [p.preferred_id for p in pairs] + [p.rejected_id for p in pairs])
+        return [orjson.dumps(trl_preference(rows[p.preferred_id], rows[p.rejected_id])) + b"\n" for p in pairs]
+    return [orjson.dumps(_pair_line(p)) + b"\n" for p in pairs]
+
+
+def _pair_line(pair: Any) -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "privacyClass": "PRIVATE",
+        "environmentVersionId": str(pair.environment_version_id),
+        "preferred": {"rolloutId": str(pair.preferred_id), "reward": pair.preferred_reward},
+        "rejected": {"rolloutId": str(pair.rejected_id), "reward": pair.rejected_reward},
+    }
+
+
+def _closing(lines: Iterable[bytes], session: Session) -> Iterator[bytes]:
+    """Yield the lines, then end the transaction; a client that disconnects mid-stream frees it too."""
+    try:
+        yield from lines
+    finally:
+        session.close()
+
+
+@bp.get("/rollouts/<uuid:rollout_id>")
+def get_rollout(rollout_id: uuid.UUID):
+    """One rollout with its seed, reward, ids and the stage_* values the worker wrote."""
+    detail = rollout_detail(request_session(), rollout_id)
+    if detail is None:
+        raise ApiError(404, "not found", f"no rollout {rollout_id}")
+    response = jsonify(
+        id=str(detail.id),
+        seed=detail.seed,
+        reward=detail.reward,
+        environmentVersionId=str(detail.environment_version_id),
+        evaluationRunId=str(detail.evaluation_run_id),
+        stages=detail.stages,
+        trialNumber=detail.trial_number,
+        failureCategory=detail.failure_category,
+        trajectoryArtifactId=str(detail.trajectory_artifact_id) if detail.trajectory_artifact_id else None,
+    )
+    response.headers.update(PRIVATE)
+    return response
+
+
+@bp.get("/artifacts/<uuid:artifact_id>")
+def get_artifact(artifact_id: uuid.UUID):
+    """Download a stored artifact (trial-{n}-trajectory.json) under its own filename."""
+    artifact = request_session().get(Artifact, (g.org_id, artifact_id))
+    if artifact is None:
+        raise ApiError(404, "not found", f"no artifact {artifact_id}")
+    return Response(
+        artifact.body,
+        mimetype=artifact.content_type,
+        headers={**PRIVATE, "Content-Disposition": f"attachment; filename={artifact.filename}"},
+    )
