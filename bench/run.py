@@ -1,8 +1,9 @@
-"""`make bench`: measure server time of every page and API endpoint and write BENCHMARKS.md.
+"""`make bench`: measure pages, API endpoints and exports on generated history; write BENCHMARKS.md.
 
-Requests go through Flask's test client in this process against the app's own
-database configuration (the embedded cluster by default), so the figures are
-server time: routing, auth, SQL and rendering, without a network hop.
+Runs against the app's own database configuration, in the database
+`agentforge_bench` of the embedded cluster unless AGENTFORGE_DATABASE says
+otherwise; generates history there first when it holds fewer than
+BENCH_FAILED failed rollouts (default 200,000) in its first organization.
 """
 
 from __future__ import annotations
@@ -14,34 +15,25 @@ import sys
 import time
 from pathlib import Path
 
-from sqlalchemy import select
+os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
+
+from sqlalchemy import text
 
 from app import create_app
-from models.accounts import User, add_membership, create_organization, create_user, find_organization
+from bench import export as export_bench
+from bench.generate import ATTEMPTS, BENCH_PASSWORD, ORGS, ensure_catalog, generate_runs
 
 ROOT = Path(__file__).resolve().parent.parent
-# Same cluster as the app, its own database, so benchmark data never mixes with demo data.
-os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "200"))
-BENCH_ORG, BENCH_EMAIL, BENCH_PASSWORD = "Bench Org", "bench@agentforge.test", "bench-password"
-PUBLIC_ENDPOINTS = ["/healthz", "/login"]
-LOGGED_IN_ENDPOINTS = ["/environments", "/api/v1/me"]
+FAILED_TARGET = int(os.environ.get("BENCH_FAILED", "200000"))
+FAILED_SHARE = 0.55  # of generated trials
 
 
-def ensure_bench_user(database) -> None:
-    """Create the benchmark organization and user once."""
-    with database.admin_session() as session, session.begin():
-        org = find_organization(session, BENCH_ORG) or create_organization(session, BENCH_ORG)
-    with database.admin_session(org.id) as session, session.begin():
-        if session.scalar(select(User.id).where(User.email == BENCH_EMAIL)) is None:
-            add_membership(session, create_user(session, BENCH_EMAIL, BENCH_PASSWORD), org, "owner")
-
-
-def login(client) -> None:
-    """Log the client in through the real form."""
+def login(client, email: str) -> None:
+    """Log the test client in through the real form."""
     page = client.get("/login").text
     token = page.split('name="csrf_token" type="hidden" value="', 1)[1].split('"', 1)[0]
-    response = client.post("/login", data={"email": BENCH_EMAIL, "password": BENCH_PASSWORD, "csrf_token": token})
+    response = client.post("/login", data={"email": email, "password": BENCH_PASSWORD, "csrf_token": token})
     assert response.status_code == 303, response.status_code
 
 
@@ -59,27 +51,68 @@ def measure(client, url: str) -> tuple[float, float]:
     return statistics.median(timings), timings[int(len(timings) * 0.95) - 1]
 
 
+def ensure_history(database) -> tuple:
+    """Make sure the first benchmark organization holds FAILED_TARGET failed rollouts; return (org id, catalog)."""
+    org_id, catalog = ensure_catalog(database, *ORGS[0])
+    with database.session(org_id) as session:
+        failed = session.execute(text("SELECT count(*) FROM rollouts WHERE reward < 1")).scalar()
+    if failed < FAILED_TARGET:
+        runs_per_version = int((FAILED_TARGET - failed) / FAILED_SHARE / ATTEMPTS / len(catalog)) + 1
+        print(f"generating {runs_per_version * ATTEMPTS * len(catalog)} trials …", flush=True)
+        for version_id, env_name, config_id in catalog:
+            generate_runs(database, org_id, version_id, env_name, config_id, runs_per_version)
+    return org_id, catalog
+
+
 def main() -> None:
     """Run every measurement and write BENCHMARKS.md."""
     app = create_app()
-    ensure_bench_user(app.extensions["agentforge_db"])
+    database = app.extensions["agentforge_db"]
+    org_id, _ = ensure_history(database)
+    with database.session(org_id) as session:
+        trials = session.execute(text("SELECT count(*) FROM evaluation_trials")).scalar()
+        run_id = session.execute(text("SELECT id FROM evaluation_runs ORDER BY created_at DESC LIMIT 1")).scalar()
+        rollout_id = session.execute(text("SELECT id FROM rollouts ORDER BY seq DESC LIMIT 1")).scalar()
+        environment_id = session.execute(text("SELECT id FROM environments ORDER BY name LIMIT 1")).scalar()
+
     anonymous, client = app.test_client(), app.test_client()
-    login(client)
-    rows = [(url, *measure(anonymous, url)) for url in PUBLIC_ENDPOINTS]
-    rows += [(url, *measure(client, url)) for url in LOGGED_IN_ENDPOINTS]
+    login(client, ORGS[0][1])
+    pages = [(label, *measure(anonymous, label)) for label in ("/healthz", "/login")]
+    pages += [
+        (label, *measure(client, url))
+        for label, url in (
+            ("/environments", "/environments"),
+            ("/environments/<id>", f"/environments/{environment_id}"),
+            ("/runs/<id>", f"/runs/{run_id}"),
+            ("/api/v1/me", "/api/v1/me"),
+            ("/api/v1/evaluation-runs/<id>", f"/api/v1/evaluation-runs/{run_id}"),
+            ("/api/v1/rollouts/<id>", f"/api/v1/rollouts/{rollout_id}"),
+            ("/api/v1/rollouts?kind=preference", "/api/v1/rollouts?kind=preference"),
+        )
+    ]
+    exported = export_bench.measure_export(database, org_id, ORGS[0][1], BENCH_PASSWORD)
+
     lines = [
         "# Benchmarks",
         "",
-        "Produced by `make bench` (`python -m bench.run`, database `agentforge_bench` of the embedded cluster); "
-        "server time through Flask's test client, "
-        f"{REQUESTS} requests per endpoint after 10 warm-ups, on the embedded PostgreSQL.",
+        "Produced by `make bench` (`python -m bench.run`) on database `agentforge_bench` of the embedded "
+        f"PostgreSQL; the measured organization holds {trials:,} evaluation trials.",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
         f"{platform.platform()}.",
         "",
+        "## Pages and API endpoints",
+        "",
+        f"Server time through Flask's test client (routing, auth, SQL, rendering; no network), {REQUESTS} "
+        "requests each after 10 warm-ups.",
+        "",
         "| endpoint | median ms | p95 ms |",
         "|---|---:|---:|",
-        *(f"| `{url}` | {median:.2f} | {p95:.2f} |" for url, median, p95 in rows),
+        *(f"| `{label}` | {median:.2f} | {p95:.2f} |" for label, median, p95 in pages),
+        "",
+        "## Export: failed rollouts",
+        "",
+        *export_bench.summary(exported),
         "",
     ]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))

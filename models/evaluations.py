@@ -144,7 +144,7 @@ class Rollout(OrgScoped, Timestamped, Base):
         ForeignKeyConstraint(
             ["organization_id", "evaluation_trial_id"], ["evaluation_trials.organization_id", "evaluation_trials.id"]
         ),
-        Index("ix_rollouts_org_version_reward", "organization_id", "environment_version_id", "reward"),
+        Index("ix_rollouts_org_version_reward_seq", "organization_id", "environment_version_id", "reward", "seq"),
         Index("ix_rollouts_org_seq", "organization_id", "seq", unique=True),
         Index("ix_rollouts_org_run", "organization_id", "evaluation_run_id"),
     )

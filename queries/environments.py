@@ -6,10 +6,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from models import Environment, EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from models import Environment, EnvironmentVersion, EvaluatorConfig
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,25 @@ class EnvironmentDetail:
     runs: list[RunSummary]
 
 
+# Newest runs of an environment: the newest `limit` of each version (one index range each), then the newest overall.
+RECENT_RUNS = text(
+    """
+    SELECT r.id, v.version, c.name, r.attempt_count, r.reset_mode, r.status, (r.pass_at_k ->> '1')::float8,
+           r.created_at
+    FROM environment_versions v
+    CROSS JOIN LATERAL (
+        SELECT * FROM evaluation_runs er
+        WHERE er.organization_id = v.organization_id AND er.environment_version_id = v.id
+        ORDER BY er.created_at DESC LIMIT :limit
+    ) r
+    JOIN evaluator_configs c ON c.organization_id = r.organization_id AND c.id = r.evaluator_config_id
+    WHERE v.organization_id = :org AND v.environment_id = :environment_id
+    ORDER BY r.created_at DESC, r.id DESC
+    LIMIT :limit
+    """
+)
+
+
 def environment_detail(session: Session, environment_id: uuid.UUID, runs_limit: int = 20) -> EnvironmentDetail | None:
     """Return the environment page's data, or None when the session's organization has no such environment."""
     environment = session.scalar(select(Environment).where(Environment.id == environment_id))
@@ -79,21 +98,5 @@ def environment_detail(session: Session, environment_id: uuid.UUID, runs_limit: 
     evaluators = session.scalars(
         select(EvaluatorConfig).where(EvaluatorConfig.organization_id == org).order_by(EvaluatorConfig.name)
     ).all()
-    runs = session.execute(
-        select(
-            EvaluationRun.id,
-            EnvironmentVersion.version,
-            EvaluatorConfig.name,
-            EvaluationRun.attempt_count,
-            EvaluationRun.reset_mode,
-            EvaluationRun.status,
-            EvaluationRun.pass_at_k["1"].as_float(),
-            EvaluationRun.created_at,
-        )
-        .join(EvaluationRun.environment_version)
-        .join(EvaluationRun.evaluator_config)
-        .where(EnvironmentVersion.organization_id == org, EnvironmentVersion.environment_id == environment.id)
-        .order_by(EvaluationRun.created_at.desc(), EvaluationRun.id.desc())
-        .limit(runs_limit)
-    ).all()
+    runs = session.execute(RECENT_RUNS, {"org": org, "environment_id": environment.id, "limit": runs_limit}).all()
     return EnvironmentDetail(environment, list(versions), list(evaluators), [RunSummary(*row) for row in runs])

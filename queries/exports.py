@@ -37,7 +37,6 @@ KIND_CONDITIONS = {
     "successful": "r.reward = 1",
     "failed": "r.reward IS NOT NULL AND r.reward < 1",
     "recovery": "r.reward > 0 AND r.reward < 1",
-    "preference": "r.reward IS NOT NULL",
 }
 
 
@@ -67,6 +66,14 @@ class Selection:
     def source(self, extra_joins: str = "") -> str:
         """FROM … WHERE … over `rollouts r`, with `extra_joins` for the columns a query needs."""
         return f"FROM rollouts r {self.joins} {extra_joins} WHERE {self.where}"
+
+
+@dataclass(frozen=True)
+class Query:
+    """A finished SQL statement with its bound parameters."""
+
+    sql: str
+    params: dict[str, Any]
 
 
 def select_rollouts(org_id: uuid.UUID, kind: str, filters: ExportFilters, after_seq: int | None = None) -> Selection:
@@ -169,23 +176,36 @@ def rollout_rows_sql(kind: str, selection: Selection, newest_first: bool) -> str
     return f"SELECT {columns} {source} {ordering(kind, newest_first)}"
 
 
-def preference_pairs_sql(selection: Selection) -> str:
+def preference_pairs_sql(org_id: uuid.UUID, filters: ExportFilters) -> Query:
     """Per environment version, the highest- versus the lowest-scored rollout, where the two rewards differ.
 
-    Ties are broken by export order: among equal rewards the earliest rollout
-    (smallest seq) is chosen, for the preferred and the rejected side alike.
+    Ties are broken by export order: the preferred side is the latest of the
+    highest-scored rollouts, the rejected side the earliest of the lowest-scored
+    ones. Each side is one backward or forward step of the
+    (organization_id, environment_version_id, reward, seq) index per version.
     """
-    return f"""
-        WITH scored AS (SELECT r.id, r.seq, r.reward, r.environment_version_id {selection.source()}),
-        best AS (SELECT DISTINCT ON (environment_version_id) * FROM scored
-                 ORDER BY environment_version_id, reward DESC, seq),
-        worst AS (SELECT DISTINCT ON (environment_version_id) * FROM scored
-                  ORDER BY environment_version_id, reward ASC, seq)
-        SELECT b.environment_version_id, b.id AS preferred_id, b.reward AS preferred_reward,
+    versions = ["v.organization_id = :org"]
+    rollouts = ["r.organization_id = :org", "r.environment_version_id = v.id", "r.reward IS NOT NULL"]
+    params: dict[str, Any] = {"org": org_id}
+    if filters.environment_id:
+        versions.append("v.environment_id = :environment_id")
+        params["environment_id"] = filters.environment_id
+    if filters.environment_version_id:
+        versions.append("v.id = :environment_version_id")
+        params["environment_version_id"] = filters.environment_version_id
+    if filters.evaluation_run_id:
+        rollouts.append("r.evaluation_run_id = :evaluation_run_id")
+        params["evaluation_run_id"] = filters.evaluation_run_id
+    side = "SELECT r.id, r.reward FROM rollouts r WHERE " + " AND ".join(rollouts)
+    sql = f"""
+        SELECT v.id AS environment_version_id, b.id AS preferred_id, b.reward AS preferred_reward,
                w.id AS rejected_id, w.reward AS rejected_reward
-        FROM best b JOIN worst w USING (environment_version_id)
-        WHERE b.reward > w.reward
-        ORDER BY b.environment_version_id"""
+        FROM environment_versions v
+        CROSS JOIN LATERAL ({side} ORDER BY r.reward DESC, r.seq DESC LIMIT 1) b
+        CROSS JOIN LATERAL ({side} ORDER BY r.reward ASC, r.seq ASC LIMIT 1) w
+        WHERE {" AND ".join(versions)} AND b.reward > w.reward
+        ORDER BY v.id"""
+    return Query(sql, params)
 
 
 def stream_scalars(session: Session, sql: str, params: dict[str, Any]) -> Iterator[list[Any]]:

@@ -259,8 +259,8 @@ def test_preference_pairs_per_version_with_ties_broken_by_order(logged_in, datab
         "preferred": {"rolloutId": str(ids[1.0]), "reward": 1.0},
         "rejected": {"rolloutId": str(ids[0.0]), "reward": 0.0},
     }
-    assert pairs[str(ties.version_id)]["preferred"]["rolloutId"] == str(tie_ids[0])
-    assert pairs[str(ties.version_id)]["rejected"]["rolloutId"] == str(tie_ids[1])
+    assert pairs[str(ties.version_id)]["preferred"]["rolloutId"] == str(tie_ids[2])  # latest of the best
+    assert pairs[str(ties.version_id)]["rejected"]["rolloutId"] == str(tie_ids[1])  # earliest of the worst
 
 
 def test_format_atif_lines_are_valid_atif_trajectories(logged_in, v1):

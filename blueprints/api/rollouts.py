@@ -19,6 +19,7 @@ from queries.exports import (
     EXPORT_FORMATS,
     EXPORT_KINDS,
     ExportFilters,
+    Query,
     RolloutExportFormatSchema,
     RolloutExportKindSchema,
     cursor_seq_of,
@@ -83,10 +84,10 @@ def export_rollouts():
             after_seq = cursor_seq_of(session, after)
             if after_seq is None:
                 raise ApiError(400, "invalid after", f"no rollout {after} to continue after")
-        selection = select_rollouts(g.org_id, kind, filters, after_seq)
         if kind == "preference":
-            lines = _preference_lines(session, selection, export_format)
+            lines = _preference_lines(session, preference_pairs_sql(g.org_id, filters), export_format)
         else:
+            selection = select_rollouts(g.org_id, kind, filters, after_seq)
             newest_first = after is None
             cursor = next_cursor(session, kind, selection, newest_first)
             if cursor or after:
@@ -107,8 +108,8 @@ def _rollout_lines(session: Session, kind: str, selection, newest_first: bool, e
         yield orjson.dumps(atif_document(row)) + b"\n"
 
 
-def _preference_lines(session: Session, selection, export_format: str) -> Iterable[bytes]:
-    pairs = session.execute(text(preference_pairs_sql(selection)), selection.params).all()
+def _preference_lines(session: Session, query: Query, export_format: str) -> Iterable[bytes]:
+    pairs = session.execute(text(query.sql), query.params).all()
     if export_format == "trl":
         rows = rollout_rows_by_id(session, [p.preferred_id for p in pairs] + [p.rejected_id for p in pairs])
         return [orjson.dumps(trl_preference(rows[p.preferred_id], rows[p.rejected_id])) + b"\n" for p in pairs]

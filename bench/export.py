@@ -1,0 +1,172 @@
+"""Export throughput: GET /api/v1/rollouts?kind=failed from gunicorn beside PostgreSQL's own COPY of the same query.
+
+The server runs as a separate gunicorn process; its peak resident memory is
+sampled while the export streams, so growth shows whether anything loads the
+whole result.
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import psycopg
+
+from db import Database, libpq_url
+from queries.exports import ExportFilters, rollout_lines_sql, select_rollouts
+
+ROOT = Path(__file__).resolve().parent.parent
+PORT = int(os.environ.get("BENCH_PORT", "5077"))
+REPEATS = 3
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One measured transfer: lines, bytes, seconds."""
+
+    lines: int
+    bytes: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """Medians of REPEATS exports and COPYs, and the server's peak RSS growth during the exports."""
+
+    export: Transfer
+    copy: Transfer
+    rss_growth_mb: float
+
+
+def start_server(env: dict[str, str]) -> subprocess.Popen:
+    """Serve the app with gunicorn (one worker) and wait until /healthz answers."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-w", "1", "--threads", "4", "-b", f"127.0.0.1:{PORT}", "app:create_app()"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=1)
+            return server
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    raise RuntimeError("gunicorn did not start")
+
+
+def login(email: str, password: str) -> urllib.request.OpenerDirector:
+    """Log in through the real form; return an opener carrying the session cookie."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    page = opener.open(f"http://127.0.0.1:{PORT}/login").read().decode()
+    token = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page).group(1)
+    data = urllib.parse.urlencode({"email": email, "password": password, "csrf_token": token}).encode()
+    opener.open(f"http://127.0.0.1:{PORT}/login", data=data)
+    return opener
+
+
+def timed_export(opener: urllib.request.OpenerDirector, query: str) -> Transfer:
+    """Stream one export to the end, counting lines and bytes."""
+    started = time.perf_counter()
+    lines = size = 0
+    with opener.open(f"http://127.0.0.1:{PORT}/api/v1/rollouts?{query}") as response:
+        while chunk := response.read(1 << 20):
+            size += len(chunk)
+            lines += chunk.count(b"\n")
+    return Transfer(lines, size, time.perf_counter() - started)
+
+
+def timed_copy(database: Database, org_id, kind: str) -> Transfer:
+    """COPY (the export's own SQL) TO STDOUT as the runtime role, scoped to the organization."""
+    selection = select_rollouts(org_id, kind, ExportFilters())
+    sql = rollout_lines_sql(kind, selection, newest_first=False).replace("%", "%%")
+    sql = re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)  # SQLAlchemy :name binds → psycopg %(name)s
+    started = time.perf_counter()
+    lines = size = 0
+    with psycopg.connect(libpq_url(database.urls.runtime)) as conn:
+        conn.execute("SELECT set_config('app.current_org', %s, true)", (str(org_id),))
+        with conn.cursor().copy(f"COPY ({sql}) TO STDOUT", selection.params) as copy:
+            for chunk in copy:
+                size += len(chunk)
+                lines += bytes(chunk).count(b"\n")
+    return Transfer(lines, size, time.perf_counter() - started)
+
+
+def peak_rss_growth(process: psutil.Process, work) -> tuple[float, object]:
+    """Run `work()` while sampling the RSS of `process` and its children; return (growth in MB, result)."""
+
+    def rss() -> int:
+        return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)])
+
+    baseline, peak, done = rss(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss())
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = work()
+    finally:
+        done.set()
+        sampler.join()
+    return max(0, peak[0] - baseline) / 2**20, result
+
+
+def median_transfer(transfers: list[Transfer]) -> Transfer:
+    """The transfer with the median duration."""
+    return sorted(transfers, key=lambda t: t.seconds)[len(transfers) // 2]
+
+
+def measure_export(database: Database, org_id, email: str, password: str) -> ExportResult:
+    """Export kind=failed REPEATS times over HTTP and COPY it REPEATS times; report medians."""
+    env = {**os.environ, "AGENTFORGE_DATABASE": os.environ["AGENTFORGE_DATABASE"]}
+    server = start_server(env)
+    try:
+        opener = login(email, password)
+        timed_export(opener, "kind=failed&environmentId=00000000-0000-0000-0000-000000000000")  # warm up
+        growth, exports = peak_rss_growth(
+            psutil.Process(server.pid), lambda: [timed_export(opener, "kind=failed") for _ in range(REPEATS)]
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    copies = [timed_copy(database, org_id, "failed") for _ in range(REPEATS)]
+    return ExportResult(median_transfer(exports), median_transfer(copies), growth)
+
+
+def summary(result: ExportResult) -> list[str]:
+    """Markdown lines for BENCHMARKS.md."""
+    rows = []
+    for name, t in (
+        ("GET /api/v1/rollouts?kind=failed (gunicorn)", result.export),
+        ("COPY (same query) TO STDOUT", result.copy),
+    ):
+        rows.append(
+            f"| {name} | {t.lines} | {t.bytes / 2**20:.1f} | {t.seconds:.2f} | {t.lines / t.seconds:,.0f} | "
+            f"{t.bytes / 2**20 / t.seconds:.1f} |"
+        )
+    ratio = (result.export.lines / result.export.seconds) / (result.copy.lines / result.copy.seconds)
+    return [
+        "| transfer | lines | MB | seconds (median of 3) | lines/s | MB/s |",
+        "|---|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        f"Export throughput is **{ratio:.2f}x** COPY's (target at least 0.5x). Peak RSS growth of the "
+        f"gunicorn server during the exports: **{result.rss_growth_mb:.1f} MB** (target under 50 MB).",
+    ]

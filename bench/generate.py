@@ -1,0 +1,263 @@
+"""Synthetic evaluation history for benchmarks: organizations, 20 environment versions, N trials with rollouts.
+
+    python -m bench.generate --trials 1000000      # add a million trials to the app's database
+    python -m bench.generate --check               # prove the rollups equal the raw trials
+
+Rows are generated inside PostgreSQL (INSERT … SELECT over generate_series)
+as the owner role, one organization at a time with app.current_org set, so
+RLS WITH CHECK still holds; PostgreSQL refuses COPY FROM on tables with
+row-level security, and generating server-side avoids shipping the rows at
+all. Rollups are then added from the generated trials exactly as the worker
+would have added them one trial at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import uuid
+
+from sqlalchemy import text
+
+from app import create_app
+from db import Database
+from models.accounts import add_membership, create_organization, create_user, find_organization
+from models.environments import create_environment, create_environment_version, create_evaluator_config
+from models.runs import pass_at_k_table
+
+os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
+
+BENCH_PASSWORD = "bench-password"
+ORGS = (("Bench Org 1", "bench1@agentforge.test", 14), ("Bench Org 2", "bench2@agentforge.test", 6))
+ATTEMPTS = 8
+CHUNK_RUNS = 12_500  # 100k trials per transaction
+ENVIRONMENTS = {
+    "admin-console": (
+        ("stage_inventory", "stage_order", "stage_checkout"),
+        ("wrong_item", "wrong_quantity", "gave_up", "tool_error", "out_of_steps", "timeout"),
+    ),
+    "support-desk": (
+        ("stage_triage", "stage_routing", "stage_reply"),
+        ("wrong_team", "wrong_priority", "missing_reference", "gave_up", "out_of_steps", "agent_error"),
+    ),
+}
+
+
+def version_spec(name: str, index: int) -> dict:
+    """A distinct, valid spec per version index."""
+    params = {"skus": 3 + index % 18} if name == "admin-console" else {"tickets": 2 + index % 29}
+    return {"kind": "builtin", "environment": name, "params": params}
+
+
+def ensure_catalog(database: Database, org_name: str, email: str, versions: int) -> tuple[uuid.UUID, list]:
+    """The organization with its user, `versions` environment versions (both environments) and an evaluator."""
+    with database.admin_session() as session, session.begin():
+        org = find_organization(session, org_name) or create_organization(session, org_name)
+    with database.admin_session(org.id) as session, session.begin():
+        if not session.execute(text("SELECT 1 FROM users WHERE email = :e"), {"e": email}).first():
+            add_membership(session, create_user(session, email, BENCH_PASSWORD), org, "owner")
+        existing = session.execute(
+            text(
+                "SELECT v.id, e.name, (SELECT id FROM evaluator_configs WHERE name = 'bench-scripted') "
+                "FROM environment_versions v JOIN environments e ON e.id = v.environment_id ORDER BY v.created_at"
+            )
+        ).all()
+        if existing:
+            return org.id, [tuple(row) for row in existing]
+        config = create_evaluator_config(
+            session, org.id, "bench-scripted", {"kind": "scripted", "skill": 0.6}, ATTEMPTS
+        )
+        environments = {name: create_environment(session, org.id, name, f"{name} (benchmark)") for name in ENVIRONMENTS}
+        catalog = []
+        for index in range(versions):
+            name = list(ENVIRONMENTS)[index % 2]
+            version = create_environment_version(session, environments[name], version_spec(name, index))
+            catalog.append((version.id, name, config.id))
+        return org.id, catalog
+
+
+PASS_AT_K_VALUES = ", ".join(
+    f"({c}, CAST('{json.dumps(pass_at_k_table(ATTEMPTS, c))}' AS jsonb))" for c in range(ATTEMPTS + 1)
+)
+
+
+def generate_runs(database: Database, org_id: uuid.UUID, version_id, env_name: str, config_id, runs: int) -> None:
+    """Insert `runs` completed runs of ATTEMPTS trials each, with artifacts, rollouts and rollups, in chunks."""
+    stages, categories = ENVIRONMENTS[env_name]
+    stage_array = "ARRAY[" + ", ".join(f"'{s}'" for s in stages) + "]"
+    category_array = "ARRAY[" + ", ".join(f"'{c}'" for c in categories) + "]"
+    done = 0
+    while done < runs:
+        chunk = min(CHUNK_RUNS, runs - done)
+        with database.admin_session(org_id) as session, session.begin():
+            params = {"org": org_id, "version": version_id, "config": config_id, "runs": chunk}
+            session.execute(
+                text("""
+                CREATE TEMP TABLE gen_runs ON COMMIT DROP AS
+                SELECT gen_random_uuid() AS id, now() - (n || ' seconds')::interval AS created_at
+                FROM generate_series(1, :runs) n"""),
+                params,
+            )
+            session.execute(
+                text(f"""
+                CREATE TEMP TABLE gen_trials ON COMMIT DROP AS
+                SELECT run_id, id, artifact_id, trial_number, seed, created_at,
+                       CASE WHEN u < 0.45 THEN ARRAY[1, 1, 1]::float8[]
+                            WHEN u < 0.8 THEN ARRAY[1, CASE WHEN v < 0.5 THEN 0.5 ELSE 0 END, 0]::float8[]
+                            ELSE ARRAY[0, 0, 0]::float8[] END AS stage_values
+                FROM (SELECT r.id AS run_id, gen_random_uuid() AS id, gen_random_uuid() AS artifact_id,
+                             t AS trial_number, (random() * 2147483647)::int AS seed, random() AS u, random() AS v,
+                             r.created_at
+                      FROM gen_runs r CROSS JOIN generate_series(1, {ATTEMPTS}) t) g"""),
+                params,
+            )
+            session.execute(
+                text("""
+                INSERT INTO evaluation_runs (organization_id, id, environment_version_id, evaluator_config_id,
+                    attempt_count, reset_mode, status, attempts, world_seed, base_seed, created_at, started_at,
+                    finished_at)
+                SELECT :org, id, :version, :config, 8, 'initial', 'completed', 1, 0, 0, created_at, created_at,
+                       created_at FROM gen_runs"""),
+                params,
+            )
+            session.execute(
+                text(f"""
+                INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256, body, created_at)
+                SELECT :org, artifact_id, 'trial-' || trial_number || '-trajectory.json', 'application/json',
+                       octet_length(body), encode(sha256(body), 'hex'), body, created_at
+                FROM (SELECT artifact_id, trial_number, created_at, convert_to(json_build_object(
+                        'schemaVersion', 1,
+                        'log', 'opened {env_name} (world ' || seed || ') … step budget used',
+                        'trajectory', json_build_object('steps', json_build_array(
+                            json_build_object('step', 1, 'tool', 'list', 'command', 'list',
+                                              'observation', 'item-' || seed || ' stock=3'),
+                            json_build_object('step', 2, 'tool', 'update',
+                                              'command', 'update {{"id": "item-' || seed || '", "quantity": 4}}',
+                                              'observation', 'updated item-' || seed)))::text
+                     )::text, 'UTF8') AS body FROM gen_trials) b"""),
+                params,
+            )
+            session.execute(
+                text(f"""
+                INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, trial_number, seed, status,
+                    reward, failure_category, metrics, trajectory_artifact_id, log_excerpt, task, started_at,
+                    finished_at)
+                SELECT :org, id, run_id, trial_number, seed,
+                       CASE WHEN reward = 1 THEN 'succeeded' ELSE 'failed' END, reward,
+                       CASE WHEN reward < 1 THEN ({category_array})[1 + abs(seed) % {len(categories)}] END,
+                       (SELECT jsonb_object_agg(k, v) FROM unnest({stage_array}, stage_values) AS s(k, v)),
+                       artifact_id, 'opened {env_name}', 'benchmark task', created_at, created_at
+                FROM (SELECT *, round(((stage_values[1] + stage_values[2] + stage_values[3]) / 3)::numeric, 6)::float8
+                      AS reward FROM gen_trials) t"""),
+                params,
+            )
+            session.execute(
+                text("""
+                INSERT INTO rollouts (organization_id, id, environment_version_id, evaluation_run_id,
+                                      evaluation_trial_id, seed, reward, created_at)
+                SELECT :org, gen_random_uuid(), :version, t.evaluation_run_id, t.id, t.seed, t.reward, t.started_at
+                FROM evaluation_trials t JOIN gen_runs r ON r.id = t.evaluation_run_id
+                ORDER BY r.created_at, t.trial_number"""),
+                params,
+            )
+            session.execute(
+                text(f"""
+                UPDATE evaluation_runs er SET pass_at_k = p.pass_at_k
+                FROM (SELECT evaluation_run_id, count(*) FILTER (WHERE reward = 1) AS c FROM evaluation_trials t
+                      JOIN gen_runs r ON r.id = t.evaluation_run_id GROUP BY 1) s
+                JOIN (VALUES {PASS_AT_K_VALUES}) AS p(c, pass_at_k) ON p.c = s.c
+                WHERE er.id = s.evaluation_run_id"""),
+                params,
+            )
+            add_rollups(session, "JOIN gen_runs r ON r.id = t.evaluation_run_id")
+        done += chunk
+
+
+def add_rollups(session, trials_join: str) -> None:
+    """Add the failure_category and stage_* rollups of the joined trials, as the worker would have."""
+    session.execute(
+        text(f"""
+        INSERT INTO failure_category_counts (organization_id, environment_version_id, failure_category, trials)
+        SELECT t.organization_id, er.environment_version_id, t.failure_category, count(*)
+        FROM evaluation_trials t {trials_join}
+        JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
+        WHERE t.failure_category IS NOT NULL GROUP BY 1, 2, 3
+        ON CONFLICT (organization_id, environment_version_id, failure_category)
+        DO UPDATE SET trials = failure_category_counts.trials + EXCLUDED.trials""")
+    )
+    session.execute(
+        text(f"""
+        INSERT INTO stage_metric_rollups (organization_id, environment_version_id, stage_key, trials, passed,
+                                          value_sum)
+        SELECT t.organization_id, er.environment_version_id, m.key, count(*),
+               count(*) FILTER (WHERE m.value::float8 = 1), sum(m.value::float8)
+        FROM evaluation_trials t {trials_join}
+        JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
+        CROSS JOIN LATERAL jsonb_each_text(t.metrics) m WHERE m.key LIKE 'stage\\_%' GROUP BY 1, 2, 3
+        ON CONFLICT (organization_id, environment_version_id, stage_key) DO UPDATE SET
+            trials = stage_metric_rollups.trials + EXCLUDED.trials,
+            passed = stage_metric_rollups.passed + EXCLUDED.passed,
+            value_sum = stage_metric_rollups.value_sum + EXCLUDED.value_sum""")
+    )
+
+
+ROLLUP_CHECKS = {
+    "failure_category_counts": """
+        SELECT er.environment_version_id, t.failure_category, count(*) FROM evaluation_trials t
+        JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
+        WHERE t.failure_category IS NOT NULL GROUP BY 1, 2
+        EXCEPT SELECT environment_version_id, failure_category, trials FROM failure_category_counts""",
+    "stage_metric_rollups": """
+        SELECT er.environment_version_id, m.key, count(*), count(*) FILTER (WHERE m.value::float8 = 1),
+               round(sum(m.value::float8)::numeric, 6)
+        FROM evaluation_trials t
+        JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
+        CROSS JOIN LATERAL jsonb_each_text(t.metrics) m WHERE m.key LIKE 'stage\\_%' GROUP BY 1, 2
+        EXCEPT SELECT environment_version_id, stage_key, trials, passed, round(value_sum::numeric, 6)
+        FROM stage_metric_rollups""",
+}
+
+
+def check_rollups(database: Database) -> list[str]:
+    """Return the organizations and rollup tables whose rows differ from an aggregate over the raw trials."""
+    problems = []
+    with database.admin_session() as session:
+        orgs = session.execute(text("SELECT id, name FROM organizations ORDER BY name")).all()
+    for org_id, name in orgs:
+        with database.admin_session(org_id) as session:
+            for table, sql in ROLLUP_CHECKS.items():
+                differing = session.execute(text(f"SELECT count(*) FROM ({sql}) d")).scalar()
+                if differing:
+                    problems.append(f"{name}: {differing} {table} rows differ from the trials")
+    return problems
+
+
+def main() -> None:
+    """Generate `--trials` trials (or check the rollups) in the app's configured database."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=1_000_000, help="trials to add (rounded to runs of 8)")
+    parser.add_argument("--check", action="store_true", help="only check that the rollups equal the trials")
+    args = parser.parse_args()
+    app = create_app()
+    database: Database = app.extensions["agentforge_db"]
+    if args.check:
+        problems = check_rollups(database)
+        print("\n".join(problems) or "rollups equal the raw trials in every organization")
+        raise SystemExit(1 if problems else 0)
+    started = time.perf_counter()
+    catalogs = [ensure_catalog(database, name, email, versions) for name, email, versions in ORGS]
+    versions = [(org, *entry) for org, catalog in catalogs for entry in catalog]
+    runs_per_version = max(1, args.trials // ATTEMPTS // len(versions))
+    for org_id, version_id, env_name, config_id in versions:
+        generate_runs(database, org_id, version_id, env_name, config_id, runs_per_version)
+    total = runs_per_version * ATTEMPTS * len(versions)
+    print(
+        f"added {total} trials ({runs_per_version * len(versions)} runs, {len(versions)} environment versions, "
+        f"{len(catalogs)} organizations) in {time.perf_counter() - started:.1f}s"
+    )
+
+
+if __name__ == "__main__":
+    main()
