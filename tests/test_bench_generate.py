@@ -1,0 +1,35 @@
+"""The benchmark generator writes history the app accepts, with rollups equal to what the worker would write."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from bench.generate import ORGS, check_rollups, ensure_catalog, generate_runs
+from models.runs import pass_at_k_table
+
+
+def test_generated_history_is_consistent_and_the_check_catches_drift(database, auth, client):
+    org_id, catalog = ensure_catalog(database, *ORGS[0])
+    assert len(catalog) == ORGS[0][2]
+    for version_id, env_name, config_id in catalog[:2]:
+        generate_runs(database, org_id, version_id, env_name, config_id, runs=3)
+    assert check_rollups(database) == []
+
+    with database.session(org_id) as session:
+        trials = session.execute(text("SELECT count(*) FROM evaluation_trials")).scalar()
+        rollouts = session.execute(text("SELECT count(*) FROM rollouts")).scalar()
+        runs = session.execute(
+            text("""SELECT r.pass_at_k, count(*) FILTER (WHERE t.reward = 1)
+            FROM evaluation_runs r JOIN evaluation_trials t ON t.evaluation_run_id = r.id GROUP BY r.id""")
+        ).all()
+    assert trials == rollouts == 48
+    assert all(stored == pass_at_k_table(8, successes) for stored, successes in runs)
+
+    auth.login(ORGS[0][1], "bench-password")
+    lines = client.get("/api/v1/rollouts?kind=all").get_data(as_text=True).splitlines()
+    assert len(lines) == 48
+
+    with database.admin_session(org_id) as session, session.begin():
+        session.execute(text("UPDATE stage_metric_rollups SET passed = passed + 1 WHERE stage_key = 'stage_order'"))
+    problems = check_rollups(database)
+    assert problems and "stage_metric_rollups rows differ" in problems[0]
