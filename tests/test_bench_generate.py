@@ -20,7 +20,8 @@ def test_generated_history_is_consistent_and_the_check_catches_drift(database, a
         rollouts = session.execute(text("SELECT count(*) FROM rollouts")).scalar()
         runs = session.execute(
             text("""SELECT r.pass_at_k, count(*) FILTER (WHERE t.reward = 1)
-            FROM evaluation_runs r JOIN evaluation_trials t ON t.evaluation_run_id = r.id GROUP BY r.organization_id, r.id""")
+            FROM evaluation_runs r JOIN evaluation_trials t ON t.evaluation_run_id = r.id
+            GROUP BY r.organization_id, r.id""")
         ).all()
     assert trials == rollouts == 48
     assert all(stored == pass_at_k_table(8, successes) for stored, successes in runs)
