@@ -176,7 +176,29 @@ def generate_runs(database: Database, org_id: uuid.UUID, version_id, env_name: s
 
 
 def add_rollups(session, trials_join: str) -> None:
-    """Add the failure_category and stage_* rollups of the joined trials, as the worker would have."""
+    """Add the stats, failure_category and stage_* rollups of the joined trials, as the worker would have."""
+    session.execute(
+        text(f"""
+        INSERT INTO environment_version_stats (organization_id, environment_version_id, runs, trials, rollouts,
+            scored, successes, zero_rewards, reward_sum, min_reward, max_reward)
+        SELECT t.organization_id, er.environment_version_id, count(DISTINCT er.id), count(*), count(ro.id),
+               count(ro.reward), count(*) FILTER (WHERE ro.reward = 1), count(*) FILTER (WHERE ro.reward = 0),
+               coalesce(sum(ro.reward), 0), min(ro.reward), max(ro.reward)
+        FROM evaluation_trials t {trials_join}
+        JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
+        LEFT JOIN rollouts ro ON ro.organization_id = t.organization_id AND ro.evaluation_trial_id = t.id
+        GROUP BY 1, 2
+        ON CONFLICT (organization_id, environment_version_id) DO UPDATE SET
+            runs = environment_version_stats.runs + EXCLUDED.runs,
+            trials = environment_version_stats.trials + EXCLUDED.trials,
+            rollouts = environment_version_stats.rollouts + EXCLUDED.rollouts,
+            scored = environment_version_stats.scored + EXCLUDED.scored,
+            successes = environment_version_stats.successes + EXCLUDED.successes,
+            zero_rewards = environment_version_stats.zero_rewards + EXCLUDED.zero_rewards,
+            reward_sum = environment_version_stats.reward_sum + EXCLUDED.reward_sum,
+            min_reward = least(environment_version_stats.min_reward, EXCLUDED.min_reward),
+            max_reward = greatest(environment_version_stats.max_reward, EXCLUDED.max_reward)""")
+    )
     session.execute(
         text(f"""
         INSERT INTO failure_category_counts (organization_id, environment_version_id, failure_category, trials)
@@ -204,6 +226,19 @@ def add_rollups(session, trials_join: str) -> None:
 
 
 ROLLUP_CHECKS = {
+    "environment_version_stats": """
+        SELECT v.id,
+               (SELECT count(*) FROM evaluation_runs er WHERE er.environment_version_id = v.id),
+               (SELECT count(*) FROM evaluation_trials t JOIN evaluation_runs er
+                  ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
+                WHERE er.environment_version_id = v.id),
+               count(r.id), count(r.reward), count(*) FILTER (WHERE r.reward = 1),
+               count(*) FILTER (WHERE r.reward = 0), round(coalesce(sum(r.reward), 0)::numeric, 4),
+               min(r.reward), max(r.reward)
+        FROM environment_versions v LEFT JOIN rollouts r ON r.environment_version_id = v.id
+        GROUP BY v.id HAVING count(r.id) > 0
+        EXCEPT SELECT environment_version_id, runs, trials, rollouts, scored, successes, zero_rewards,
+               round(reward_sum::numeric, 4), min_reward, max_reward FROM environment_version_stats""",
     "failure_category_counts": """
         SELECT er.environment_version_id, t.failure_category, count(*) FROM evaluation_trials t
         JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id

@@ -4,7 +4,7 @@ from models.accounts import AuthSession, Membership, Organization, User
 from models.base import Base
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
-from models.rollups import FailureCategoryCount, StageMetricRollup
+from models.rollups import EnvironmentVersionStats, FailureCategoryCount, StageMetricRollup
 
 __all__ = [
     "Artifact",
@@ -12,6 +12,7 @@ __all__ = [
     "Base",
     "Environment",
     "EnvironmentVersion",
+    "EnvironmentVersionStats",
     "EvaluationRun",
     "EvaluationTrial",
     "EvaluatorConfig",

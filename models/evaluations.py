@@ -82,6 +82,7 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
     base_seed: Mapped[int] = mapped_column(Integer, server_default="0")
     status: Mapped[str] = mapped_column(String(20), default="queued")
     pass_at_k: Mapped[dict[str, float] | None] = mapped_column(JSONB)
+    mean_reward: Mapped[float | None]
     stage_pass_at_k: Mapped[dict[str, dict[str, float]] | None] = mapped_column(JSONB)
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None]

@@ -42,3 +42,26 @@ class StageMetricRollup(Base):
     trials: Mapped[int] = mapped_column(BigInteger, default=0)
     passed: Mapped[int] = mapped_column(BigInteger, default=0)
     value_sum: Mapped[float] = mapped_column(default=0.0)
+
+
+class EnvironmentVersionStats(Base):
+    """Per environment version: runs, trials, rollouts by reward class, reward sum, lowest and highest reward.
+
+    Export counts, mean rewards and whether a preference pair exists all read
+    from this one row instead of scanning the version's history.
+    """
+
+    __tablename__ = "environment_version_stats"
+    __table_args__ = (_version_fk(),)
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    environment_version_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    runs: Mapped[int] = mapped_column(BigInteger, default=0)
+    trials: Mapped[int] = mapped_column(BigInteger, default=0)
+    rollouts: Mapped[int] = mapped_column(BigInteger, default=0)
+    scored: Mapped[int] = mapped_column(BigInteger, default=0)
+    successes: Mapped[int] = mapped_column(BigInteger, default=0)
+    zero_rewards: Mapped[int] = mapped_column(BigInteger, default=0)
+    reward_sum: Mapped[float] = mapped_column(default=0.0)
+    min_reward: Mapped[float | None]
+    max_reward: Mapped[float | None]

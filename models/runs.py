@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from models.base import new_id
 from models.environments import MAX_ATTEMPTS, MIN_ATTEMPTS, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
-from models.rollups import FailureCategoryCount, StageMetricRollup
+from models.rollups import EnvironmentVersionStats, FailureCategoryCount, StageMetricRollup
 
 if TYPE_CHECKING:
     from worker.trial import TrialOutcome
@@ -86,6 +86,7 @@ def enqueue_run(
     )
     session.add(run)
     session.flush()
+    bump_version_stats(session, run.organization_id, run.environment_version_id, runs=1)
     notify_workers(session)
     return run
 
@@ -177,12 +178,47 @@ def add_rollout(session: Session, rollout: Rollout) -> None:
     )
     session.add(rollout)
     session.flush()
+    reward = rollout.reward
+    if reward is None:
+        bump_version_stats(session, rollout.organization_id, rollout.environment_version_id, rollouts=1)
+    else:
+        bump_version_stats(
+            session,
+            rollout.organization_id,
+            rollout.environment_version_id,
+            rollouts=1,
+            scored=1,
+            successes=int(reward == 1),
+            zero_rewards=int(reward == 0),
+            reward_sum=reward,
+            min_reward=reward,
+            max_reward=reward,
+        )
+
+
+STAT_COUNTERS = ("runs", "trials", "rollouts", "scored", "successes", "zero_rewards", "reward_sum")
+
+
+def bump_version_stats(session: Session, org: uuid.UUID, version_id: uuid.UUID, **changes: float) -> None:
+    """Add `changes` to the version's stats row (counters add up; min_reward/max_reward keep the extreme)."""
+    values = {counter: 0 for counter in STAT_COUNTERS} | changes
+    stmt = insert(EnvironmentVersionStats).values(organization_id=org, environment_version_id=version_id, **values)
+    update_set = {
+        key: getattr(EnvironmentVersionStats, key) + stmt.excluded[key] for key in changes if key in STAT_COUNTERS
+    }
+    if "min_reward" in changes:
+        update_set["min_reward"] = func.least(EnvironmentVersionStats.min_reward, stmt.excluded.min_reward)
+        update_set["max_reward"] = func.greatest(EnvironmentVersionStats.max_reward, stmt.excluded.max_reward)
+    session.execute(
+        stmt.on_conflict_do_update(index_elements=["organization_id", "environment_version_id"], set_=update_set)
+    )
 
 
 def add_to_rollups(
     session: Session, org: uuid.UUID, version_id: uuid.UUID, failure_category: str | None, stages: dict[str, float]
 ) -> None:
-    """Count one more trial in the per-version failure_category and stage_* rollups."""
+    """Count one more trial in the per-version stats, failure_category and stage_* rollups."""
+    bump_version_stats(session, org, version_id, trials=1)
     if failure_category:
         counts = insert(FailureCategoryCount).values(
             organization_id=org, environment_version_id=version_id, failure_category=failure_category, trials=1
@@ -228,6 +264,7 @@ def complete_run(session: Session, run: EvaluationRun) -> None:
     ).all()
     n = run.attempt_count
     successes = sum(1 for reward, _ in trials if reward == 1)
+    scored = [reward for reward, _ in trials if reward is not None]
     stage_keys = sorted({key for _, metrics in trials for key in metrics if key.startswith("stage_")})
     stage_table = {
         key: pass_at_k_table(n, sum(1 for _, metrics in trials if metrics.get(key) == 1)) for key in stage_keys
@@ -238,6 +275,7 @@ def complete_run(session: Session, run: EvaluationRun) -> None:
         .values(
             status="completed",
             pass_at_k=pass_at_k_table(n, successes),
+            mean_reward=round(sum(scored) / len(scored), 6) if scored else None,
             stage_pass_at_k=stage_table,
             finished_at=func.now(),
             lease_owner=None,

@@ -12,6 +12,7 @@ from models import (
     Artifact,
     Environment,
     EnvironmentVersion,
+    EnvironmentVersionStats,
     EvaluationRun,
     EvaluationTrial,
     EvaluatorConfig,
@@ -111,6 +112,21 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
                 environment_version_id=ids.version_id,
                 failure_category="wrong_quantity",
                 trials=1,
+            )
+        )
+        session.add(
+            EnvironmentVersionStats(
+                organization_id=org_id,
+                environment_version_id=ids.version_id,
+                runs=1,
+                trials=1,
+                rollouts=1,
+                scored=1,
+                successes=0,
+                zero_rewards=0,
+                reward_sum=0.5,
+                min_reward=0.5,
+                max_reward=0.5,
             )
         )
         session.add(

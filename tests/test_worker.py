@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import ProgrammingError
 
+from bench.generate import check_rollups
 from models import EvaluationRun
 from models.runs import enqueue_run, pass_at_k, pass_at_k_table, record_trial
 from tests.conftest import ROOT
@@ -131,6 +132,7 @@ def test_mixed_rewards_give_the_unbiased_pass_at_k(database, org):
         sum(value::float) FROM evaluation_trials, jsonb_each_text(metrics) AS m(key, value) GROUP BY 1 ORDER BY 1""",
     )
     assert [tuple(r) for r in sums] == [tuple(r) for r in direct_sums]
+    assert check_rollups(database) == []  # stats, failure_category and stage_* rollups equal the raw trials
 
 
 @pytest.mark.parametrize(
