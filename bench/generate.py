@@ -141,10 +141,10 @@ def generate_runs(database: Database, org_id: uuid.UUID, version_id, env_name: s
             )
             session.execute(
                 text(f"""
-                INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, trial_number, seed, status,
-                    reward, failure_category, metrics, trajectory_artifact_id, log_excerpt, task, started_at,
-                    finished_at)
-                SELECT :org, id, run_id, trial_number, seed,
+                INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, environment_version_id,
+                    trial_number, seed, status, reward, failure_category, metrics, trajectory_artifact_id,
+                    log_excerpt, task, started_at, finished_at)
+                SELECT :org, id, run_id, :version, trial_number, seed,
                        CASE WHEN reward = 1 THEN 'succeeded' ELSE 'failed' END, reward,
                        CASE WHEN reward < 1 THEN ({category_array})[1 + abs(seed) % {len(categories)}] END,
                        (SELECT jsonb_object_agg(k, v) FROM unnest({stage_array}, stage_values) AS s(k, v)),

@@ -112,9 +112,22 @@ class EvaluationTrial(OrgScoped, Base):
         ForeignKeyConstraint(
             ["organization_id", "trajectory_artifact_id"], ["artifacts.organization_id", "artifacts.id"]
         ),
+        ForeignKeyConstraint(
+            ["organization_id", "environment_version_id"],
+            ["environment_versions.organization_id", "environment_versions.id"],
+        ),
+        Index("ix_evaluation_trials_org_category_id", "organization_id", "failure_category", "id"),
+        Index(
+            "ix_evaluation_trials_org_version_category_id",
+            "organization_id",
+            "environment_version_id",
+            "failure_category",
+            "id",
+        ),
     )
 
     evaluation_run_id: Mapped[uuid.UUID]
+    environment_version_id: Mapped[uuid.UUID]
     trial_number: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(20))

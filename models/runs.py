@@ -134,6 +134,7 @@ def record_trial(
         organization_id=org,
         id=new_id(),
         evaluation_run_id=run.id,
+        environment_version_id=run.environment_version_id,
         trial_number=trial_number,
         seed=seed,
         status=outcome.status,

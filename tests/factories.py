@@ -85,6 +85,7 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
                 organization_id=org_id,
                 id=ids.trial_id,
                 evaluation_run_id=ids.run_id,
+                environment_version_id=ids.version_id,
                 trial_number=1,
                 seed=0,
                 status="completed",

@@ -207,11 +207,11 @@ def test_all_is_capped_at_1000_newest_first(logged_in, database, v1):
     with database.session(catalog.org_id) as session, session.begin():
         session.execute(
             text("""
-            INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, trial_number, seed, status,
-                                           reward, metrics, log_excerpt, task)
-            SELECT :org, gen_random_uuid(), :run, 100 + n, n, 'failed', 0.25, '{}', '', ''
+            INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, environment_version_id,
+                                           trial_number, seed, status, reward, metrics, log_excerpt, task)
+            SELECT :org, gen_random_uuid(), :run, :version, 100 + n, n, 'failed', 0.25, '{}', '', ''
             FROM generate_series(1, 1000) n"""),
-            {"org": catalog.org_id, "run": run_id},
+            {"org": catalog.org_id, "run": run_id, "version": catalog.version_id},
         )
         session.execute(
             text("""

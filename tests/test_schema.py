@@ -70,11 +70,12 @@ def test_trial_numbers_start_at_one_and_are_unique_per_run(database, rows):
     with pytest.raises(IntegrityError, match="trial_number_positive"):
         run_sql(database, rows.org_id, "UPDATE evaluation_trials SET trial_number = 0")
     insert = (
-        "INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, trial_number, seed, status, metrics,"
-        " log_excerpt) VALUES (:org, gen_random_uuid(), :run, 1, 1, 'completed', '{}', '')"
+        "INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, environment_version_id, trial_number,"
+        " seed, status, metrics, log_excerpt)"
+        " VALUES (:org, gen_random_uuid(), :run, :version, 1, 1, 'completed', '{}', '')"
     )
     with pytest.raises(IntegrityError, match="uq_evaluation_trials_trial_number_per_run"):
-        run_sql(database, rows.org_id, insert, org=rows.org_id, run=rows.run_id)
+        run_sql(database, rows.org_id, insert, org=rows.org_id, run=rows.run_id, version=rows.version_id)
 
 
 @pytest.mark.parametrize("reward", [-0.01, 1.01])
