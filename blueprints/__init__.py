@@ -5,11 +5,13 @@ from flask import Flask
 
 def register_blueprints(app: Flask) -> None:
     """Register every area's blueprint (auth first: its login guard runs before CSRF checks)."""
-    from blueprints import api, auth, environments, health, runs
+    from blueprints import api, auth, environments, health, insights, runs, trials
 
     app.register_blueprint(auth.bp)
     auth.login_manager.init_app(app)
     app.register_blueprint(health.bp)
     app.register_blueprint(environments.bp)
     app.register_blueprint(runs.bp)
+    app.register_blueprint(trials.bp)
+    app.register_blueprint(insights.bp)
     app.register_blueprint(api.bp)

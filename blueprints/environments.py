@@ -1,14 +1,16 @@
-"""Environments area: the list of the organization's environments and each environment's page."""
+"""Environments area: the list, one environment (versions, start-run form, runs), and its Export page."""
 
 import uuid
 
-from flask import Blueprint, abort, redirect, request, url_for
+from flask import Blueprint, abort, g, redirect, request, url_for
 
 from blueprints.auth import require_role
 from blueprints.htmx import redirect_after_write, render
+from blueprints.params import optional_uuid, page_number
 from db import request_session
 from models.runs import NotFoundInOrg, RunError, start_run
-from queries.environments import environment_detail, list_environments
+from queries.environments import environment_detail, export_counts, list_environments
+from queries.exports import ALL_LIMIT, EXPORT_KINDS, export_filename
 
 bp = Blueprint("environments", __name__)
 
@@ -21,12 +23,14 @@ def home():
 
 @bp.get("/environments")
 def index():
-    """List the current organization's environments (or say how to get some)."""
-    return render("environments/index.html", "environment_list", environments=list_environments(request_session()))
+    """The organization's environments with runs, trials, latest pass@1, mean reward and a reward trend."""
+    page = page_number()
+    environments, more = list_environments(request_session(), page)
+    return render("environments/index.html", "environment_list", environments=environments, page=page, more=more)
 
 
-def _detail_or_404(environment_id: uuid.UUID):
-    detail = environment_detail(request_session(), environment_id)
+def _detail_or_404(environment_id: uuid.UUID, before: uuid.UUID | None = None):
+    detail = environment_detail(request_session(), environment_id, before)
     if detail is None:
         abort(404, description=f"No environment {environment_id} in this organization.")
     return detail
@@ -34,8 +38,9 @@ def _detail_or_404(environment_id: uuid.UUID):
 
 @bp.get("/environments/<uuid:environment_id>")
 def show(environment_id: uuid.UUID):
-    """An environment: its immutable versions, the start-run form and recent runs."""
-    return render("environments/show.html", "start_run", detail=_detail_or_404(environment_id), form={}, errors={})
+    """An environment: immutable versions with pass@k, the start-run form, and recent runs (paged)."""
+    detail = _detail_or_404(environment_id, optional_uuid("before"))
+    return render("environments/show.html", "recent_runs", detail=detail, form={}, errors={})
 
 
 @bp.post("/environments/<uuid:environment_id>/runs")
@@ -70,3 +75,25 @@ def start(environment_id: uuid.UUID):
             session.commit()
             return redirect_after_write(url_for("runs.show", run_id=run.id))
     return render("environments/show.html", "start_run", status=422, detail=detail, form=form, errors=errors)
+
+
+@bp.get("/environments/<uuid:environment_id>/export")
+def export(environment_id: uuid.UUID):
+    """Environments → Export: every kind URL for this environment with its count, filename and a curl line."""
+    detail = _detail_or_404(environment_id)
+    counts = export_counts(request_session(), g.org_id, environment_id, ALL_LIMIT)
+    base = url_for("api.export_rollouts", _external=True)
+    kinds = [
+        {
+            "kind": kind,
+            "count": getattr(counts, kind),
+            "url": f"{base}?kind={kind}&environmentId={environment_id}",
+            "filename": export_filename(kind, "atif-shaped"),
+            "variant": "trl" if kind == "preference" else "atif",
+        }
+        for kind in EXPORT_KINDS
+    ]
+    for item in kinds:
+        item["variant_url"] = f"{item['url']}&format={item['variant']}"
+        item["variant_filename"] = export_filename(item["kind"], item["variant"])
+    return render("environments/export.html", detail=detail, kinds=kinds)

@@ -1,15 +1,24 @@
-"""Environment listings: each environment of the current organization with its newest version."""
+"""Environment pages: the list with rollup figures and trends, one environment, and its export counts.
+
+Every figure comes from environment_version_stats (one row per version) or
+from index range scans of each version's newest runs, so the cost follows the
+number of versions, not the size of the history.
+"""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from models import Environment, EnvironmentVersion, EvaluatorConfig
+
+PAGE_SIZE = 50
+TREND_RUNS = 12
 
 
 @dataclass(frozen=True)
@@ -20,25 +29,93 @@ class EnvironmentSummary:
     name: str
     description: str
     latest_version: int | None
+    runs: int
+    trials: int
+    mean_reward: float | None
+    latest_pass_at_1: float | None
+    trend: list[float]
+
+
+ENVIRONMENT_LIST = text(
+    """
+    SELECT e.id, e.name, e.description, max(v.version) AS latest_version,
+           coalesce(sum(s.runs), 0) AS runs, coalesce(sum(s.trials), 0) AS trials,
+           sum(s.reward_sum) / nullif(sum(s.scored), 0) AS mean_reward,
+           (SELECT (r.pass_at_k ->> '1')::float8
+            FROM environment_versions lv
+            CROSS JOIN LATERAL (
+                SELECT er.pass_at_k, er.created_at FROM evaluation_runs er
+                WHERE er.organization_id = lv.organization_id AND er.environment_version_id = lv.id
+                  AND er.status = 'completed'
+                ORDER BY er.created_at DESC LIMIT 1
+            ) r
+            WHERE lv.organization_id = e.organization_id AND lv.environment_id = e.id
+            ORDER BY r.created_at DESC LIMIT 1) AS latest_pass_at_1
+    FROM environments e
+    LEFT JOIN environment_versions v ON v.organization_id = e.organization_id AND v.environment_id = e.id
+    LEFT JOIN environment_version_stats s
+           ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
+    GROUP BY e.organization_id, e.id
+    ORDER BY e.name, e.id
+    LIMIT :limit OFFSET :offset
+    """
+)
+
+TRENDS = text(
+    """
+    SELECT v.environment_id, r.mean_reward, r.created_at
+    FROM environment_versions v
+    CROSS JOIN LATERAL (
+        SELECT er.mean_reward, er.created_at FROM evaluation_runs er
+        WHERE er.organization_id = v.organization_id AND er.environment_version_id = v.id
+          AND er.status = 'completed' AND er.mean_reward IS NOT NULL
+        ORDER BY er.created_at DESC LIMIT :runs
+    ) r
+    WHERE v.environment_id = ANY(:environment_ids)
+    ORDER BY r.created_at
+    """
+)
+
+
+def list_environments(session: Session, page: int = 1) -> tuple[list[EnvironmentSummary], bool]:
+    """One page of the organization's environments with their figures; and whether another page follows."""
+    rows = session.execute(ENVIRONMENT_LIST, {"limit": PAGE_SIZE + 1, "offset": (page - 1) * PAGE_SIZE}).all()
+    rows, more = rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+    trends: dict[uuid.UUID, list[float]] = {row.id: [] for row in rows}
+    if rows:
+        points = session.execute(TRENDS, {"runs": TREND_RUNS, "environment_ids": list(trends)})
+        for environment_id, mean_reward, _ in points:
+            trends[environment_id].append(mean_reward)
+    summaries = [
+        EnvironmentSummary(
+            row.id,
+            row.name,
+            row.description,
+            row.latest_version,
+            row.runs,
+            row.trials,
+            row.mean_reward,
+            row.latest_pass_at_1,
+            trends[row.id][-TREND_RUNS:],
+        )
+        for row in rows
+    ]
+    return summaries, more
+
+
+@dataclass(frozen=True)
+class VersionSummary:
+    """A version of an environment with its rollup figures and its newest completed run's pass@k."""
+
+    id: uuid.UUID
+    version: int
+    spec: dict[str, Any]
+    spec_sha256: str
     created_at: datetime
-
-
-def list_environments(session: Session) -> list[EnvironmentSummary]:
-    """Return every environment the session's organization can see, by name, with its latest version number."""
-    latest = (
-        select(func.max(EnvironmentVersion.version))
-        .where(
-            EnvironmentVersion.organization_id == Environment.organization_id,
-            EnvironmentVersion.environment_id == Environment.id,
-        )
-        .scalar_subquery()
-    )
-    rows = session.execute(
-        select(Environment.id, Environment.name, Environment.description, latest, Environment.created_at).order_by(
-            Environment.name
-        )
-    )
-    return [EnvironmentSummary(*row) for row in rows]
+    runs: int
+    trials: int
+    mean_reward: float | None
+    pass_at_k: dict[str, float] | None
 
 
 @dataclass(frozen=True)
@@ -52,29 +129,49 @@ class RunSummary:
     reset_mode: str
     status: str
     pass_at_1: float | None
+    mean_reward: float | None
     created_at: datetime
 
 
 @dataclass(frozen=True)
 class EnvironmentDetail:
-    """An environment with its immutable versions, the org's evaluator configs and recent runs."""
+    """An environment with its immutable versions, the org's evaluator configs and a page of recent runs."""
 
     environment: Environment
-    versions: list[EnvironmentVersion]
+    versions: list[VersionSummary]
     evaluators: list[EvaluatorConfig]
     runs: list[RunSummary]
+    older_runs_cursor: uuid.UUID | None
 
 
-# Newest runs of an environment: the newest `limit` of each version (one index range each), then the newest overall.
+VERSIONS = text(
+    """
+    SELECT v.id, v.version, v.spec, v.spec_sha256, v.created_at, coalesce(s.runs, 0), coalesce(s.trials, 0),
+           s.reward_sum / nullif(s.scored, 0),
+           (SELECT er.pass_at_k FROM evaluation_runs er
+            WHERE er.organization_id = v.organization_id AND er.environment_version_id = v.id
+              AND er.status = 'completed'
+            ORDER BY er.created_at DESC LIMIT 1)
+    FROM environment_versions v
+    LEFT JOIN environment_version_stats s ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
+    WHERE v.organization_id = :org AND v.environment_id = :environment_id
+    ORDER BY v.version DESC
+    """
+)
+
+# Newest runs of an environment: the newest `limit` of each version (one index range each), then the newest
+# overall; `before` pages back by (created_at, id).
 RECENT_RUNS = text(
     """
     SELECT r.id, v.version, c.name, r.attempt_count, r.reset_mode, r.status, (r.pass_at_k ->> '1')::float8,
-           r.created_at
+           r.mean_reward, r.created_at
     FROM environment_versions v
     CROSS JOIN LATERAL (
         SELECT * FROM evaluation_runs er
         WHERE er.organization_id = v.organization_id AND er.environment_version_id = v.id
-        ORDER BY er.created_at DESC LIMIT :limit
+          AND (CAST(:before_at AS timestamptz) IS NULL
+               OR (er.created_at, er.id) < (CAST(:before_at AS timestamptz), CAST(:before_id AS uuid)))
+        ORDER BY er.created_at DESC, er.id DESC LIMIT :limit
     ) r
     JOIN evaluator_configs c ON c.organization_id = r.organization_id AND c.id = r.evaluator_config_id
     WHERE v.organization_id = :org AND v.environment_id = :environment_id
@@ -84,19 +181,77 @@ RECENT_RUNS = text(
 )
 
 
-def environment_detail(session: Session, environment_id: uuid.UUID, runs_limit: int = 20) -> EnvironmentDetail | None:
-    """Return the environment page's data, or None when the session's organization has no such environment."""
+def environment_detail(
+    session: Session, environment_id: uuid.UUID, before: uuid.UUID | None = None, runs_limit: int = 20
+) -> EnvironmentDetail | None:
+    """The environment page's data (runs older than run `before` when paging), or None when not in the org."""
     environment = session.scalar(select(Environment).where(Environment.id == environment_id))
     if environment is None:
         return None
     org = environment.organization_id
-    versions = session.scalars(
-        select(EnvironmentVersion)
-        .where(EnvironmentVersion.organization_id == org, EnvironmentVersion.environment_id == environment.id)
-        .order_by(EnvironmentVersion.version.desc())
-    ).all()
+    versions = [
+        VersionSummary(*row) for row in session.execute(VERSIONS, {"org": org, "environment_id": environment.id})
+    ]
     evaluators = session.scalars(
         select(EvaluatorConfig).where(EvaluatorConfig.organization_id == org).order_by(EvaluatorConfig.name)
     ).all()
-    runs = session.execute(RECENT_RUNS, {"org": org, "environment_id": environment.id, "limit": runs_limit}).all()
-    return EnvironmentDetail(environment, list(versions), list(evaluators), [RunSummary(*row) for row in runs])
+    before_at = None
+    if before is not None:
+        before_at = session.execute(
+            text("SELECT created_at FROM evaluation_runs WHERE id = :id"), {"id": before}
+        ).scalar()
+    rows = session.execute(
+        RECENT_RUNS,
+        {
+            "org": org,
+            "environment_id": environment.id,
+            "limit": runs_limit + 1,
+            "before_at": before_at,
+            "before_id": before,
+        },
+    ).all()
+    runs = [RunSummary(*row) for row in rows[:runs_limit]]
+    cursor = runs[-1].id if len(rows) > runs_limit else None
+    return EnvironmentDetail(environment, versions, list(evaluators), runs, cursor)
+
+
+def list_versions(session: Session, environment_id: uuid.UUID) -> list[EnvironmentVersion]:
+    """The environment's versions, newest first."""
+    return list(
+        session.scalars(
+            select(EnvironmentVersion)
+            .where(EnvironmentVersion.environment_id == environment_id)
+            .order_by(EnvironmentVersion.version.desc())
+        )
+    )
+
+
+@dataclass(frozen=True)
+class ExportCounts:
+    """How many lines each export kind of an environment holds now."""
+
+    all: int
+    successful: int
+    failed: int
+    recovery: int
+    preference: int
+
+
+EXPORT_COUNTS = text(
+    """
+    SELECT coalesce(sum(s.rollouts), 0), coalesce(sum(s.successes), 0), coalesce(sum(s.scored - s.successes), 0),
+           coalesce(sum(s.scored - s.successes - s.zero_rewards), 0),
+           count(*) FILTER (WHERE s.max_reward > s.min_reward)
+    FROM environment_versions v
+    JOIN environment_version_stats s ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
+    WHERE v.organization_id = :org AND v.environment_id = :environment_id
+    """
+)
+
+
+def export_counts(session: Session, org_id: uuid.UUID, environment_id: uuid.UUID, all_limit: int) -> ExportCounts:
+    """Lines per export kind for an environment, from the stats rollup (all is capped like the export)."""
+    total, successful, failed, recovery, preference = session.execute(
+        EXPORT_COUNTS, {"org": org_id, "environment_id": environment_id}
+    ).one()
+    return ExportCounts(min(total, all_limit), successful, failed, recovery, preference)

@@ -1,0 +1,37 @@
+"""Trials area: the trajectory viewer and trial lists (the capability gap's drill-down)."""
+
+import uuid
+
+from flask import Blueprint, abort, request
+
+from blueprints.htmx import render
+from blueprints.params import optional_uuid
+from db import request_session
+from queries.trials import TrialFilters, list_trials, trial_detail
+
+bp = Blueprint("trials", __name__)
+
+
+@bp.get("/trials/<uuid:trial_id>")
+def show(trial_id: uuid.UUID):
+    """One trial: steps (tool, command, observation), log, reward, stages, artifact, previous/next trial."""
+    detail = trial_detail(request_session(), trial_id)
+    if detail is None:
+        abort(404, description=f"No trial {trial_id} in this organization.")
+    return render("trials/show.html", trial=detail)
+
+
+@bp.get("/trials")
+def index():
+    """Trials filtered by failure category, environment, version or run; newest first, paged by keyset."""
+    category = request.args.get("failureCategory", "").strip() or None
+    if category is not None and len(category) > 64:
+        abort(400, description="failureCategory is at most 64 characters.")
+    filters = TrialFilters(
+        failure_category=category,
+        environment_id=optional_uuid("environmentId"),
+        environment_version_id=optional_uuid("environmentVersionId"),
+        evaluation_run_id=optional_uuid("evaluationRunId"),
+    )
+    trials, cursor = list_trials(request_session(), filters, optional_uuid("before"))
+    return render("trials/index.html", "trial_list", trials=trials, cursor=cursor, filters=filters)

@@ -1,0 +1,118 @@
+"""Capability gap and partial rewards: aggregates read from the rollups the worker keeps, never invented."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+
+@dataclass(frozen=True)
+class VersionOption:
+    """An environment version to filter by."""
+
+    environment_id: uuid.UUID
+    environment_name: str
+    version_id: uuid.UUID
+    version: int
+
+
+@dataclass(frozen=True)
+class CategoryCount:
+    """How many trials ended in a failure_category, within an environment version (or overall)."""
+
+    failure_category: str
+    trials: int
+    environment_id: uuid.UUID | None = None
+    environment_name: str | None = None
+    version_id: uuid.UUID | None = None
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class CapabilityGap:
+    """failure_category counts overall and per environment version, under the chosen filters."""
+
+    overall: list[CategoryCount]
+    by_version: list[CategoryCount]
+    options: list[VersionOption]
+
+    @property
+    def environments(self) -> list[tuple[uuid.UUID, str]]:
+        """Distinct (id, name) of the environments among the options, in order."""
+        return list(dict.fromkeys((o.environment_id, o.environment_name) for o in self.options))
+
+    @property
+    def total(self) -> int:
+        """All failed trials counted."""
+        return sum(count.trials for count in self.overall)
+
+
+VERSION_OPTIONS = text(
+    """
+    SELECT e.id, e.name, v.id, v.version FROM environment_versions v
+    JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+    ORDER BY e.name, v.version
+    """
+)
+
+
+def version_options(session: Session) -> list[VersionOption]:
+    """Every environment version of the organization, for filter menus."""
+    return [VersionOption(*row) for row in session.execute(VERSION_OPTIONS)]
+
+
+def capability_gap(
+    session: Session, environment_id: uuid.UUID | None = None, version_id: uuid.UUID | None = None
+) -> CapabilityGap:
+    """Counts of the real failure_category values, from failure_category_counts (O(categories x versions))."""
+    rows = session.execute(
+        text(
+            """
+            SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version
+            FROM failure_category_counts c
+            JOIN environment_versions v ON v.organization_id = c.organization_id AND v.id = c.environment_version_id
+            JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+            WHERE c.trials > 0
+              AND (CAST(:environment_id AS uuid) IS NULL OR e.id = :environment_id)
+              AND (CAST(:version_id AS uuid) IS NULL OR v.id = :version_id)
+            ORDER BY e.name, v.version, c.trials DESC, c.failure_category
+            """
+        ),
+        {"environment_id": environment_id, "version_id": version_id},
+    ).all()
+    by_version = [CategoryCount(*row) for row in rows]
+    totals: dict[str, int] = {}
+    for count in by_version:
+        totals[count.failure_category] = totals.get(count.failure_category, 0) + count.trials
+    overall = [CategoryCount(name, n) for name, n in sorted(totals.items(), key=lambda item: (-item[1], item[0]))]
+    return CapabilityGap(overall, by_version, version_options(session))
+
+
+@dataclass(frozen=True)
+class StageSummary:
+    """One stage_* key of a version: trials that reported it, share that passed (value 1), mean value."""
+
+    stage_key: str
+    trials: int
+    passed: int
+    mean_value: float
+
+    @property
+    def pass_share(self) -> float:
+        """Share of reporting trials whose stage value was 1."""
+        return self.passed / self.trials if self.trials else 0.0
+
+
+def version_stages(session: Session, version_id: uuid.UUID) -> list[StageSummary]:
+    """The stage_* keys the worker wrote for a version, from stage_metric_rollups (empty when none yet)."""
+    rows = session.execute(
+        text(
+            """SELECT stage_key, trials, passed, value_sum / nullif(trials, 0) FROM stage_metric_rollups
+               WHERE environment_version_id = :id AND trials > 0 ORDER BY stage_key"""
+        ),
+        {"id": version_id},
+    )
+    return [StageSummary(*row) for row in rows]
