@@ -28,9 +28,10 @@ def render(template: str, block: str | None = None, status: int = 200, **context
 
 
 def redirect_after_write(location: str) -> Response:
-    """After a successful write: 303 for a plain form, HX-Location for htmx (a client-side navigation)."""
-    if wants_fragment():
+    """After a successful write: 303 for a plain form; for any htmx request (boosted or not) an HX-Redirect,
+    so the browser loads the new page whole and its URL lands in the history."""
+    if request.headers.get("HX-Request") == "true":
         response = make_response("", 204)
-        response.headers["HX-Location"] = location
+        response.headers["HX-Redirect"] = location
         return response
     return make_response(redirect(location, 303))

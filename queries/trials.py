@@ -82,7 +82,7 @@ def trial_detail(session: Session, trial_id: uuid.UUID) -> TrialDetail | None:
         row.status,
         row.reward,
         row.failure_category,
-        {k: v for k, v in row.metrics.items() if k.startswith("stage_")},
+        {k: v for k, v in sorted(row.metrics.items()) if k.startswith("stage_")},
         row.seed,
         row.task,
         artifact_log if artifact_log is not None else row.log_excerpt,

@@ -1,11 +1,22 @@
-"""A command agent that misbehaves on purpose: python misbehave.py crash|hang|garbage|flood|quit|stderr-flood."""
+"""A command agent that misbehaves on purpose: misbehave.py MODE (crash, hang, garbage, flood, quit, …)."""
 
 import json
 import sys
 import time
 
 mode = sys.argv[1]
-sys.stdin.readline()  # the task
+task = json.loads(sys.stdin.readline())
+if mode == "wrong-quantity":  # real steps, then a wrong restock: a failed trial with a trajectory
+    data = task["data"]
+    for action in (
+        {"tool": "list_inventory", "args": {}},
+        {"tool": "restock", "args": {"sku": data["sku"], "quantity": data["restock"] + 1}},
+    ):
+        time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
+        print(json.dumps(action), flush=True)
+        sys.stdin.readline()
+    print(json.dumps({"finish": True, "summary": "restocked"}), flush=True)
+    sys.exit(0)
 if mode == "crash":
     print("Traceback: something broke inside the agent", file=sys.stderr, flush=True)
     sys.exit(3)

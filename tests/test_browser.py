@@ -1,0 +1,149 @@
+"""Browser tests: Debian's chromium driven by playwright against the real app and a real worker.
+
+A user logs in, opens an environment, starts a run with attemptCount 3, watches
+the progress reach 3 of 3 with a worker running, opens a failed trial and reads
+its steps, resets the run (new_world) and lands on the new run, and downloads
+an export. Screenshots of every page go to test-output/screenshots/.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from werkzeug.serving import make_server
+
+from tests.conftest import ROOT
+from tests.factories import command_agent, make_catalog
+from worker.loop import WorkerSettings, run_workers
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SCREENSHOTS = ROOT / "test-output" / "screenshots"
+
+pytestmark = pytest.mark.browser
+if not Path(CHROMIUM).exists():
+    pytestmark = [pytest.mark.browser, pytest.mark.skip(reason="chromium is not installed (apt-get install chromium)")]
+
+
+@pytest.fixture
+def live_server(app):
+    """The app served over HTTP on a free port, in a thread of this process."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+@pytest.fixture
+def worker(database):
+    """A worker claiming runs in the background while the browser clicks."""
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=run_workers, args=(database, WorkerSettings(poll_seconds=0.3), stop, 1, False), daemon=True
+    )
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=30)
+
+
+@pytest.fixture
+def browser_page():
+    """A headless chromium page (Debian's chromium, launched by path: no browser download)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
+        )
+        context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        yield page
+        context.close()
+        browser.close()
+
+
+def shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_a_user_runs_inspects_resets_and_exports(live_server, worker, browser_page, database, make_member):
+    member = make_member("ann@acme.test", "Acme RL", "member")
+    make_catalog(
+        database,
+        member.org.id,
+        command_agent("misbehave.py", "wrong-quantity", "0.4"),
+        attempt_count=4,
+        config_name="careless-restocker",
+    )
+    page = browser_page
+
+    page.goto(f"{live_server}/environments")
+    assert "/login" in page.url
+    shot(page, "01-login")
+    page.fill("#email", member.email)
+    page.fill("#password", member.password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server}/environments")
+    shot(page, "02-environments")
+
+    page.click("text=admin-console")
+    page.wait_for_selector("h1:has-text('admin-console')")
+    shot(page, "03-environment")
+    page.fill("#attempt_count", "3")
+    page.click("button:has-text('Start run')")
+    page.wait_for_url("**/runs/*")
+    run_url = page.url
+    page.wait_for_selector("text=3 of 3 trials", timeout=60_000)
+    assert page.locator("#run-status").get_attribute("hx-trigger") is None  # polling stopped
+    shot(page, "04-run")
+
+    page.click("text=Trial 1")
+    page.wait_for_selector("h1:has-text('Trial 1 of 3')")
+    assert page.locator(".badge.status-failed").count() >= 1
+    assert "wrong_quantity" in page.inner_text(".facts")
+    commands = page.locator("pre.command").all_inner_texts()
+    assert commands[0] == "list_inventory" and commands[1].startswith('restock {"sku": "SKU-')
+    shot(page, "05-trial")
+
+    page.goto(run_url)
+    page.click("button:has-text('Reset (new_world)')")
+    page.wait_for_function(f"location.href !== {json.dumps(run_url)}")
+    page.wait_for_selector("text=reset mode new_world")
+    assert page.url != run_url and "/runs/" in page.url
+    shot(page, "06-reset-run")
+
+    page.click("nav[aria-label=Main] >> text=Environments")
+    page.click("text=admin-console")
+    page.click("text=Export rollouts")
+    page.wait_for_selector("h1:has-text('Export rollouts')")
+    shot(page, "07-export")
+    with page.expect_download() as download_info:
+        page.click("a:has-text('agentforge-rollouts-failed.jsonl')")
+    download = download_info.value
+    assert download.suggested_filename == "agentforge-rollouts-failed.jsonl"
+    first = json.loads(Path(download.path()).read_text().splitlines()[0])
+    assert first["privacyClass"] == "PRIVATE" and first["reward"] < 1 and first["format"] == "atif-shaped"
+
+    page.click("nav[aria-label=Main] >> text=Capability gap")
+    page.wait_for_selector("text=wrong_quantity")
+    shot(page, "08-capability-gap")
+    page.click("nav[aria-label=Main] >> text=Partial rewards")
+    page.wait_for_selector(".stage-table")
+    shot(page, "09-partial-rewards")

@@ -1,0 +1,338 @@
+"""Every dashboard page: full render, htmx fragment, boosted navigation, 404 across orgs, query budgets."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import event, text
+
+from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from models.runs import enqueue_run, record_trial
+from tests.factories import make_catalog
+from worker.loop import WorkerSettings, run_workers
+from worker.trial import TrialOutcome
+
+NOVICE = {"kind": "scripted", "skill": 0.3}
+
+
+def run_catalog(database, catalog, runs=1) -> list[uuid.UUID]:
+    """Queue `runs` runs of the catalog and let the worker finish them."""
+    with database.session(catalog.org_id) as session, session.begin():
+        version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))
+        config = session.get_one(EvaluatorConfig, (catalog.org_id, catalog.config_id))
+        ids = [enqueue_run(session, version, config).id for _ in range(runs)]
+    run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True)
+    return ids
+
+
+@pytest.fixture
+def member(make_member):
+    return make_member("ann@acme.test", "Acme RL", "member")
+
+
+@pytest.fixture
+def world(database, member):
+    """Two environments with finished runs (a novice agent, so failures exist)."""
+    admin = make_catalog(database, member.org.id, NOVICE, attempt_count=8, config_name="novice")
+    desk = make_catalog(
+        database, member.org.id, NOVICE, attempt_count=4, environment="support-desk", config_name="novice-desk"
+    )
+    runs = run_catalog(database, admin, 2) + run_catalog(database, desk, 1)
+    with database.session(member.org.id) as session:
+        trial_id = session.execute(text("SELECT id FROM evaluation_trials ORDER BY id LIMIT 1")).scalar()
+    return {"admin": admin, "desk": desk, "run": runs[0], "trial": trial_id}
+
+
+@pytest.fixture
+def page(client, auth, member):
+    auth.login(member.email)
+    return client
+
+
+def page_urls(world) -> dict[str, str]:
+    admin = world["admin"]
+    return {
+        "environments": "/environments",
+        "environment": f"/environments/{admin.environment_id}",
+        "export": f"/environments/{admin.environment_id}/export",
+        "run": f"/runs/{world['run']}",
+        "trial": f"/trials/{world['trial']}",
+        "trials": "/trials",
+        "capability-gap": "/capability-gap",
+        "partial-rewards": "/partial-rewards",
+        "version-stages": f"/partial-rewards/versions/{admin.version_id}",
+    }
+
+
+FRAGMENTS = {  # page → text its htmx fragment must hold
+    "environments": "admin-console",
+    "environment": "novice",
+    "run": "of 8 trials",
+    "trials": "Trial",
+    "capability-gap": "failed trials",
+    "version-stages": "stage_inventory",
+}
+
+
+PAGES = [
+    "environments",
+    "environment",
+    "export",
+    "run",
+    "trial",
+    "trials",
+    "capability-gap",
+    "partial-rewards",
+    "version-stages",
+]
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_full_page_fragment_and_boosted(page, world, name):
+    url = page_urls(world)[name]
+    full = page.get(url)
+    assert full.status_code == 200, full.text[:500]
+    assert full.text.lstrip().startswith("<!doctype html>") and '<nav aria-label="Main">' in full.text
+    assert "HX-Request" in full.headers.get("Vary", "")
+    boosted = page.get(url, headers={"HX-Request": "true", "HX-Boosted": "true"})
+    assert "<!doctype html>" in boosted.text
+    restore = page.get(url, headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
+    assert "<!doctype html>" in restore.text
+    if name in FRAGMENTS:
+        fragment = page.get(url, headers={"HX-Request": "true"})
+        assert fragment.status_code == 200
+        assert "<html" not in fragment.text and '<nav aria-label="Main">' not in fragment.text
+        assert FRAGMENTS[name] in fragment.text
+
+
+def test_other_orgs_ids_answer_404_on_every_page(page, world, database, make_member):
+    outsider = make_member("eve@globex.test", "Globex Research")
+    theirs = make_catalog(database, outsider.org.id, NOVICE, attempt_count=1)
+    (their_run,) = run_catalog(database, theirs)
+    with database.session(outsider.org.id) as session:
+        their_trial = session.execute(text("SELECT id FROM evaluation_trials")).scalar()
+    for url in (
+        f"/environments/{theirs.environment_id}",
+        f"/environments/{theirs.environment_id}/export",
+        f"/runs/{their_run}",
+        f"/trials/{their_trial}",
+        f"/partial-rewards/versions/{theirs.version_id}",
+        f"/environments/{uuid.uuid4()}",
+        f"/trials/{uuid.uuid4()}",
+    ):
+        response = page.get(url)
+        assert response.status_code == 404, url
+    listing = page.get(f"/trials?environmentVersionId={theirs.version_id}").text
+    assert str(their_trial) not in listing and "No trials match" in listing
+    assert str(theirs.version_id) not in page.get("/capability-gap").text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/trials?environmentId=nope",
+        "/capability-gap?environmentVersionId=12",
+        "/environments?page=0",
+        "/environments?page=x",
+        "/trials?before=zz",
+    ],
+)
+def test_malformed_query_parameters_answer_400(page, world, url):
+    response = page.get(url)
+    assert response.status_code == 400 and "<!doctype html>" in response.text
+
+
+def test_environments_list_shows_rollup_figures(page, world, database, member):
+    text_ = page.get("/environments").text
+    with database.session(member.org.id) as session:
+        trials, mean = session.execute(
+            text("""SELECT count(*), avg(t.reward) FROM evaluation_trials t
+            JOIN environment_versions v ON v.id = t.environment_version_id JOIN environments e
+            ON e.id = v.environment_id WHERE e.name = 'admin-console'""")
+        ).one()
+    row = re.search(r"admin-console</a>.*?</tr>", text_, re.S).group(0)
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row)
+    assert cells[:2] == ["2", str(trials)]
+    assert cells[3] == f"{mean:.3f}"
+    assert "Mean reward of the last 2 completed runs of admin-console" in row
+
+
+def test_capability_gap_counts_equal_a_direct_count(page, world, database, member):
+    body = page.get("/capability-gap").text
+    with database.session(member.org.id) as session:
+        direct = dict(
+            session.execute(
+                text("""SELECT failure_category, count(*) FROM evaluation_trials
+            WHERE failure_category IS NOT NULL GROUP BY 1""")
+            ).all()
+        )
+    assert direct, "the novice agent should have failed somewhere"
+    shown = dict(
+        re.findall(
+            r"<td>([a-z_]+)</td>\s*<td class=\"num\"><a href=\"/trials\?failureCategory=[a-z_]+\">(\d+)</a>", body
+        )
+    )
+    assert {k: int(v) for k, v in shown.items()} == direct
+    category, count = next(iter(direct.items()))
+    listing = page.get(f"/trials?failureCategory={category}").text
+    assert listing.count('href="/trials/') == min(count, 50)
+
+
+def test_capability_gap_filters_and_empty_state(page, world, database, member):
+    desk = world["desk"]
+    body = page.get(f"/capability-gap?environmentId={desk.environment_id}", headers={"HX-Request": "true"}).text
+    assert "<html" not in body and "admin-console" not in body
+    empty = page.get(f"/capability-gap?environmentVersionId={uuid.uuid4()}").text
+    assert "No failed trials for this filter." in empty
+
+
+def test_capability_gap_empty_state_without_failures(page, member):
+    body = page.get("/capability-gap").text
+    assert "No failed trials." in body and '<table class="gap">' not in body
+
+
+def test_partial_rewards_list_exactly_the_stage_keys_in_metrics(page, world, database, member):
+    admin = world["admin"]
+    fragment = page.get(f"/partial-rewards/versions/{admin.version_id}", headers={"HX-Request": "true"}).text
+    with database.session(member.org.id) as session:
+        keys = (
+            session.execute(
+                text("""SELECT DISTINCT jsonb_object_keys(metrics) FROM evaluation_trials
+            WHERE environment_version_id = :v"""),
+                {"v": admin.version_id},
+            )
+            .scalars()
+            .all()
+        )
+    assert sorted(re.findall(r"<code>(stage_[a-z_]+)</code>", fragment)) == sorted(keys)
+    listing = page.get("/partial-rewards").text
+    assert f'hx-get="/partial-rewards/versions/{admin.version_id}"' in listing and 'hx-trigger="revealed"' in listing
+
+
+def test_a_version_without_metrics_says_so(page, database, member):
+    bare = make_catalog(database, member.org.id, NOVICE, attempt_count=1)
+    fragment = page.get(f"/partial-rewards/versions/{bare.version_id}", headers={"HX-Request": "true"}).text
+    assert "No stage metrics yet" in fragment and "<table>" not in fragment
+
+
+def test_export_page_lists_the_five_kinds_with_counts_and_curl(page, world, database, member):
+    admin = world["admin"]
+    body = page.get(f"/environments/{admin.environment_id}/export").text
+    for kind in ("all", "successful", "failed", "recovery", "preference"):
+        assert f"kind={kind}&amp;environmentId={admin.environment_id}" in body
+    for name in (
+        "agentforge-rollouts-all.jsonl",
+        "agentforge-rollouts-failed.jsonl",
+        "agentforge-preferences.jsonl",
+        "agentforge-rollouts-failed.atif.jsonl",
+        "agentforge-preferences.trl.jsonl",
+    ):
+        assert name in body
+    assert "curl -b cookies.txt -o agentforge-rollouts-failed.jsonl" in body
+    counts = dict(re.findall(r'<th scope="row">(\w+)</th>\s*<td class="num">(\d+)</td>', body))
+    for kind, count in counts.items():
+        lines = page.get(f"/api/v1/rollouts?kind={kind}&environmentId={admin.environment_id}").get_data(as_text=True)
+        assert int(count) == len(lines.splitlines()), kind
+
+
+def test_run_page_polls_until_finished_and_shows_every_trial(page, world, database, member):
+    admin = world["admin"]
+    with database.session(member.org.id) as session, session.begin():
+        version = session.get_one(EnvironmentVersion, (member.org.id, admin.version_id))
+        config = session.get_one(EvaluatorConfig, (member.org.id, admin.config_id))
+        queued = enqueue_run(session, version, config, 3)
+    polling = page.get(f"/runs/{queued.id}", headers={"HX-Request": "true"}).text
+    assert 'hx-trigger="every 2s"' in polling and "0 of 3 trials" in polling
+    done = page.get(f"/runs/{world['run']}").text
+    assert 'hx-trigger="every 2s"' not in done and "8 of 8 trials" in done
+    assert done.count('href="/trials/') == 8
+    assert "pass@k of this run" in done and "<polyline" in done
+    assert "Reset (new_workspace)" in done and "Reset (new_world)" in done
+
+
+def test_trial_page_shows_steps_log_stages_and_neighbours(page, world, database, member):
+    with database.session(member.org.id) as session:
+        second = session.execute(
+            text("SELECT id FROM evaluation_trials WHERE evaluation_run_id = :r AND trial_number = 2"),
+            {"r": world["run"]},
+        ).scalar()
+    body = page.get(f"/trials/{second}").text
+    assert "Trial 2 of 8" in body and 'rel="prev"' in body and 'rel="next"' in body
+    assert "opened admin-console" in body and "stage_inventory" in body
+    assert "trial-2-trajectory.json" in body
+
+
+def test_hostile_text_is_escaped_and_long_observations_fold(page, database, member):
+    catalog = make_catalog(database, member.org.id, NOVICE, attempt_count=1)
+    hostile = '<script>alert("x")</script><img src=x onerror=alert(1)>\x07'
+    long_observation = "line\n" * 200
+    steps = [
+        {"step": 1, "tool": "list<b>", "command": hostile, "observation": hostile},
+        {"step": 2, "tool": "list", "command": "list", "observation": long_observation},
+    ]
+    outcome = TrialOutcome(
+        "failed", 0.0, "gave_up", {"stage_x": 0.0}, steps, "log " + hostile, datetime.now(UTC), task="task " + hostile
+    )
+    with database.session(member.org.id) as session, session.begin():
+        version = session.get_one(EnvironmentVersion, (member.org.id, catalog.version_id))
+        config = session.get_one(EvaluatorConfig, (member.org.id, catalog.config_id))
+        run = enqueue_run(session, version, config, 1)
+        trial = record_trial(session, session.get_one(EvaluationRun, (member.org.id, run.id)), 1, 1, outcome)
+    body = page.get(f"/trials/{trial.id}").text
+    assert "<script>alert" not in body and "<img src=x" not in body and "<b>" not in body
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in body
+    assert '<details class="observation">' in body and "(1000 characters)" in body
+
+
+@contextmanager
+def counting_queries(database):
+    """Count the statements the app sends on its runtime engine."""
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    event.listen(database.engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        event.remove(database.engine, "before_cursor_execute", count)
+
+
+def test_pages_issue_a_fixed_number_of_queries_whatever_the_history(page, world, database, member):
+    """No query per row: growing the history leaves every page's statement count unchanged."""
+    urls = page_urls(world)
+
+    def budget() -> dict[str, int]:
+        counts = {}
+        for name, url in urls.items():
+            with counting_queries(database) as statements:
+                assert page.get(url).status_code == 200
+            counts[name] = len(statements)
+        return counts
+
+    before = budget()
+    run_catalog(database, world["admin"], 3)
+    run_catalog(database, world["desk"], 2)
+    extra = make_catalog(
+        database, member.org.id, NOVICE, attempt_count=2, environment="support-desk", config_name="third"
+    )
+    run_catalog(database, extra, 1)
+    after = budget()
+    print("statements per page:", after)
+    assert after == before
+    assert max(after.values()) <= 8, after
+
+
+def test_artifact_download_link_matches_the_stored_document(page, world, database, member):
+    body = page.get(f"/trials/{world['trial']}").text
+    link = re.search(r'href="(/api/v1/artifacts/[0-9a-f-]+)" download="(trial-\d+-trajectory\.json)"', body)
+    response = page.get(link.group(1))
+    assert response.headers["Content-Disposition"] == f"attachment; filename={link.group(2)}"
+    assert json.loads(response.data)["schemaVersion"] == 1
