@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from werkzeug.exceptions import HTTPException
 
 import db
-from blueprints import register_blueprints
+from blueprints import register_blueprints, security
 from blueprints.htmx import render
 from models.accounts import (
     ROLES,
@@ -61,6 +61,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     db.init_app(app, db.Database(urls))
 
     register_blueprints(app)
+    security.init_app(app)
     csrf.init_app(app)  # after the login guard, so anonymous requests get 401/redirect before CSRF
     _register_error_handlers(app)
     _register_commands(app)

@@ -28,9 +28,13 @@ from db import get_database
 from models.accounts import (
     SessionUser,
     authenticate,
+    clear_login_failures,
     close_auth_session,
     load_session_user,
     open_auth_session,
+    record_login_failure,
+    seconds_until_allowed,
+    throttle_keys,
 )
 
 bp = Blueprint("auth", __name__)
@@ -39,6 +43,12 @@ login_manager.session_protection = "basic"
 
 F = TypeVar("F", bound=Callable)
 LOGIN_FAILED = "Invalid email or password."
+
+
+def throttled_message(seconds: int) -> str:
+    """The same words for every throttled login, whether or not the account exists."""
+    minutes = max(1, round(seconds / 60))
+    return f"Too many failed logins. Try again in {minutes} minute{'s' if minutes != 1 else ''}."
 
 
 def public(view: F) -> F:
@@ -157,11 +167,23 @@ def login():
         return render("auth/login.html", form=form)
     if not form.validate_on_submit():
         return render("auth/login.html", form=form, status=400)
+    email = form.email.data or ""
+    keys = throttle_keys(email, request.remote_addr)
     with get_database().session() as db, db.begin():
-        user = authenticate(db, form.email.data or "", form.password.data or "")
-        token = open_auth_session(db, user.id, current_app.permanent_session_lifetime) if user else None
-        if token and current_user.is_authenticated:
-            close_auth_session(db, current_user.user.session_token)  # the old session id dies with the renewal
+        wait = seconds_until_allowed(db, keys)
+        if wait:
+            response = render("auth/login.html", form=form, error=throttled_message(wait), status=429)
+            response.headers["Retry-After"] = str(wait)
+            return response
+        user = authenticate(db, email, form.password.data or "")
+        if user is None:
+            record_login_failure(db, keys)
+            token = None
+        else:
+            clear_login_failures(db, email)
+            token = open_auth_session(db, user.id, current_app.permanent_session_lifetime)
+            if current_user.is_authenticated:
+                close_auth_session(db, current_user.user.session_token)  # the old session id dies with the renewal
     if token is None:
         return render("auth/login.html", form=form, error=LOGIN_FAILED, status=401)
     session.clear()  # renew: nothing from the anonymous session survives the login

@@ -1,6 +1,6 @@
 """Typed ORM tables, one module per aggregate, plus the domain writes that web and worker share."""
 
-from models.accounts import AuthSession, Membership, Organization, User
+from models.accounts import AuthSession, LoginThrottle, Membership, Organization, User
 from models.base import Base
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
@@ -17,6 +17,7 @@ __all__ = [
     "EvaluationTrial",
     "EvaluatorConfig",
     "FailureCategoryCount",
+    "LoginThrottle",
     "Membership",
     "Organization",
     "Rollout",

@@ -9,7 +9,19 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import CheckConstraint, ForeignKey, LargeBinary, String, UniqueConstraint, delete, func, select, text
+from sqlalchemy import (
+    CheckConstraint,
+    ForeignKey,
+    LargeBinary,
+    String,
+    UniqueConstraint,
+    case,
+    delete,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -201,3 +213,126 @@ def load_session_user(session: Session, token: str) -> SessionUser | None:
         for m in row.memberships
     )
     return SessionUser(row.id, row.email, row.name, token, memberships)
+
+
+class LoginThrottle(Base):
+    """Failed logins of one key ("account:<email>" or "address:<ip>") within the current window."""
+
+    __tablename__ = "login_throttle"
+
+    key: Mapped[str] = mapped_column(String(400), primary_key=True)
+    window_started_at: Mapped[datetime]
+    failures: Mapped[int]
+
+
+THROTTLE_WINDOW = timedelta(minutes=15)
+THROTTLE_LIMITS = {"account": 5, "address": 30}  # failures per window before logins are refused
+
+
+def throttle_keys(email: str, address: str | None) -> list[str]:
+    """The throttle keys of a login attempt: the account (as typed, lower-cased) and the client address."""
+    return [f"account:{email.strip().lower()[:320]}", f"address:{address or 'unknown'}"]
+
+
+def seconds_until_allowed(session: Session, keys: list[str]) -> int:
+    """0 when a login may be tried now, else how many seconds until the busiest key's window ends."""
+    rows = session.execute(
+        select(LoginThrottle.key, LoginThrottle.failures, LoginThrottle.window_started_at).where(
+            LoginThrottle.key.in_(keys)
+        )
+    ).all()
+    now = datetime.now(UTC)
+    wait = 0
+    for key, failures, started in rows:
+        limit = THROTTLE_LIMITS[key.split(":", 1)[0]]
+        if failures >= limit and started + THROTTLE_WINDOW > now:
+            wait = max(wait, int((started + THROTTLE_WINDOW - now).total_seconds()) + 1)
+    return wait
+
+
+def record_login_failure(session: Session, keys: list[str]) -> None:
+    """Count a failed login against every key (a window older than THROTTLE_WINDOW starts over)."""
+    for key in keys:
+        stmt = insert(LoginThrottle).values(key=key, window_started_at=func.now(), failures=1)
+        expired = LoginThrottle.window_started_at < func.now() - THROTTLE_WINDOW
+        session.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["key"],
+                set_={
+                    "failures": case((expired, 1), else_=LoginThrottle.failures + 1),
+                    "window_started_at": case((expired, func.now()), else_=LoginThrottle.window_started_at),
+                },
+            )
+        )
+
+
+def clear_login_failures(session: Session, email: str) -> None:
+    """Forget the account's failures after a successful login (the address keeps its count)."""
+    session.execute(delete(LoginThrottle).where(LoginThrottle.key == throttle_keys(email, None)[0]))
+
+
+@dataclass(frozen=True)
+class MemberRow:
+    """One member of the current organization."""
+
+    membership_id: uuid.UUID
+    user_id: uuid.UUID
+    email: str
+    name: str
+    role: str
+    joined_at: datetime
+
+
+def list_members(session: Session) -> list[MemberRow]:
+    """Every member of the session's organization, by email."""
+    rows = session.execute(
+        select(Membership.id, User.id, User.email, User.name, Membership.role, Membership.created_at)
+        .join(User, User.id == Membership.user_id)
+        .order_by(User.email)
+    )
+    return [MemberRow(*row) for row in rows]
+
+
+def add_member(session: Session, org: Organization, email: str, role: str, password: str | None) -> Membership:
+    """Add an existing user to `org`, or create the account when a password is given."""
+    if role not in ROLES:
+        raise AccountError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    user = session.scalar(select(User).where(User.email == email.strip().lower()))
+    if user is None:
+        if not password:
+            raise AccountError(f"no account for {email.strip()!r}: give a password to create it")
+        user = create_user(session, email, password)
+    return add_membership(session, user, org, role)
+
+
+def _membership(session: Session, membership_id: uuid.UUID) -> Membership:
+    membership = session.scalar(select(Membership).where(Membership.id == membership_id))
+    if membership is None:
+        raise LookupError(f"no member {membership_id} in this organization")
+    return membership
+
+
+def _owners_left_after(session: Session, membership: Membership) -> int:
+    owners = session.scalar(select(func.count()).select_from(Membership).where(Membership.role == "owner"))
+    return owners - (1 if membership.role == "owner" else 0)
+
+
+def change_role(session: Session, membership_id: uuid.UUID, role: str) -> Membership:
+    """Give a member another role; the organization always keeps at least one owner."""
+    if role not in ROLES:
+        raise AccountError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    membership = _membership(session, membership_id)
+    if role != "owner" and _owners_left_after(session, membership) == 0:
+        raise AccountError("an organization needs at least one owner; make someone else owner first")
+    membership.role = role
+    session.flush()
+    return membership
+
+
+def remove_member(session: Session, membership_id: uuid.UUID) -> None:
+    """Remove a member from the organization (their account stays); never the last owner."""
+    membership = _membership(session, membership_id)
+    if _owners_left_after(session, membership) == 0:
+        raise AccountError("an organization needs at least one owner; make someone else owner first")
+    session.delete(membership)
+    session.flush()
