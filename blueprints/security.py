@@ -7,7 +7,7 @@ charts are SVG attributes, not inline styles.
 
 from __future__ import annotations
 
-from flask import Flask, Response
+from flask import Flask, Response, abort, request
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -25,7 +25,14 @@ MAX_REQUEST_BYTES = 1024 * 1024  # JSON bodies and forms; larger requests answer
 
 def init_app(app: Flask) -> None:
     """Add the headers to every response and cap request bodies."""
-    app.config.setdefault("MAX_CONTENT_LENGTH", MAX_REQUEST_BYTES)
+    if app.config.get("MAX_CONTENT_LENGTH") is None:  # Flask's default is no limit
+        app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+
+    @app.before_request
+    def refuse_oversized_bodies() -> None:
+        limit = app.config["MAX_CONTENT_LENGTH"]
+        if request.content_length is not None and request.content_length > limit:
+            abort(413, description=f"Request bodies are limited to {limit // 1024} KiB.")
 
     @app.after_request
     def add_security_headers(response: Response) -> Response:
