@@ -10,9 +10,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import click
-from flask import Flask, jsonify, request
+from flask import Flask, jsonify, make_response, request
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 import db
@@ -93,6 +94,19 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
         return respond(error.code or 500, error.name, error.description or "")
+
+    @app.errorhandler(OperationalError)
+    def database_unavailable(error: OperationalError):
+        """503 while PostgreSQL is unreachable; rendered without context processors (they would need the DB)."""
+        app.logger.warning("database unavailable: %s", error.orig)
+        detail = "The database is unreachable right now. Nothing was changed; retry in a moment."
+        if request.path.startswith("/api/"):
+            response = make_response(jsonify(error="service unavailable", detail=detail), 503)
+        else:
+            page = app.jinja_env.get_template("unavailable.html").render(detail=detail, path=request.path)
+            response = make_response(page, 503)
+        response.headers["Retry-After"] = "5"
+        return response
 
 
 def _register_commands(app: Flask) -> None:

@@ -135,10 +135,16 @@ def _session_org_id() -> uuid.UUID | None:
 
 @bp.app_context_processor
 def _layout_context() -> dict:
-    """Give base.html the logged-in user, their memberships and the current organization."""
-    if not current_user.is_authenticated:
+    """Give base.html the logged-in user, their memberships and the current organization.
+
+    Only once the login guard has resolved the organization: an error page
+    rendered because the user could not be loaded (database down) must not try
+    to load the user again.
+    """
+    membership = g.get("membership")
+    if membership is None:
         return {}
-    return {"session_user": current_user.user, "current_membership": g.get("membership")}
+    return {"session_user": current_user.user, "current_membership": membership}
 
 
 class LoginForm(FlaskForm):

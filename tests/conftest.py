@@ -57,7 +57,7 @@ def app(database_urls):
 @pytest.fixture(scope="session")
 def owner_engine(database_urls):
     """An engine logged in as the owner role (for cleaning up; never used to prove isolation)."""
-    engine = create_engine(db.sqlalchemy_url(database_urls.admin))
+    engine = create_engine(db.sqlalchemy_url(database_urls.admin), pool_pre_ping=True)
     yield engine
     engine.dispose()
 
