@@ -93,7 +93,11 @@ def _register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
-        return respond(error.code or 500, error.name, error.description or "")
+        response = make_response(respond(error.code or 500, error.name, error.description or ""))
+        for name, value in error.get_headers():  # e.g. Allow on 405
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response
 
     @app.errorhandler(OperationalError)
     def database_unavailable(error: OperationalError):

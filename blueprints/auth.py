@@ -20,6 +20,7 @@ from flask import (
 )
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 from flask_wtf import FlaskForm
+from werkzeug.exceptions import MethodNotAllowed
 from wtforms import EmailField, HiddenField, PasswordField
 from wtforms.validators import DataRequired
 
@@ -111,6 +112,8 @@ def require_login_and_org():
     view = current_app.view_functions.get(request.endpoint or "")
     if request.endpoint == "static" or getattr(view, "is_public", False):
         return None
+    if isinstance(request.routing_exception, MethodNotAllowed):
+        return None  # a known URL with a method it does not take: 405 for everyone, before any login check
     if not current_user.is_authenticated:
         return login_manager.unauthorized()
     user: SessionUser = current_user.user

@@ -45,7 +45,9 @@ def pass_at_k_table(n: int, successes: int) -> dict[str, float]:
 
 
 def check_attempt_count(value: Any) -> int:
-    """Return attemptCount as an int in 1..8, or raise RunError naming the range."""
+    """Return attemptCount as an int in 1..8 (JSON's 4.0 is the integer 4), or raise RunError naming the range."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not MIN_ATTEMPTS <= value <= MAX_ATTEMPTS:
         raise RunError(f"attemptCount must be an integer from {MIN_ATTEMPTS} to {MAX_ATTEMPTS}, not {value!r}")
     return value

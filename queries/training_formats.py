@@ -69,6 +69,11 @@ def conversation(row: Any) -> list[dict[str, str]]:
     return messages
 
 
+def trl_conversation(row: Any) -> dict[str, Any]:
+    """One rollout in TRL's conversational language-modeling format (SFT): the task, then the steps."""
+    return {"messages": [{"role": "user", "content": row.task or "(task not recorded)"}, *conversation(row)]}
+
+
 def trl_preference(preferred: Any, rejected: Any) -> dict[str, Any]:
     """A preference pair in TRL's conversational format: shared prompt, chosen and rejected completions."""
     return {

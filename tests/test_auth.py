@@ -10,7 +10,7 @@ from werkzeug.routing import IntegerConverter, UUIDConverter
 from app import create_app
 from tests.conftest import PASSWORD, AuthActions
 
-PUBLIC_ENDPOINTS = {"auth.login", "health.healthz", "static"}
+PUBLIC_ENDPOINTS = {"auth.login", "health.healthz", "static", "api.openapi"}
 
 
 def _example_url(app, rule) -> str:

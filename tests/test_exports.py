@@ -175,19 +175,22 @@ def test_bad_kind_answers_400_with_the_valid_kinds(logged_in, v1):
     ("params", "error"),
     [
         ({"format": "csv"}, "invalid format"),
-        ({"format": "trl", "kind": "failed"}, "invalid format"),
-        ({"format": "atif", "kind": "preference"}, "invalid format"),
         ({"environmentId": "nope"}, "invalid environmentId"),
         ({"environmentVersionId": "12"}, "invalid environmentVersionId"),
         ({"evaluationRunId": "x" * 40}, "invalid evaluationRunId"),
         ({"after": "not-an-id"}, "invalid after"),
-        ({"after": str(uuid.uuid4())}, "invalid after"),
         ({"after": str(uuid.uuid4()), "kind": "preference"}, "invalid after"),
     ],
 )
 def test_bad_parameters_answer_400(logged_in, v1, params, error):
     response = export(logged_in, **params)
     assert response.status_code == 400 and response.json["error"] == error
+
+
+def test_an_unknown_cursor_answers_404(logged_in, v1):
+    missing = uuid.uuid4()
+    response = export(logged_in, kind="failed", after=missing)
+    assert response.status_code == 404 and str(missing) in response.json["detail"]
 
 
 def test_filters_narrow_by_environment_version_and_run(logged_in, database, v1, member):
@@ -359,3 +362,19 @@ def test_a_client_that_disconnects_mid_stream_frees_its_connection(logged_in, da
     assert pool.checkedout() == before + 1
     response.close()
     assert pool.checkedout() == before
+
+
+def test_format_trl_for_rollout_kinds_gives_sft_conversations(logged_in, v1):
+    response = export(logged_in, kind="failed", format="trl")
+    assert response.headers["Content-Disposition"] == "attachment; filename=agentforge-rollouts-failed.trl.jsonl"
+    conversations = lines(response)
+    assert len(conversations) == 4 and all(set(c) == {"messages"} for c in conversations)
+    first = conversations[0]["messages"]
+    assert first[0]["role"] == "user" and first[0]["content"].startswith("Restock SKU-1042")
+
+
+def test_format_atif_for_preference_embeds_both_trajectories(logged_in, v1):
+    (pair,) = lines(export(logged_in, kind="preference", format="atif"))
+    for side in ("preferred", "rejected"):
+        Trajectory.model_validate(pair[side]["trajectory"])
+        assert pair[side]["trajectory"]["extra"]["rolloutId"] == pair[side]["rolloutId"]

@@ -58,7 +58,7 @@ def test_attempt_count_overrides_the_configuration(api, catalog):
     assert api("/api/v1/evaluation-runs", {**body, "attemptCount": 8}).json["attemptCount"] == 8
 
 
-@pytest.mark.parametrize("attempts", [0, 9, -1, 1.5, "x", "3", True, [1]])
+@pytest.mark.parametrize("attempts", [0, 9, -1, 1.5, 8.5, "x", "3", True, [1]])
 def test_bad_attempt_count_answers_400_naming_the_range_and_writes_nothing(api, catalog, owner_engine, attempts):
     body = {
         "environmentVersionId": str(catalog.version_id),

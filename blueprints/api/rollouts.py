@@ -34,7 +34,7 @@ from queries.exports import (
     stream_rows,
     stream_scalars,
 )
-from queries.training_formats import atif_document, trl_preference
+from queries.training_formats import atif_document, trl_conversation, trl_preference
 
 PRIVATE = {"X-Privacy-Class": "PRIVATE", "Cache-Control": "no-store"}
 FILTERS = {
@@ -60,15 +60,6 @@ def export_rollouts():
     args = request.args
     kind = _choice(RolloutExportKindSchema, "kind", args.get("kind", "all"), EXPORT_KINDS)
     export_format = _choice(RolloutExportFormatSchema, "format", args.get("format", "atif-shaped"), EXPORT_FORMATS)
-    if export_format == "trl" and kind != "preference":
-        raise ApiError(400, "invalid format", "format=trl is for kind=preference", valid=list(EXPORT_FORMATS))
-    if export_format == "atif" and kind == "preference":
-        raise ApiError(
-            400,
-            "invalid format",
-            "format=atif is for rollout kinds; use format=trl for preference pairs",
-            valid=list(EXPORT_FORMATS),
-        )
     filters = ExportFilters(**{field: parse_uuid(name, args[name]) for name, field in FILTERS.items() if name in args})
     after = parse_uuid("after", args["after"]) if "after" in args else None
     if after and kind == "preference":
@@ -83,7 +74,7 @@ def export_rollouts():
         if after is not None:
             after_seq = cursor_seq_of(session, after)
             if after_seq is None:
-                raise ApiError(400, "invalid after", f"no rollout {after} to continue after")
+                raise ApiError(404, "not found", f"no rollout {after} to continue after")
         if kind == "preference":
             lines = _preference_lines(session, preference_pairs_sql(g.org_id, filters), export_format)
         else:
@@ -104,16 +95,25 @@ def _rollout_lines(session: Session, kind: str, selection, newest_first: bool, e
         for batch in stream_scalars(session, rollout_lines_sql(kind, selection, newest_first), selection.params):
             yield ("\n".join(batch) + "\n").encode()
         return
+    document = atif_document if export_format == "atif" else trl_conversation
     for row in stream_rows(session, rollout_rows_sql(kind, selection, newest_first), selection.params):
-        yield orjson.dumps(atif_document(row)) + b"\n"
+        yield orjson.dumps(document(row)) + b"\n"
 
 
 def _preference_lines(session: Session, query: Query, export_format: str) -> Iterable[bytes]:
     pairs = session.execute(text(query.sql), query.params).all()
+    if export_format == "atif-shaped":
+        return [orjson.dumps(_pair_line(p)) + b"\n" for p in pairs]
+    rows = rollout_rows_by_id(session, [p.preferred_id for p in pairs] + [p.rejected_id for p in pairs])
     if export_format == "trl":
-        rows = rollout_rows_by_id(session, [p.preferred_id for p in pairs] + [p.rejected_id for p in pairs])
         return [orjson.dumps(trl_preference(rows[p.preferred_id], rows[p.rejected_id])) + b"\n" for p in pairs]
-    return [orjson.dumps(_pair_line(p)) + b"\n" for p in pairs]
+    lines = []
+    for pair in pairs:  # format=atif: the pair line with both trajectories as ATIF documents
+        line = _pair_line(pair)
+        line["preferred"]["trajectory"] = atif_document(rows[pair.preferred_id])
+        line["rejected"]["trajectory"] = atif_document(rows[pair.rejected_id])
+        lines.append(orjson.dumps(line) + b"\n")
+    return lines
 
 
 def _pair_line(pair: Any) -> dict[str, Any]:
