@@ -19,6 +19,7 @@ from werkzeug.exceptions import HTTPException
 import db
 from blueprints import register_blueprints, security
 from blueprints.htmx import render
+from blueprints.text import visible_control_characters
 from models.accounts import (
     ROLES,
     AccountError,
@@ -61,6 +62,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         db.migrate(urls)  # embedded default: the cluster is ours, bring it to the newest schema
     db.init_app(app, db.Database(urls))
 
+    app.jinja_env.finalize = visible_control_characters
     register_blueprints(app)
     security.init_app(app)
     csrf.init_app(app)  # after the login guard, so anonymous requests get 401/redirect before CSRF

@@ -29,7 +29,7 @@ def json_object() -> dict[str, Any]:
     """Return the request's JSON object body, or answer 400 saying what is wrong with it."""
     try:
         body = request.get_json(force=True, silent=False)
-    except BadRequest as error:
+    except (BadRequest, RecursionError) as error:  # RecursionError: absurdly deep nesting
         raise ApiError(400, "invalid JSON body", "the body must be a JSON object") from error
     if not isinstance(body, dict):
         raise ApiError(400, "invalid JSON body", "the body must be a JSON object")

@@ -1,0 +1,17 @@
+"""Text as pages show it: control characters made visible, so hostile or binary output stays readable."""
+
+from __future__ import annotations
+
+import re
+
+from markupsafe import Markup
+
+# C0 controls except tab and newline, and DEL: shown as their Unicode "control pictures" (U+2400 + code).
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def visible_control_characters(value: object) -> object:
+    """Jinja `finalize`: every printed string shows control characters as ␀…␟/␡ instead of raw bytes."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return CONTROL.sub(lambda m: "\u2421" if m.group() == "\x7f" else chr(0x2400 + ord(m.group())), value)
+    return value
