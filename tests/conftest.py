@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,3 +176,27 @@ def auth(client) -> AuthActions:
 def new_uuid() -> uuid.UUID:
     """A random id that exists nowhere."""
     return uuid.uuid4()
+
+
+RELIABILITY_MARKERS = {"bad_input": "bad-input tests", "leak": "leak-attempt tests", "fault": "fault-injection tests"}
+RELIABILITY: Counter[str] = Counter()
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Count passed tests per reliability marker for the closing summary."""
+    if report.when == "call" and report.passed:
+        for marker in RELIABILITY_MARKERS:
+            if marker in report.keywords:
+                RELIABILITY[marker] += 1
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print what the suite tried against reliability and isolation (the README's Reliability table)."""
+    from tests import test_isolation_properties
+
+    leaks = test_isolation_properties.LEAKS
+    parts = [f"{RELIABILITY[m]} {label}" for m, label in RELIABILITY_MARKERS.items()]
+    terminalreporter.write_line(
+        "reliability: " + ", ".join(parts) + f"; property test: {leaks['requests']} requests by org B members "
+        f"read with no org A id, {leaks['attempts']} direct attempts on org A ids refused"
+    )

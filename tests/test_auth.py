@@ -114,6 +114,7 @@ def test_login_renews_the_session_and_logout_invalidates_it(app, client, auth, m
     assert thief.get("/api/v1/me").status_code == 401
 
 
+@pytest.mark.bad_input
 def test_login_without_csrf_token_is_rejected(client, make_member):
     make_member("ann@acme.test", "Acme RL")
     client.get("/login")
@@ -123,6 +124,7 @@ def test_login_without_csrf_token_is_rejected(client, make_member):
     assert client.get("/environments").status_code == 302
 
 
+@pytest.mark.bad_input
 def test_state_changing_requests_need_the_csrf_token(client, auth, make_member):
     auth.login(make_member("ann@acme.test", "Acme RL").email)
     assert client.post("/logout").status_code == 400
@@ -154,6 +156,7 @@ def test_switching_between_own_organizations(client, auth, make_member, make_org
     assert me["organizationId"] == str(globex.id) and me["role"] == "viewer"
 
 
+@pytest.mark.leak
 def test_switching_to_an_org_you_do_not_belong_to_is_refused(client, auth, make_member, make_org):
     member = make_member("ann@acme.test", "Acme RL")
     other = make_org("Initech")
@@ -166,6 +169,7 @@ def test_switching_to_an_org_you_do_not_belong_to_is_refused(client, auth, make_
     assert client.get("/api/v1/me").json["organizationId"] == str(member.org.id)
 
 
+@pytest.mark.leak
 def test_forged_org_in_cookie_falls_back_to_a_real_membership(client, auth, make_member, make_org):
     member = make_member("ann@acme.test", "Acme RL")
     other = make_org("Initech")

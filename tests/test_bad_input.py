@@ -15,6 +15,8 @@ from werkzeug.routing import UUIDConverter
 
 from tests.factories import make_catalog
 
+pytestmark = pytest.mark.bad_input
+
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>\x07\x1b[31m' + "W" * 3000
 
 
@@ -176,7 +178,9 @@ def test_unknown_reset_modes_answer_400(client, auth, owner, database, owner_eng
 def test_hostile_names_and_text_render_escaped_and_readable_everywhere(client, auth, owner, database):
     token = auth.csrf()
     env = client.post(
-        "/api/v1/environments", json={"name": HOSTILE[:200], "description": HOSTILE[:2000]}, headers={"X-CSRFToken": token}
+        "/api/v1/environments",
+        json={"name": HOSTILE[:200], "description": HOSTILE[:2000]},
+        headers={"X-CSRFToken": token},
     ).json
     version = client.post(
         f"/api/v1/environments/{env['id']}/versions",

@@ -7,6 +7,8 @@ import uuid
 import pytest
 from sqlalchemy import text
 
+pytestmark = pytest.mark.bad_input
+
 
 @pytest.fixture
 def api(client, auth, make_member):

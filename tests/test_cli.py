@@ -58,6 +58,7 @@ def test_create_user_prompts_for_the_password(runner, auth):
         (["add-member", "ghost@acme.test", "--org", "Acme RL"], "no user with email"),
     ],
 )
+@pytest.mark.bad_input
 def test_bad_input_prints_one_line_exits_1_and_writes_nothing(runner, owner_engine, args, message):
     runner.invoke(args=["create-org", "Acme RL"])
     runner.invoke(args=["create-user", "ann@acme.test", "--org", "Acme RL", "--password", "long-enough"])

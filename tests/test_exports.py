@@ -164,6 +164,7 @@ def test_export_requires_a_session(client, v1):
     assert response.status_code == 401 and response.json["error"] == "authentication required"
 
 
+@pytest.mark.bad_input
 def test_bad_kind_answers_400_with_the_valid_kinds(logged_in, v1):
     response = export(logged_in, kind="best")
     assert response.status_code == 400
@@ -182,11 +183,13 @@ def test_bad_kind_answers_400_with_the_valid_kinds(logged_in, v1):
         ({"after": str(uuid.uuid4()), "kind": "preference"}, "invalid after"),
     ],
 )
+@pytest.mark.bad_input
 def test_bad_parameters_answer_400(logged_in, v1, params, error):
     response = export(logged_in, **params)
     assert response.status_code == 400 and response.json["error"] == error
 
 
+@pytest.mark.bad_input
 def test_an_unknown_cursor_answers_404(logged_in, v1):
     missing = uuid.uuid4()
     response = export(logged_in, kind="failed", after=missing)
@@ -330,6 +333,7 @@ def test_only_stage_keys_appear_in_stages(logged_in, database, v1):
     assert all(line["stages"] == STAGES for line in lines(export(logged_in, kind="failed")))
 
 
+@pytest.mark.leak
 def test_another_org_sees_none_of_it(client, auth, database, v1, make_member):
     _, run_id, ids = v1
     outsider = make_member("eve@globex.test", "Globex Research", "owner")
@@ -348,12 +352,14 @@ def test_another_org_sees_none_of_it(client, auth, database, v1, make_member):
     assert response.status_code == 404 and response.json["error"] == "not found"
 
 
+@pytest.mark.bad_input
 def test_malformed_ids_in_paths_answer_404_json(logged_in):
     for url in ("/api/v1/rollouts/not-a-uuid", "/api/v1/artifacts/123", f"/api/v1/rollouts/{uuid.uuid4()}"):
         response = logged_in.get(url)
         assert response.status_code == 404 and response.is_json
 
 
+@pytest.mark.fault
 def test_a_client_that_disconnects_mid_stream_frees_its_connection(logged_in, database, v1):
     pool = database.engine.pool
     before = pool.checkedout()

@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.fault
+
 
 @pytest.fixture
 def embedded_server():

@@ -12,6 +12,8 @@ from models import Base, Environment, EnvironmentVersion
 from models.base import new_id
 from tests.factories import seed_org_rows
 
+pytestmark = pytest.mark.leak
+
 ORG_TABLES = [t.name for t in Base.metadata.sorted_tables if "organization_id" in t.c]
 
 

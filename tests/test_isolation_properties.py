@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
@@ -23,6 +24,8 @@ from models.runs import add_rollout, enqueue_run, record_trial
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog
 from worker.trial import TrialOutcome
+
+pytestmark = pytest.mark.leak
 
 REWARDS = st.lists(st.sampled_from([None, 0.0, 0.15, 0.5, 0.999, 1.0]), min_size=1, max_size=5)
 ROLES = st.sampled_from(["owner", "member", "viewer"])

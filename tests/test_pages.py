@@ -111,6 +111,7 @@ def test_full_page_fragment_and_boosted(page, world, name):
         assert FRAGMENTS[name] in fragment.text
 
 
+@pytest.mark.leak
 def test_other_orgs_ids_answer_404_on_every_page(page, world, database, make_member):
     outsider = make_member("eve@globex.test", "Globex Research")
     theirs = make_catalog(database, outsider.org.id, NOVICE, attempt_count=1)
@@ -143,6 +144,7 @@ def test_other_orgs_ids_answer_404_on_every_page(page, world, database, make_mem
         "/trials?before=zz",
     ],
 )
+@pytest.mark.bad_input
 def test_malformed_query_parameters_answer_400(page, world, url):
     response = page.get(url)
     assert response.status_code == 400 and "<!doctype html>" in response.text

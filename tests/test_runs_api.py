@@ -59,6 +59,7 @@ def test_attempt_count_overrides_the_configuration(api, catalog):
 
 
 @pytest.mark.parametrize("attempts", [0, 9, -1, 1.5, 8.5, "x", "3", True, [1]])
+@pytest.mark.bad_input
 def test_bad_attempt_count_answers_400_naming_the_range_and_writes_nothing(api, catalog, owner_engine, attempts):
     body = {
         "environmentVersionId": str(catalog.version_id),
@@ -72,6 +73,7 @@ def test_bad_attempt_count_answers_400_naming_the_range_and_writes_nothing(api, 
     assert run_count(owner_engine) == 0
 
 
+@pytest.mark.bad_input
 def test_unknown_or_other_orgs_ids_answer_404_naming_the_id(api, catalog, database, make_member, owner_engine):
     other = make_member("bob@globex.test", "Globex Research")
     theirs = make_catalog(database, other.org.id, SCRIPTED)
@@ -97,12 +99,14 @@ def test_unknown_or_other_orgs_ids_answer_404_naming_the_id(api, catalog, databa
         ([1, 2], "invalid JSON body"),
     ],
 )
+@pytest.mark.bad_input
 def test_malformed_bodies_answer_400(api, catalog, owner_engine, body, error):
     response = api("/api/v1/evaluation-runs", body)
     assert response.status_code == 400 and response.json["error"] == error
     assert run_count(owner_engine) == 0
 
 
+@pytest.mark.bad_input
 def test_invalid_json_answers_400(client, auth, member, catalog, owner_engine):
     auth.login(member.email)
     response = client.post(
@@ -112,6 +116,7 @@ def test_invalid_json_answers_400(client, auth, member, catalog, owner_engine):
     assert run_count(owner_engine) == 0
 
 
+@pytest.mark.bad_input
 def test_json_post_without_csrf_header_is_refused(client, auth, member, catalog, owner_engine):
     auth.login(member.email)
     body = {"environmentVersionId": str(catalog.version_id), "evaluatorConfigId": str(catalog.config_id)}
@@ -152,6 +157,7 @@ def test_reset_enqueues_a_new_run_on_the_same_version(api, catalog, owner_engine
 
 
 @pytest.mark.parametrize("body", [{"mode": "sideways"}, {}, {"mode": None}])
+@pytest.mark.bad_input
 def test_reset_with_a_bad_mode_answers_400_and_writes_nothing(api, catalog, owner_engine, body):
     original = _queued_run(api, catalog)
     response = api(f"/api/v1/evaluation-runs/{original['id']}/reset", body)
@@ -187,6 +193,7 @@ def test_start_run_form_redirects_to_the_run_page(client, auth, member, catalog)
 
 
 @pytest.mark.parametrize("value", ["0", "9", "x", "1.5"])
+@pytest.mark.bad_input
 def test_start_run_form_shows_errors_in_place_with_422(client, auth, member, catalog, owner_engine, value):
     auth.login(member.email)
     response = client.post(

@@ -54,6 +54,7 @@ def test_even_the_owner_role_cannot_edit_immutable_rows(owner_engine, rows, tabl
 
 
 @pytest.mark.parametrize("attempts", [0, 9, -1])
+@pytest.mark.bad_input
 def test_attempt_count_outside_1_to_8_is_rejected(database, rows, attempts):
     with pytest.raises(IntegrityError, match="attempt_count_range"):
         run_sql(database, rows.org_id, "UPDATE evaluator_configs SET attempt_count = :n", n=attempts)
@@ -79,6 +80,7 @@ def test_trial_numbers_start_at_one_and_are_unique_per_run(database, rows):
 
 
 @pytest.mark.parametrize("reward", [-0.01, 1.01])
+@pytest.mark.bad_input
 def test_reward_outside_0_to_1_is_rejected(database, rows, reward):
     for table in ("evaluation_trials", "rollouts"):
         with pytest.raises(IntegrityError, match="reward_range"):

@@ -66,6 +66,7 @@ def test_owner_adds_changes_and_removes_members(client, auth, acme, database, ow
         ({"email": "not an email", "role": "member", "password": "long-enough"}, "is not an email address"),
     ],
 )
+@pytest.mark.bad_input
 def test_bad_member_forms_answer_422_and_write_nothing(client, auth, acme, owner_engine, data, message):
     auth.login(acme["owner"].email)
     before = memberships(owner_engine)
@@ -186,6 +187,7 @@ def test_pages_carry_no_inline_script(client, auth, acme):
         assert " on" not in "".join(re.findall(r"<[^>]+ on[a-z]+=", body))
 
 
+@pytest.mark.bad_input
 def test_huge_bodies_answer_413_and_write_nothing(client, auth, acme, owner_engine):
     auth.login(acme["owner"].email)
     huge = {"environmentVersionId": "x" * (2 * 1024 * 1024)}

@@ -84,6 +84,7 @@ def test_command_agent_that_solves_the_task():
         ("quit", "gave_up", "agent finished: nothing to do"),
     ],
 )
+@pytest.mark.fault
 def test_misbehaving_command_agents_give_a_scored_trial_with_the_matching_category(mode, category, log_text):
     outcome = trial(agent=command_agent("misbehave.py", mode), timeout_s=1.5)
     assert outcome.failure_category == category
@@ -96,17 +97,20 @@ def test_crashing_agent_stderr_reaches_the_log():
     assert "something broke inside the agent" in trial(agent=command_agent("misbehave.py", "crash")).log
 
 
+@pytest.mark.fault
 def test_flooding_stderr_is_bounded_with_a_marker():
     outcome = trial(agent=command_agent("misbehave.py", "stderr-flood"))
     assert "[stderr truncated:" in outcome.log
     assert len(outcome.log) <= LOG_CAP_CHARS + 100
 
 
+@pytest.mark.fault
 def test_an_agent_that_cannot_start_is_an_agent_error():
     outcome = trial(agent={"kind": "command", "argv": ["/nonexistent/agent"]})
     assert outcome.failure_category == "agent_error" and outcome.reward == 0.0
 
 
+@pytest.mark.fault
 def test_an_environment_that_cannot_start_has_no_reward(monkeypatch):
     from worker.environments.admin_console import AdminConsole
 
@@ -119,6 +123,7 @@ def test_an_environment_that_cannot_start_has_no_reward(monkeypatch):
     assert "world generator exploded" in outcome.log
 
 
+@pytest.mark.fault
 def test_an_environment_that_raises_mid_episode_is_still_scored(monkeypatch):
     from worker.environments.admin_console import AdminConsole
 

@@ -150,6 +150,7 @@ def test_pass_at_k_rejects_impossible_arguments():
             pass_at_k(n, c, k)
 
 
+@pytest.mark.leak
 def test_worker_writes_are_rejected_for_another_org_and_invisible_to_it(database, org, make_org):
     other = make_org("Globex Research")
     catalog = make_catalog(database, org.id, PERFECT, attempt_count=1)
@@ -184,6 +185,7 @@ def test_worker_writes_are_rejected_for_another_org_and_invisible_to_it(database
         assert session.execute(text("SELECT count(*) FROM evaluation_trials")).scalar() == 1
 
 
+@pytest.mark.fault
 def test_a_run_that_keeps_crashing_fails_after_bounded_attempts(database, org, monkeypatch):
     catalog = make_catalog(database, org.id, PERFECT, attempt_count=2)
     queue(database, catalog)
@@ -198,6 +200,7 @@ def test_a_run_that_keeps_crashing_fails_after_bounded_attempts(database, org, m
     assert "trial runner blew up" in run.error and "gave up after 3 attempts" in run.error
 
 
+@pytest.mark.fault
 def test_a_run_whose_agent_cannot_be_built_fails_with_the_reason(database, org, owner_engine):
     catalog = make_catalog(database, org.id, PERFECT, attempt_count=1)
     queue(database, catalog)
@@ -236,6 +239,7 @@ def wait_for(predicate, timeout=30.0):
     raise AssertionError("condition not reached in time")
 
 
+@pytest.mark.fault
 def test_a_sigkilled_worker_loses_nothing(database, database_urls, org):
     slow = {"kind": "scripted", "skill": 1.0, "stepDelayS": 0.08}
     catalog = make_catalog(database, org.id, slow, attempt_count=8)
@@ -257,6 +261,7 @@ def test_a_sigkilled_worker_loses_nothing(database, database_urls, org):
     assert rows(database, org.id, "SELECT count(*) FROM artifacts")[0][0] == 8
 
 
+@pytest.mark.fault
 def test_sigterm_finishes_the_trial_in_hand_and_hands_the_run_back(database, database_urls, org):
     slow = {"kind": "scripted", "skill": 1.0, "stepDelayS": 0.1}
     catalog = make_catalog(database, org.id, slow, attempt_count=8)
@@ -275,6 +280,7 @@ def test_sigterm_finishes_the_trial_in_hand_and_hands_the_run_back(database, dat
     assert rows(database, org.id, "SELECT count(*) FROM evaluation_trials")[0][0] == 8
 
 
+@pytest.mark.fault
 def test_two_workers_on_20_queued_runs_claim_each_once(database, database_urls, org):
     catalog = make_catalog(database, org.id, {"kind": "scripted", "skill": 0.7, "stepDelayS": 0.01}, attempt_count=2)
     queue(database, catalog, count=20)
