@@ -60,7 +60,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     urls = db.resolve_urls(app.config)
     if app.config["MIGRATE_ON_START"] and not app.config["DATABASE_URL"]:
         db.migrate(urls)  # embedded default: the cluster is ours, bring it to the newest schema
-    db.init_app(app, db.Database(urls))
+    db.init_app(app, db.Database(urls, pool_size=int(os.environ.get("DB_POOL_SIZE", "10"))))
 
     app.jinja_env.finalize = visible_control_characters
     register_blueprints(app)

@@ -48,10 +48,21 @@ class ExportResult:
     rss_growth_mb: float
 
 
-def start_server(env: dict[str, str]) -> subprocess.Popen:
-    """Serve the app with gunicorn (one worker) and wait until /healthz answers."""
+def start_server(env: dict[str, str], workers: int = 1, threads: int = 4) -> subprocess.Popen:
+    """Serve the app with gunicorn and wait until /healthz answers."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-w", "1", "--threads", "4", "-b", f"127.0.0.1:{PORT}", "app:create_app()"],
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-w",
+            str(workers),
+            "--threads",
+            str(threads),
+            "-b",
+            f"127.0.0.1:{PORT}",
+            "app:create_app()",
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -21,6 +21,7 @@ from sqlalchemy import text
 
 from app import create_app
 from bench import export as export_bench
+from bench import load as load_bench
 from bench.generate import ATTEMPTS, BENCH_PASSWORD, ORGS, ensure_catalog, generate_runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,6 +92,19 @@ def main() -> None:
         )
     ]
     exported = export_bench.measure_export(database, org_id, ORGS[0][1], BENCH_PASSWORD)
+    with database.session(org_id) as session:
+        trial_id = session.execute(text("SELECT id FROM evaluation_trials ORDER BY id DESC LIMIT 1")).scalar()
+    load_urls = [
+        "/environments",
+        f"/environments/{environment_id}",
+        f"/runs/{run_id}",
+        f"/trials/{trial_id}",
+        "/capability-gap",
+        f"/api/v1/evaluation-runs/{run_id}",
+        "/api/v1/rollouts?kind=preference",
+        f"/api/v1/rollouts?kind=all&evaluationRunId={run_id}",
+    ]
+    loaded = load_bench.run_load(ORGS[0][1], BENCH_PASSWORD, load_urls)
 
     lines = [
         "# Benchmarks",
@@ -113,6 +127,10 @@ def main() -> None:
         "## Export: failed rollouts",
         "",
         *export_bench.summary(exported),
+        "",
+        "## Concurrent load",
+        "",
+        *load_bench.summary(loaded, load_urls),
         "",
     ]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
