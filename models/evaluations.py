@@ -117,6 +117,7 @@ class EvaluationTrial(OrgScoped, Base):
             ["environment_versions.organization_id", "environment_versions.id"],
         ),
         Index("ix_evaluation_trials_org_category_id", "organization_id", "failure_category", "id"),
+        Index("ix_evaluation_trials_org_version_id", "organization_id", "environment_version_id", "id"),
         Index(
             "ix_evaluation_trials_org_version_category_id",
             "organization_id",

@@ -6,6 +6,7 @@ import hashlib
 import json
 import secrets
 import uuid
+from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +16,8 @@ from sqlalchemy.orm import Session
 
 from models.base import new_id
 from models.environments import MAX_ATTEMPTS, MIN_ATTEMPTS, EnvironmentVersion, EvaluatorConfig
-from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
-from models.rollups import EnvironmentVersionStats, FailureCategoryCount, StageMetricRollup
+from models.evaluations import EvaluationRun, EvaluationTrial, Rollout
+from models.rollups import EnvironmentVersionStats
 
 if TYPE_CHECKING:
     from worker.trial import TrialOutcome
@@ -117,57 +118,109 @@ def recorded_trial_numbers(session: Session, run: EvaluationRun) -> set[int]:
     return set(rows)
 
 
+@dataclass(frozen=True)
+class RecordedTrial:
+    """Ids of what record_trial wrote."""
+
+    id: uuid.UUID
+    artifact_id: uuid.UUID
+    rollout_id: uuid.UUID | None
+
+
+# One round trip for everything a trial writes: artifact, trial, rollout (when scored) and the three rollups.
+# Data-modifying CTEs all run, and the foreign keys between them are checked at the end of the statement.
+RECORD_TRIAL = text(
+    """
+    WITH artifact AS (
+        INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256, body)
+        VALUES (:org, :artifact_id, :filename, 'application/json', :size, :sha256, :body)
+    ), trial AS (
+        INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, environment_version_id, trial_number,
+            seed, status, reward, failure_category, metrics, trajectory_artifact_id, log_excerpt, task, started_at,
+            finished_at)
+        VALUES (:org, :trial_id, :run_id, :version_id, :trial_number, :seed, :status, :reward, :category,
+            CAST(:metrics AS jsonb), :artifact_id, :log, :task, :started_at, :finished_at)
+    ), rollout AS (
+        INSERT INTO rollouts (organization_id, id, environment_version_id, evaluation_run_id, evaluation_trial_id,
+            seed, reward)
+        SELECT :org, :rollout_id, :version_id, :run_id, :trial_id, :seed, :reward WHERE :scored
+    ), stats AS (
+        INSERT INTO environment_version_stats AS s (organization_id, environment_version_id, runs, trials, rollouts,
+            scored, successes, zero_rewards, reward_sum, min_reward, max_reward)
+        VALUES (:org, :version_id, 0, 1, :scored_n, :scored_n, :success_n, :zero_n, coalesce(:reward, 0), :reward,
+            :reward)
+        ON CONFLICT (organization_id, environment_version_id) DO UPDATE SET
+            trials = s.trials + 1, rollouts = s.rollouts + EXCLUDED.rollouts, scored = s.scored + EXCLUDED.scored,
+            successes = s.successes + EXCLUDED.successes, zero_rewards = s.zero_rewards + EXCLUDED.zero_rewards,
+            reward_sum = s.reward_sum + EXCLUDED.reward_sum, min_reward = least(s.min_reward, EXCLUDED.min_reward),
+            max_reward = greatest(s.max_reward, EXCLUDED.max_reward)
+    ), category AS (
+        INSERT INTO failure_category_counts AS c (organization_id, environment_version_id, failure_category, trials)
+        SELECT :org, :version_id, :category, 1 WHERE CAST(:category AS text) IS NOT NULL
+        ON CONFLICT (organization_id, environment_version_id, failure_category) DO UPDATE SET trials = c.trials + 1
+    ), stages AS (
+        INSERT INTO stage_metric_rollups AS r (organization_id, environment_version_id, stage_key, trials, passed,
+            value_sum)
+        SELECT :org, :version_id, k, 1, (v = 1)::int, v
+        FROM unnest(CAST(:stage_keys AS text[]), CAST(:stage_values AS float8[])) AS u(k, v)
+        ON CONFLICT (organization_id, environment_version_id, stage_key) DO UPDATE SET
+            trials = r.trials + 1, passed = r.passed + EXCLUDED.passed, value_sum = r.value_sum + EXCLUDED.value_sum
+    )
+    SELECT 1
+    """
+)
+
+
 def record_trial(
     session: Session, run: EvaluationRun, trial_number: int, seed: int, outcome: TrialOutcome
-) -> EvaluationTrial:
-    """Write the trial, its trial-{n}-trajectory.json artifact, its rollout (when scored) and the rollups."""
+) -> RecordedTrial:
+    """Write the trial, its trial-{n}-trajectory.json artifact, its rollout (when scored) and the rollups.
+
+    The organization's export-order lock is taken first (see add_rollout), then
+    everything is written by one statement.
+    """
     org = run.organization_id
     body = json.dumps(outcome.artifact_document(), ensure_ascii=False).encode()
-    artifact = Artifact(
-        organization_id=org,
-        id=new_id(),
-        filename=f"trial-{trial_number}-trajectory.json",
-        content_type="application/json",
-        size=len(body),
-        sha256=hashlib.sha256(body).hexdigest(),
-        body=body,
+    recorded = RecordedTrial(new_id(), new_id(), new_id() if outcome.reward is not None else None)
+    stages = sorted((key, float(value)) for key, value in outcome.stages.items())
+    take_export_order_lock(session, org)
+    session.execute(
+        RECORD_TRIAL,
+        {
+            "org": org,
+            "artifact_id": recorded.artifact_id,
+            "filename": f"trial-{trial_number}-trajectory.json",
+            "size": len(body),
+            "sha256": hashlib.sha256(body).hexdigest(),
+            "body": body,
+            "trial_id": recorded.id,
+            "run_id": run.id,
+            "version_id": run.environment_version_id,
+            "trial_number": trial_number,
+            "seed": seed,
+            "status": outcome.status,
+            "reward": outcome.reward,
+            "category": outcome.failure_category,
+            "metrics": json.dumps(outcome.stages),
+            "log": outcome.log,
+            "task": outcome.task,
+            "started_at": outcome.started_at,
+            "finished_at": outcome.finished_at,
+            "rollout_id": recorded.rollout_id,
+            "scored": outcome.reward is not None,
+            "scored_n": int(outcome.reward is not None),
+            "success_n": int(outcome.reward == 1),
+            "zero_n": int(outcome.reward == 0),
+            "stage_keys": [key for key, _ in stages],
+            "stage_values": [value for _, value in stages],
+        },
     )
-    trial = EvaluationTrial(
-        organization_id=org,
-        id=new_id(),
-        evaluation_run_id=run.id,
-        environment_version_id=run.environment_version_id,
-        trial_number=trial_number,
-        seed=seed,
-        status=outcome.status,
-        reward=outcome.reward,
-        failure_category=outcome.failure_category,
-        metrics=outcome.stages,
-        trajectory_artifact_id=artifact.id,
-        log_excerpt=outcome.log,
-        task=outcome.task,
-        started_at=outcome.started_at,
-        finished_at=outcome.finished_at,
-    )
-    session.add(artifact)
-    session.flush()
-    session.add(trial)
-    session.flush()
-    add_to_rollups(session, org, run.environment_version_id, outcome.failure_category, outcome.stages)
-    if outcome.reward is not None:
-        add_rollout(
-            session,
-            Rollout(
-                organization_id=org,
-                id=new_id(),
-                environment_version_id=run.environment_version_id,
-                evaluation_run_id=run.id,
-                evaluation_trial_id=trial.id,
-                seed=seed,
-                reward=outcome.reward,
-            ),
-        )
-    return trial
+    return recorded
+
+
+def take_export_order_lock(session: Session, org: uuid.UUID) -> None:
+    """Hold the organization's export-order lock until commit, so rollouts get seq numbers in commit order."""
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:org, 7))"), {"org": str(org)})
 
 
 def add_rollout(session: Session, rollout: Rollout) -> None:
@@ -176,9 +229,7 @@ def add_rollout(session: Session, rollout: Rollout) -> None:
     The organization's advisory lock is held until commit: a rollout committed
     later always gets a larger seq, so `after=<rolloutId>` pulls miss nothing.
     """
-    session.execute(
-        text("SELECT pg_advisory_xact_lock(hashtextextended(:org, 7))"), {"org": str(rollout.organization_id)}
-    )
+    take_export_order_lock(session, rollout.organization_id)
     session.add(rollout)
     session.flush()
     reward = rollout.reward
@@ -215,47 +266,6 @@ def bump_version_stats(session: Session, org: uuid.UUID, version_id: uuid.UUID, 
     session.execute(
         stmt.on_conflict_do_update(index_elements=["organization_id", "environment_version_id"], set_=update_set)
     )
-
-
-def add_to_rollups(
-    session: Session, org: uuid.UUID, version_id: uuid.UUID, failure_category: str | None, stages: dict[str, float]
-) -> None:
-    """Count one more trial in the per-version stats, failure_category and stage_* rollups."""
-    bump_version_stats(session, org, version_id, trials=1)
-    if failure_category:
-        counts = insert(FailureCategoryCount).values(
-            organization_id=org, environment_version_id=version_id, failure_category=failure_category, trials=1
-        )
-        session.execute(
-            counts.on_conflict_do_update(
-                index_elements=["organization_id", "environment_version_id", "failure_category"],
-                set_={"trials": FailureCategoryCount.trials + 1},
-            )
-        )
-    if stages:
-        sums = insert(StageMetricRollup).values(
-            [
-                {
-                    "organization_id": org,
-                    "environment_version_id": version_id,
-                    "stage_key": key,
-                    "trials": 1,
-                    "passed": int(value == 1),
-                    "value_sum": float(value),
-                }
-                for key, value in sorted(stages.items())
-            ]
-        )
-        session.execute(
-            sums.on_conflict_do_update(
-                index_elements=["organization_id", "environment_version_id", "stage_key"],
-                set_={
-                    "trials": StageMetricRollup.trials + 1,
-                    "passed": StageMetricRollup.passed + sums.excluded.passed,
-                    "value_sum": StageMetricRollup.value_sum + sums.excluded.value_sum,
-                },
-            )
-        )
 
 
 def complete_run(session: Session, run: EvaluationRun) -> None:

@@ -137,29 +137,31 @@ def list_trials(
     conditions = ["t.organization_id = :org"]
     params: dict[str, Any] = {"org": session.info["org_id"], "limit": PAGE_SIZE + 1}
     for column, value in (
-        ("t.failure_category", filters.failure_category),
-        ("t.environment_version_id", filters.environment_version_id),
-        ("t.evaluation_run_id", filters.evaluation_run_id),
-        ("v.environment_id", filters.environment_id),
+        ("failure_category", filters.failure_category),
+        ("environment_version_id", filters.environment_version_id),
+        ("evaluation_run_id", filters.evaluation_run_id),
     ):
         if value is not None:
-            name = column.split(".")[1]
-            conditions.append(f"{column} = :{name}")
-            params[name] = value
+            conditions.append(f"t.{column} = :{column}")
+            params[column] = value
+    if filters.environment_id is not None:
+        conditions.append(
+            "t.environment_version_id IN (SELECT id FROM environment_versions WHERE environment_id = :environment_id)"
+        )
+        params["environment_id"] = filters.environment_id
     if before is not None:
         conditions.append("t.id < :before")
         params["before"] = before
+    # The page of trials is picked from evaluation_trials alone (an index range scan in id order), then joined.
     rows = session.execute(
         text(
             f"""
             SELECT t.id, t.trial_number, t.status, t.reward, t.failure_category, t.evaluation_run_id, e.name,
                    v.version, t.finished_at
-            FROM evaluation_trials t
+            FROM (SELECT * FROM evaluation_trials t WHERE {" AND ".join(conditions)} ORDER BY t.id DESC LIMIT :limit) t
             JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
             JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
-            WHERE {" AND ".join(conditions)}
             ORDER BY t.id DESC
-            LIMIT :limit
             """
         ),
         params,
