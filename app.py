@@ -11,18 +11,20 @@ from pathlib import Path
 
 import click
 from flask import Flask, jsonify, make_response, request
-from flask_wtf.csrf import CSRFError, CSRFProtect
+from flask_wtf.csrf import CSRFError
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 import db
 from blueprints import register_blueprints, security
+from blueprints.auth import csrf
 from blueprints.htmx import render
 from blueprints.text import visible_control_characters
 from models.accounts import (
     ROLES,
     AccountError,
+    Membership,
     Organization,
     User,
     add_membership,
@@ -31,9 +33,10 @@ from models.accounts import (
     find_organization,
 )
 from models.demo import create_demo
+from models.harbor import read_harbor_job
+from models.ingest import IngestError, ingest
+from models.tokens import create_token
 from worker.loop import WorkerSettings, run_workers
-
-csrf = CSRFProtect()
 
 
 def create_app(test_config: dict | None = None) -> Flask:
@@ -50,6 +53,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         SESSION_COOKIE_SECURE=os.environ.get("SESSION_COOKIE_SECURE", "") == "1",
         PERMANENT_SESSION_LIFETIME=timedelta(days=14),
         WTF_CSRF_TIME_LIMIT=None,
+        WTF_CSRF_CHECK_DEFAULT=False,  # the login guard calls csrf.protect() itself (bearer-token calls skip it)
         MIGRATE_ON_START=True,
     )
     if test_config:
@@ -65,7 +69,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.jinja_env.finalize = visible_control_characters
     register_blueprints(app)
     security.init_app(app)
-    csrf.init_app(app)  # after the login guard, so anonymous requests get 401/redirect before CSRF
+    csrf.init_app(app)
     _register_error_handlers(app)
     _register_commands(app)
     return app
@@ -167,6 +171,40 @@ def _register_commands(app: Flask) -> None:
                 _fail(f"no user with email {email!r}")
             _or_fail(lambda: add_membership(session, user, org, role))
         click.echo(f"{user.email} is now {role} of {org.name}.")
+
+    @app.cli.command("create-token")
+    @click.argument("email")
+    @click.option("--org", "org_name", required=True, help="Organization the token is bound to.")
+    @click.option("--name", default="cli", help="A name to recognise the token by.")
+    def create_token_command(email: str, org_name: str, name: str) -> None:
+        """Create an API token for EMAIL in ORG; the token alone is printed on the last line."""
+        org = _existing_org(database(), org_name)
+        with database().admin_session(org.id) as session, session.begin():
+            user = session.scalar(select(User).where(User.email == email.strip().lower()))
+            member = user and session.scalar(
+                select(Membership.id).where(Membership.user_id == user.id, Membership.organization_id == org.id)
+            )
+            if not member:
+                _fail(f"{email!r} is not a member of {org.name}")
+            row, token = create_token(session, org.id, user.id, name)
+        click.echo(f"Created token {row.prefix}… for {user.email} in {org.name}; it is shown once:")
+        click.echo(token)
+
+    @app.cli.command("import-harbor")
+    @click.argument("path", type=click.Path(path_type=Path))
+    @click.option("--org", "org_name", required=True, help="Organization the results belong to.")
+    def import_harbor(path: Path, org_name: str) -> None:
+        """Import a Harbor job directory: each task an environment, its attempts runs, rewards and ATIF kept."""
+        org = _existing_org(database(), org_name)
+        try:
+            trials = read_harbor_job(path)
+            with database().session(org.id) as session, session.begin():
+                result = ingest(session, org.id, trials)
+        except IngestError as error:
+            _fail(f"{error.field}: {error.detail}" if error.line == 0 else str(error))
+        click.echo(
+            f"Imported {result.imported} trials into {len(result.run_ids)} runs ({result.skipped} already there)."
+        )
 
     @app.cli.command("demo")
     @click.option("--if-empty", is_flag=True, help="Do nothing when any organization exists.")

@@ -164,8 +164,9 @@ def generate_runs(database: Database, org_id: uuid.UUID, version_id, env_name: s
             )
             session.execute(
                 text(f"""
-                UPDATE evaluation_runs er SET pass_at_k = p.pass_at_k
-                FROM (SELECT evaluation_run_id, count(*) FILTER (WHERE reward = 1) AS c FROM evaluation_trials t
+                UPDATE evaluation_runs er SET pass_at_k = p.pass_at_k, mean_reward = s.mean_reward
+                FROM (SELECT evaluation_run_id, count(*) FILTER (WHERE reward = 1) AS c,
+                             round(avg(reward)::numeric, 6)::float8 AS mean_reward FROM evaluation_trials t
                       JOIN gen_runs r ON r.id = t.evaluation_run_id GROUP BY 1) s
                 JOIN (VALUES {PASS_AT_K_VALUES}) AS p(c, pass_at_k) ON p.c = s.c
                 WHERE er.id = s.evaluation_run_id"""),

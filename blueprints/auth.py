@@ -20,6 +20,7 @@ from flask import (
 )
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 from flask_wtf import FlaskForm
+from flask_wtf.csrf import CSRFProtect
 from werkzeug.exceptions import MethodNotAllowed
 from wtforms import EmailField, HiddenField, PasswordField
 from wtforms.validators import DataRequired
@@ -32,6 +33,7 @@ from models.accounts import (
     clear_login_failures,
     close_auth_session,
     load_session_user,
+    load_token_user,
     open_auth_session,
     record_login_failure,
     seconds_until_allowed,
@@ -39,6 +41,7 @@ from models.accounts import (
 )
 
 bp = Blueprint("auth", __name__)
+csrf = CSRFProtect()  # checks run from the login guard below, so bearer-token API calls can skip them
 login_manager = LoginManager()
 login_manager.session_protection = "basic"
 
@@ -102,20 +105,53 @@ def _unauthorized():
     return response
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+
+
+def bearer_token() -> str | None:
+    """The token of an `Authorization: Bearer <token>` header on an API request, if any."""
+    header = request.headers.get("Authorization", "")
+    if is_api_request() and header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    return None
+
+
+def _authenticate_bearer(token: str):
+    """Act as the token's user in the token's organization (no CSRF: no cookie is involved); 401 when invalid."""
+    with get_database().session() as db, db.begin():
+        found = load_token_user(db, token)
+    if found is None:
+        return jsonify(error="invalid token", detail="the bearer token is unknown, revoked or expired"), 401
+    user, org_id = found
+    membership = user.membership_in(org_id)
+    login_manager._update_request_context_with_user(LoggedInUser(user))
+    g.org_id, g.membership, g.token_auth = org_id, membership, True
+    return None
+
+
 @bp.before_app_request
 def require_login_and_org():
-    """Refuse anonymous requests to non-public routes and fix the organization this request works in.
+    """Refuse anonymous requests to non-public routes, check CSRF, and fix the organization this request works in.
 
-    The chosen organization is re-checked against the user's memberships on
-    every request, so a removed membership takes effect at once.
+    A bearer token (API routes only) fixes the organization to the token's.
+    Otherwise the session cookie's user is used, and the chosen organization
+    is re-checked against the user's memberships on every request, so a
+    removed membership takes effect at once.
     """
-    view = current_app.view_functions.get(request.endpoint or "")
-    if request.endpoint == "static" or getattr(view, "is_public", False):
-        return None
     if isinstance(request.routing_exception, MethodNotAllowed):
         return None  # a known URL with a method it does not take: 405 for everyone, before any login check
+    token = bearer_token()
+    if token is not None:
+        return _authenticate_bearer(token)
+    view = current_app.view_functions.get(request.endpoint or "")
+    if request.endpoint == "static" or getattr(view, "is_public", False):
+        if request.method not in SAFE_METHODS:
+            csrf.protect()
+        return None
     if not current_user.is_authenticated:
         return login_manager.unauthorized()
+    if request.method not in SAFE_METHODS:
+        csrf.protect()
     user: SessionUser = current_user.user
     membership = user.membership_in(_session_org_id()) or (user.memberships[0] if user.memberships else None)
     if membership is None:

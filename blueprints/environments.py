@@ -9,7 +9,7 @@ from blueprints.htmx import redirect_after_write, render
 from blueprints.params import optional_uuid, page_number
 from db import request_session
 from models.runs import NotFoundInOrg, RunError, start_run
-from queries.environments import environment_detail, export_counts, list_environments
+from queries.environments import environment_detail, export_counts, find_environment, list_environments
 from queries.exports import ALL_LIMIT, EXPORT_KINDS, export_filename
 
 bp = Blueprint("environments", __name__)
@@ -80,7 +80,9 @@ def start(environment_id: uuid.UUID):
 @bp.get("/environments/<uuid:environment_id>/export")
 def export(environment_id: uuid.UUID):
     """Environments → Export: every kind URL for this environment with its count, filename and a curl line."""
-    detail = _detail_or_404(environment_id)
+    environment = find_environment(request_session(), environment_id)
+    if environment is None:
+        abort(404, description=f"No environment {environment_id} in this organization.")
     counts = export_counts(request_session(), g.org_id, environment_id, ALL_LIMIT)
     base = url_for("api.export_rollouts", _external=True)
     kinds = [
@@ -96,4 +98,4 @@ def export(environment_id: uuid.UUID):
     for item in kinds:
         item["variant_url"] = f"{item['url']}&format={item['variant']}"
         item["variant_filename"] = export_filename(item["kind"], item["variant"])
-    return render("environments/export.html", detail=detail, kinds=kinds)
+    return render("environments/export.html", environment=environment, kinds=kinds)

@@ -1,13 +1,15 @@
-"""Settings area: the organization's members; owners add, remove and change roles."""
+"""Settings area: the organization's members (owners manage them) and your personal API tokens."""
 
 import uuid
 
 from flask import Blueprint, abort, flash, g, request, url_for
+from flask_login import current_user
 
 from blueprints.auth import require_role
 from blueprints.htmx import redirect_after_write, render
 from db import request_session
 from models.accounts import ROLES, AccountError, Organization, add_member, change_role, list_members, remove_member
+from models.tokens import create_token, list_tokens, revoke_token
 
 bp = Blueprint("settings", __name__, url_prefix="/settings")
 
@@ -73,3 +75,42 @@ def set_role(membership_id: uuid.UUID):
 def remove(membership_id: uuid.UUID):
     """Remove a member from the organization."""
     return _write(lambda s: remove_member(s, membership_id), "Member removed.")
+
+
+def _tokens_page(status: int = 200, new_token: str | None = None, error: str | None = None):
+    return render(
+        "settings/tokens.html",
+        status=status,
+        tokens=list_tokens(request_session(), current_user.user.id),
+        new_token=new_token,
+        error=error,
+    )
+
+
+@bp.get("/tokens")
+def tokens():
+    """Your API tokens in this organization: prefix, name, created, last used, revoked."""
+    return _tokens_page()
+
+
+@bp.post("/tokens")
+def create_token_view():
+    """Create a token; it is shown on this page once and never again."""
+    name = request.form.get("name", "").strip()
+    if not name or len(name) > 200:
+        return _tokens_page(422, error="Give the token a name of 1 to 200 characters.")
+    session = request_session()
+    _, token = create_token(session, g.org_id, current_user.user.id, name)
+    session.commit()
+    return _tokens_page(201, new_token=token)
+
+
+@bp.post("/tokens/<uuid:token_id>/revoke")
+def revoke(token_id: uuid.UUID):
+    """Revoke one of your tokens: requests carrying it answer 401 from now on."""
+    session = request_session()
+    if not revoke_token(session, current_user.user.id, token_id):
+        abort(404, description=f"No live token {token_id} of yours in this organization.")
+    session.commit()
+    flash("Token revoked.")
+    return redirect_after_write(url_for("settings.tokens"))

@@ -5,8 +5,10 @@ from models.base import Base
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
 from models.rollups import EnvironmentVersionStats, FailureCategoryCount, StageMetricRollup
+from models.tokens import ApiToken
 
 __all__ = [
+    "ApiToken",
     "Artifact",
     "AuthSession",
     "Base",

@@ -203,16 +203,36 @@ _SESSION_USER = text(
 )
 
 
-def load_session_user(session: Session, token: str) -> SessionUser | None:
-    """Return the user of a live session token with all memberships, in one query; None when expired or unknown."""
-    row = session.execute(_SESSION_USER, {"digest": _token_digest(token)}).one_or_none()
-    if row is None:
-        return None
+_TOKEN_USER = text(
+    """
+    SELECT u.id, u.email, u.name, a.organization_id,
+           COALESCE((SELECT json_agg(m) FROM auth_memberships(u.id) m), '[]'::json) AS memberships
+    FROM auth_token(:digest) a JOIN users u ON u.id = a.user_id
+    """
+)
+
+
+def _session_user(row, token: str) -> SessionUser:
     memberships = tuple(
         MembershipView(uuid.UUID(m["organization_id"]), m["organization_name"], m["organization_slug"], m["role"])
         for m in row.memberships
     )
     return SessionUser(row.id, row.email, row.name, token, memberships)
+
+
+def load_session_user(session: Session, token: str) -> SessionUser | None:
+    """Return the user of a live session token with all memberships, in one query; None when expired or unknown."""
+    row = session.execute(_SESSION_USER, {"digest": _token_digest(token)}).one_or_none()
+    return _session_user(row, token) if row else None
+
+
+def load_token_user(session: Session, token: str) -> tuple[SessionUser, uuid.UUID] | None:
+    """The user behind a live API token and the organization it is bound to; None when unknown, revoked or expired.
+
+    Marks the token as used (last_used_at), so the caller commits.
+    """
+    row = session.execute(_TOKEN_USER, {"digest": _token_digest(token)}).one_or_none()
+    return (_session_user(row, ""), row.organization_id) if row else None
 
 
 class LoginThrottle(Base):

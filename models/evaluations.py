@@ -119,6 +119,18 @@ class EvaluationTrial(OrgScoped, Base):
         Index("ix_evaluation_trials_org_category_id", "organization_id", "failure_category", "id"),
         Index("ix_evaluation_trials_org_version_id", "organization_id", "environment_version_id", "id"),
         Index(
+            "uq_evaluation_trials_external_id",
+            "organization_id",
+            "external_id",
+            unique=True,
+            postgresql_where=text("external_id IS NOT NULL"),
+        ),
+        ForeignKeyConstraint(
+            ["organization_id", "atif_artifact_id"],
+            ["artifacts.organization_id", "artifacts.id"],
+            name="fk_evaluation_trials_atif_artifacts",
+        ),
+        Index(
             "ix_evaluation_trials_org_version_category_id",
             "organization_id",
             "environment_version_id",
@@ -138,6 +150,9 @@ class EvaluationTrial(OrgScoped, Base):
     trajectory_artifact_id: Mapped[uuid.UUID | None]
     log_excerpt: Mapped[str] = mapped_column(Text, default="")
     task: Mapped[str] = mapped_column(Text, server_default="", default="")
+    # Ingested trials: the caller's id (re-posting is idempotent) and the original ATIF document, kept verbatim.
+    external_id: Mapped[str | None] = mapped_column(String(200))
+    atif_artifact_id: Mapped[uuid.UUID | None]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
 

@@ -134,12 +134,17 @@ RECORD_TRIAL = text(
     WITH artifact AS (
         INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256, body)
         VALUES (:org, :artifact_id, :filename, 'application/json', :size, :sha256, :body)
+    ), atif AS (
+        INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256, body)
+        SELECT :org, :atif_id, :atif_filename, 'application/json', octet_length(CAST(:atif_body AS bytea)),
+            :atif_sha256, CAST(:atif_body AS bytea)
+        WHERE CAST(:atif_id AS uuid) IS NOT NULL
     ), trial AS (
         INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, environment_version_id, trial_number,
             seed, status, reward, failure_category, metrics, trajectory_artifact_id, log_excerpt, task, started_at,
-            finished_at)
+            finished_at, external_id, atif_artifact_id)
         VALUES (:org, :trial_id, :run_id, :version_id, :trial_number, :seed, :status, :reward, :category,
-            CAST(:metrics AS jsonb), :artifact_id, :log, :task, :started_at, :finished_at)
+            CAST(:metrics AS jsonb), :artifact_id, :log, :task, :started_at, :finished_at, :external_id, :atif_id)
     ), rollout AS (
         INSERT INTO rollouts (organization_id, id, environment_version_id, evaluation_run_id, evaluation_trial_id,
             seed, reward)
@@ -172,7 +177,14 @@ RECORD_TRIAL = text(
 
 
 def record_trial(
-    session: Session, run: EvaluationRun, trial_number: int, seed: int, outcome: TrialOutcome
+    session: Session,
+    run: EvaluationRun,
+    trial_number: int,
+    seed: int,
+    outcome: TrialOutcome,
+    *,
+    external_id: str | None = None,
+    atif_document: dict[str, Any] | None = None,
 ) -> RecordedTrial:
     """Write the trial, its trial-{n}-trajectory.json artifact, its rollout (when scored) and the rollups.
 
@@ -183,6 +195,7 @@ def record_trial(
     body = json.dumps(outcome.artifact_document(), ensure_ascii=False).encode()
     recorded = RecordedTrial(new_id(), new_id(), new_id() if outcome.reward is not None else None)
     stages = sorted((key, float(value)) for key, value in outcome.stages.items())
+    atif_body = json.dumps(atif_document, ensure_ascii=False).encode() if atif_document is not None else None
     take_export_order_lock(session, org)
     session.execute(
         RECORD_TRIAL,
@@ -211,6 +224,11 @@ def record_trial(
             "scored_n": int(outcome.reward is not None),
             "success_n": int(outcome.reward == 1),
             "zero_n": int(outcome.reward == 0),
+            "external_id": external_id,
+            "atif_id": new_id() if atif_body is not None else None,
+            "atif_filename": f"trial-{trial_number}-atif.json",
+            "atif_body": atif_body,
+            "atif_sha256": hashlib.sha256(atif_body).hexdigest() if atif_body is not None else None,
             "stage_keys": [key for key, _ in stages],
             "stage_values": [value for _, value in stages],
         },

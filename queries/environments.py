@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from models import Environment, EnvironmentVersion, EvaluatorConfig
+from models import Environment, EvaluatorConfig
 
 PAGE_SIZE = 50
 TREND_RUNS = 12
@@ -215,15 +215,9 @@ def environment_detail(
     return EnvironmentDetail(environment, versions, list(evaluators), runs, cursor)
 
 
-def list_versions(session: Session, environment_id: uuid.UUID) -> list[EnvironmentVersion]:
-    """The environment's versions, newest first."""
-    return list(
-        session.scalars(
-            select(EnvironmentVersion)
-            .where(EnvironmentVersion.environment_id == environment_id)
-            .order_by(EnvironmentVersion.version.desc())
-        )
-    )
+def find_environment(session: Session, environment_id: uuid.UUID) -> Environment | None:
+    """The environment, as the session's organization sees it."""
+    return session.scalar(select(Environment).where(Environment.id == environment_id))
 
 
 @dataclass(frozen=True)

@@ -167,12 +167,17 @@ EVALUATOR = """
 """
 
 
+ORIGINAL_ATIF = """
+    LEFT JOIN artifacts ta ON ta.organization_id = t.organization_id AND ta.id = t.atif_artifact_id
+"""
+
+
 def rollout_rows_sql(kind: str, selection: Selection, newest_first: bool) -> str:
     """SQL returning the columns the ATIF builder needs, one row per rollout."""
     columns = """r.id, r.seed, r.reward, r.evaluation_run_id, r.environment_version_id, t.trial_number,
         t.failure_category, m.stages, s.steps, t.task, c.name AS evaluator_name, c.agent ->> 'kind' AS agent_kind,
-        r.created_at"""
-    source = selection.source(TRIAL_AND_STEPS + EVALUATOR)
+        r.created_at, ta.body AS atif_body"""
+    source = selection.source(TRIAL_AND_STEPS + EVALUATOR + ORIGINAL_ATIF)
     return f"SELECT {columns} {source} {ordering(kind, newest_first)}"
 
 

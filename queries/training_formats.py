@@ -20,8 +20,31 @@ def tool_arguments(tool: str, command: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"input": value}
 
 
+def rollout_extra(row: Any) -> dict[str, Any]:
+    """The AgentForge facts an ATIF export adds under `extra`."""
+    return {
+        "privacyClass": "PRIVATE",
+        "rolloutId": str(row.id),
+        "evaluationRunId": str(row.evaluation_run_id),
+        "environmentVersionId": str(row.environment_version_id),
+        "trialNumber": row.trial_number,
+        "seed": row.seed,
+        "reward": row.reward,
+        "failureCategory": row.failure_category,
+        "stages": row.stages,
+    }
+
+
 def atif_document(row: Any) -> dict[str, Any]:
-    """One rollout as an ATIF trajectory: the task as the user step, each tool call linked to its observation."""
+    """One rollout as an ATIF trajectory: the task as the user step, each tool call linked to its observation.
+
+    A trial imported with an ATIF trajectory exports that document unchanged (steps, tool calls and
+    observations as they came in), with AgentForge's ids added under `extra`.
+    """
+    if getattr(row, "atif_body", None):
+        original = json.loads(bytes(row.atif_body))
+        original["extra"] = {**(original.get("extra") or {}), **rollout_extra(row)}
+        return original
     steps: list[dict[str, Any]] = [{"step_id": 1, "source": "user", "message": row.task or "(task not recorded)"}]
     for number, step in enumerate(row.steps or [], start=1):
         call_id = f"call_{number}"
@@ -46,17 +69,7 @@ def atif_document(row: Any) -> dict[str, Any]:
         "agent": {"name": row.evaluator_name, "version": f"agentforge-{row.agent_kind}"},
         "steps": steps,
         "final_metrics": {"total_steps": len(steps)},
-        "extra": {
-            "privacyClass": "PRIVATE",
-            "rolloutId": str(row.id),
-            "evaluationRunId": str(row.evaluation_run_id),
-            "environmentVersionId": str(row.environment_version_id),
-            "trialNumber": row.trial_number,
-            "seed": row.seed,
-            "reward": row.reward,
-            "failureCategory": row.failure_category,
-            "stages": row.stages,
-        },
+        "extra": rollout_extra(row),
     }
 
 

@@ -68,4 +68,4 @@ def me():
     )
 
 
-from blueprints.api import catalog, openapi, rollouts, runs  # noqa: E402, F401  (register their routes on bp)
+from blueprints.api import catalog, ingest, openapi, rollouts, runs  # noqa: E402, F401  (register their routes on bp)

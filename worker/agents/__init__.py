@@ -36,12 +36,19 @@ def validate_agent(agent: Any) -> dict[str, Any]:
         if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
             raise AgentConfigError("agent.env must map names to strings")
         return {"kind": "command", "argv": argv, "env": env}
+    if kind == "external":  # an agent that ran in another harness (imported results)
+        name = agent.get("name", "")
+        if not isinstance(name, str) or not name:
+            raise AgentConfigError("agent.name must name the external agent")
+        return {"kind": "external", "name": name}
     raise AgentConfigError(f"agent.kind must be 'scripted' or 'command', not {kind!r}")
 
 
 def load(agent: dict[str, Any], seed: int) -> Agent:
     """Build the agent an evaluator configuration describes, seeded for this trial."""
     config = validate_agent(agent)
+    if config["kind"] == "external":
+        raise AgentConfigError(f"agent {config['name']!r} ran in another harness; its results are imported, not run")
     if config["kind"] == "scripted":
         return ScriptedAgent(config["skill"], seed, config["stepDelayS"])
     return CommandAgent(config["argv"], seed, config["env"])

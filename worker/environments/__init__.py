@@ -1,4 +1,7 @@
-"""Built-in environments and the spec that selects one: {"kind": "builtin", "environment": name, "params": {…}}."""
+"""Built-in environments and the spec that selects one: {"kind": "builtin", "environment": name, "params": {…}}.
+
+Specs of kind "external" describe environments of other harnesses whose results were imported.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +20,10 @@ def validate_spec(spec: Any) -> dict[str, Any]:
     """Return the normalised spec (defaults filled in) or raise SpecError saying what is wrong."""
     if not isinstance(spec, dict):
         raise SpecError("spec must be a JSON object")
+    if spec.get("kind") == "external":  # results imported from another harness: kept as given, never run here
+        return dict(spec)
     if spec.get("kind", "builtin") != "builtin":
-        raise SpecError(f"spec.kind must be 'builtin', not {spec.get('kind')!r}")
+        raise SpecError(f"spec.kind must be 'builtin' (or 'external' for imported results), not {spec.get('kind')!r}")
     name = spec.get("environment")
     if name not in BUILTIN:
         raise SpecError(f"spec.environment must be one of {', '.join(sorted(BUILTIN))}, not {name!r}")
@@ -34,4 +39,6 @@ def validate_spec(spec: Any) -> dict[str, Any]:
 def load(spec: dict[str, Any]) -> Environment:
     """Instantiate the environment a version's spec names."""
     normalised = validate_spec(spec)
+    if normalised["kind"] == "external":
+        raise SpecError("this version holds imported results; its environment runs elsewhere, not in this worker")
     return BUILTIN[normalised["environment"]](normalised["params"])

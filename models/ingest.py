@@ -1,0 +1,255 @@
+"""Ingest results from other harnesses: validate every trial, then write the same rows the worker writes.
+
+One NDJSON line (or one Harbor trial directory) is one trial. Everything is
+validated before anything is written, and all of it is written in the
+caller's single transaction, so one bad line leaves the database untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models.base import new_id
+from models.environments import (
+    MAX_ATTEMPTS,
+    Environment,
+    EnvironmentVersion,
+    EvaluatorConfig,
+    create_environment,
+    create_environment_version,
+    create_evaluator_config,
+    spec_sha256,
+)
+from models.evaluations import EvaluationRun, EvaluationTrial
+from models.runs import bump_version_stats, complete_run, record_trial
+from worker.environments import SpecError, validate_spec
+from worker.trial import LOG_CAP_CHARS, OBSERVATION_CAP_CHARS, TrialOutcome, command_text, truncate
+
+
+class IngestError(ValueError):
+    """A trial that cannot be ingested: which line and field, and why."""
+
+    def __init__(self, line: int, field_name: str, detail: str) -> None:
+        super().__init__(f"line {line}, {field_name}: {detail}")
+        self.line, self.field, self.detail = line, field_name, detail
+
+
+class IngestEnvironment(BaseModel):
+    """The environment a trial ran in: found by name, its version found by spec hash (or created)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200)
+    spec: dict[str, Any]
+
+
+class AtifShapedStep(BaseModel):
+    """One step in the spec's atif-shaped form."""
+
+    model_config = ConfigDict(extra="ignore")
+    step: int = Field(ge=1)
+    tool: str
+    command: str
+    observation: str
+
+
+class IngestTrial(BaseModel):
+    """One trial of another harness, as a line of POST /api/v1/evaluation-runs/import."""
+
+    model_config = ConfigDict(extra="forbid")
+    externalId: str = Field(min_length=1, max_length=200)
+    environment: IngestEnvironment
+    run: str | None = Field(default=None, max_length=200)
+    attempt: int = Field(ge=1, le=MAX_ATTEMPTS)
+    reward: float | None = Field(default=None, ge=0, le=1)
+    stages: dict[str, float] = Field(default_factory=dict)
+    failureCategory: str | None = Field(default=None, max_length=64)
+    log: str = ""
+    task: str = ""
+    seed: int = Field(default=0, ge=-(2**31), lt=2**31)
+    agent: str = Field(default="imported", min_length=1, max_length=200)
+    trajectory: dict[str, Any] | list[Any] | None = None
+
+    @field_validator("stages")
+    @classmethod
+    def _stage_keys(cls, stages: dict[str, float]) -> dict[str, float]:
+        for key, value in stages.items():
+            if not key.startswith("stage_") or len(key) > 100:
+                raise ValueError(f"stage keys start with stage_ (at most 100 characters), not {key!r}")
+            if not 0 <= value <= 1:
+                raise ValueError(f"{key} must be between 0 and 1, not {value!r}")
+        return stages
+
+
+@dataclass
+class ParsedTrial:
+    """A validated trial with its trajectory as atif-shaped steps (and the original ATIF, when given)."""
+
+    line: int
+    trial: IngestTrial
+    spec: dict[str, Any]
+    steps: list[dict[str, Any]]
+    atif: dict[str, Any] | None
+    task: str
+
+
+def _content_text(content: Any) -> str:
+    """An ATIF observation content (text, or a list of content parts) as text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content)
+    return "" if content is None else json.dumps(content)
+
+
+def steps_from_atif(document: dict[str, Any], line: int) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+    """Validate an ATIF trajectory; return its tool calls as atif-shaped steps, the task, and the document."""
+    from atif import Trajectory
+
+    try:
+        trajectory = Trajectory.model_validate(document)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise IngestError(line, f"trajectory.{where}" if where else "trajectory", first["msg"]) from error
+    steps: list[dict[str, Any]] = []
+    task = ""
+    for step in trajectory.steps:
+        if step.source == "user" and not task and isinstance(step.message, str):
+            task = step.message
+        results = {
+            r.source_call_id: _content_text(r.content) for r in (step.observation.results if step.observation else [])
+        }
+        for call in step.tool_calls or []:
+            steps.append(
+                {
+                    "step": len(steps) + 1,
+                    "tool": call.function_name,
+                    "command": command_text(call.function_name, call.arguments or {}),
+                    "observation": truncate(results.get(call.tool_call_id, ""), OBSERVATION_CAP_CHARS, "observation"),
+                }
+            )
+    return steps, task, document
+
+
+def parse_trial(raw: Any, line: int) -> ParsedTrial:
+    """Validate one trial (a decoded JSON line); raise IngestError naming the line and the field."""
+    try:
+        trial = IngestTrial.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "line"
+        raise IngestError(line, where, first["msg"]) from error
+    spec = dict(trial.environment.spec)
+    spec.setdefault("kind", "external")
+    try:
+        spec = validate_spec(spec)
+    except SpecError as error:
+        raise IngestError(line, "environment.spec", str(error)) from error
+    steps, task, atif = [], trial.task, None
+    if isinstance(trial.trajectory, dict) and "schema_version" in trial.trajectory:
+        steps, atif_task, atif = steps_from_atif(trial.trajectory, line)
+        task = task or atif_task
+    elif trial.trajectory is not None:
+        raw_steps = trial.trajectory.get("steps") if isinstance(trial.trajectory, dict) else trial.trajectory
+        if not isinstance(raw_steps, list):
+            raise IngestError(line, "trajectory", 'expected an ATIF document, a list of steps or {"steps": [...]}')
+        for index, step in enumerate(raw_steps):
+            try:
+                steps.append(AtifShapedStep.model_validate(step).model_dump())
+            except ValidationError as error:
+                raise IngestError(line, f"trajectory.steps.{index}", error.errors()[0]["msg"]) from error
+    return ParsedTrial(line, trial, spec, steps, atif, task)
+
+
+@dataclass
+class IngestResult:
+    """What an ingest wrote."""
+
+    imported: int = 0
+    skipped: int = 0
+    run_ids: list[uuid.UUID] = field(default_factory=list)
+
+
+def _environment_version(session: Session, org_id: uuid.UUID, name: str, spec: dict[str, Any]) -> EnvironmentVersion:
+    environment = session.scalar(select(Environment).where(Environment.name == name))
+    if environment is None:
+        environment = create_environment(session, org_id, name, "imported")
+    version = session.scalar(
+        select(EnvironmentVersion).where(
+            EnvironmentVersion.environment_id == environment.id, EnvironmentVersion.spec_sha256 == spec_sha256(spec)
+        )
+    )
+    return version or create_environment_version(session, environment, spec)
+
+
+def _evaluator(session: Session, org_id: uuid.UUID, agent: str) -> EvaluatorConfig:
+    config = session.scalar(select(EvaluatorConfig).where(EvaluatorConfig.name == agent))
+    return config or create_evaluator_config(session, org_id, agent, {"kind": "external", "name": agent}, MAX_ATTEMPTS)
+
+
+def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> IngestResult:
+    """Write every trial not ingested before (by externalId), grouped into runs, with pass@k and rollups."""
+    result = IngestResult()
+    seen = {p.trial.externalId for p in trials}
+    existing = set(session.scalars(select(EvaluationTrial.external_id).where(EvaluationTrial.external_id.in_(seen))))
+    groups: dict[tuple[str, str, str, str], list[ParsedTrial]] = {}
+    for parsed in trials:
+        if parsed.trial.externalId in existing:
+            result.skipped += 1
+            continue
+        key = (parsed.trial.environment.name, spec_sha256(parsed.spec), parsed.trial.agent, parsed.trial.run or "")
+        group = groups.setdefault(key, [])
+        if any(other.trial.attempt == parsed.trial.attempt for other in group):
+            raise IngestError(parsed.line, "attempt", f"attempt {parsed.trial.attempt} appears twice in this run")
+        group.append(parsed)
+    for (name, _, agent, _), group in groups.items():
+        version = _environment_version(session, org_id, name, group[0].spec)
+        config = _evaluator(session, org_id, agent)
+        run = EvaluationRun(
+            organization_id=org_id,
+            id=new_id(),
+            environment_version_id=version.id,
+            evaluator_config_id=config.id,
+            attempt_count=max(p.trial.attempt for p in group),
+            reset_mode="initial",
+            status="running",
+            attempts=1,
+            world_seed=0,
+            base_seed=0,
+        )
+        session.add(run)
+        session.flush()
+        bump_version_stats(session, org_id, version.id, runs=1)
+        for parsed in sorted(group, key=lambda p: p.trial.attempt):
+            trial = parsed.trial
+            outcome = TrialOutcome(
+                "error" if trial.reward is None else "succeeded" if trial.reward == 1 else "failed",
+                trial.reward,
+                None if trial.reward == 1 else trial.failureCategory or "unknown",
+                trial.stages,
+                parsed.steps,
+                truncate(trial.log, LOG_CAP_CHARS, "log"),
+                datetime.now(UTC),
+                parsed.task,
+            )
+            record_trial(
+                session,
+                run,
+                trial.attempt,
+                trial.seed,
+                outcome,
+                external_id=trial.externalId,
+                atif_document=parsed.atif,
+            )
+            result.imported += 1
+        complete_run(session, run)
+        result.run_ids.append(run.id)
+    return result

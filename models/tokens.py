@@ -1,0 +1,87 @@
+"""Personal API tokens: one user in one organization, shown once, stored as a sha256 with a visible prefix."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, LargeBinary, String, func, select, text, update
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from models.base import Base, OrgRoot, Timestamped, new_id
+
+TOKEN_PREFIX = "afk_"
+
+
+class ApiToken(OrgRoot, Timestamped, Base):
+    """A bearer token acting as its user, with that user's role, in one organization."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (
+        Index("ix_api_tokens_org_user", "organization_id", "user_id"),
+        # Looked up by hash before any organization is known (through auth_token()), so not led by organization_id.
+        Index("ix_api_tokens_sha256", "token_sha256", unique=True),
+    )
+
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id"))
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(16))
+    token_sha256: Mapped[bytes] = mapped_column(LargeBinary(32))
+    last_used_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+
+
+def token_digest(token: str) -> bytes:
+    """The sha256 the database keeps instead of the token."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+def create_token(session: Session, org_id: uuid.UUID, user_id: uuid.UUID, name: str) -> tuple[ApiToken, str]:
+    """Create a token for the user in the organization; return the row and the token (shown this once only)."""
+    secret = secrets.token_urlsafe(32)
+    token = f"{TOKEN_PREFIX}{secret}"
+    row = ApiToken(
+        organization_id=org_id,
+        id=new_id(),
+        user_id=user_id,
+        name=name.strip()[:200] or "token",
+        prefix=token[: len(TOKEN_PREFIX) + 6],
+        token_sha256=token_digest(token),
+    )
+    session.add(row)
+    session.flush()
+    return row, token
+
+
+def list_tokens(session: Session, user_id: uuid.UUID) -> list[ApiToken]:
+    """The user's tokens in the session's organization, newest first."""
+    return list(session.scalars(select(ApiToken).where(ApiToken.user_id == user_id).order_by(ApiToken.id.desc())))
+
+
+def revoke_token(session: Session, user_id: uuid.UUID, token_id: uuid.UUID) -> bool:
+    """Revoke one of the user's tokens; False when there is no such live token."""
+    result = session.execute(
+        update(ApiToken)
+        .where(ApiToken.id == token_id, ApiToken.user_id == user_id, ApiToken.revoked_at.is_(None))
+        .values(revoked_at=func.now())
+    )
+    return result.rowcount == 1
+
+
+@dataclass(frozen=True)
+class TokenIdentity:
+    """Who a valid token acts as."""
+
+    user_id: uuid.UUID
+    organization_id: uuid.UUID
+    token_id: uuid.UUID
+
+
+def authenticate_token(session: Session, token: str) -> TokenIdentity | None:
+    """The user and organization of a live token (marking it used), or None for unknown, revoked or expired."""
+    row = session.execute(text("SELECT * FROM auth_token(:digest)"), {"digest": token_digest(token)}).first()
+    return TokenIdentity(*row) if row else None
