@@ -13,7 +13,7 @@ import click
 from flask import Flask, jsonify, make_response, request
 from flask_wtf.csrf import CSRFError
 from sqlalchemy import func, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 import db
@@ -104,6 +104,12 @@ def _register_error_handlers(app: Flask) -> None:
             if name.lower() != "content-type":
                 response.headers[name] = value
         return response
+
+    @app.errorhandler(DataError)
+    def value_refused(error: DataError):
+        """A value PostgreSQL cannot store (a NUL character, an out-of-range number): 400, nothing written."""
+        detail = str(error.orig).splitlines()[0] if error.orig else "a value was refused"
+        return respond(400, "Bad Request", f"A value was refused: {detail}.")
 
     @app.errorhandler(OperationalError)
     def database_unavailable(error: OperationalError):

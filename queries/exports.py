@@ -37,6 +37,7 @@ KIND_CONDITIONS = {
     "successful": "r.reward = 1",
     "failed": "r.reward IS NOT NULL AND r.reward < 1",
     "recovery": "r.reward > 0 AND r.reward < 1",
+    "scored": "r.reward IS NOT NULL",  # what preference pairs are drawn from
 }
 
 
@@ -181,7 +182,9 @@ def rollout_rows_sql(kind: str, selection: Selection, newest_first: bool) -> str
     return f"SELECT {columns} {source} {ordering(kind, newest_first)}"
 
 
-def preference_pairs_sql(org_id: uuid.UUID, filters: ExportFilters) -> Query:
+def preference_pairs_sql(
+    org_id: uuid.UUID, filters: ExportFilters, after_seq: int | None = None, upto_seq: int | None = None
+) -> Query:
     """Per environment version, the highest- versus the lowest-scored rollout, where the two rewards differ.
 
     Ties are broken by export order: the preferred side is the latest of the
@@ -201,6 +204,12 @@ def preference_pairs_sql(org_id: uuid.UUID, filters: ExportFilters) -> Query:
     if filters.evaluation_run_id:
         rollouts.append("r.evaluation_run_id = :evaluation_run_id")
         params["evaluation_run_id"] = filters.evaluation_run_id
+    if after_seq is not None:
+        rollouts.append("r.seq > :after_seq")
+        params["after_seq"] = after_seq
+    if upto_seq is not None:
+        rollouts.append("r.seq <= :upto_seq")
+        params["upto_seq"] = upto_seq
     side = "SELECT r.id, r.reward FROM rollouts r WHERE " + " AND ".join(rollouts)
     sql = f"""
         SELECT v.id AS environment_version_id, b.id AS preferred_id, b.reward AS preferred_reward,

@@ -7,6 +7,8 @@ import json
 import uuid
 from dataclasses import dataclass
 
+from sqlalchemy import text
+
 from db import Database
 from models import (
     Artifact,
@@ -21,6 +23,7 @@ from models import (
     StageMetricRollup,
 )
 from models.base import new_id
+from models.tokens import create_token
 
 
 @dataclass
@@ -140,6 +143,10 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
                 value_sum=1.0,
             )
         )
+    with database.admin_session(org_id) as session, session.begin():
+        user_id = session.execute(text("SELECT user_id FROM memberships LIMIT 1")).scalar()
+        if user_id is not None:
+            create_token(session, org_id, user_id, "seeded")
     return ids
 
 

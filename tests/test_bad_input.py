@@ -231,3 +231,12 @@ def test_hostile_names_and_text_render_escaped_and_readable_everywhere(client, a
 def test_very_long_lines_wrap_instead_of_overflowing(client, owner):
     css = client.get("/static/app.css").text
     assert re.search(r"pre \{[^}]*white-space: pre-wrap", css) and "overflow-wrap: anywhere" in css
+
+
+def test_nul_characters_answer_400_not_500(client, auth, owner, owner_engine):
+    before = table_counts(owner_engine, owner.org.id)
+    api = client.post("/api/v1/environments", json={"name": "a\x00b"}, headers={"X-CSRFToken": auth.csrf()})
+    assert api.status_code == 400 and "NUL" in api.json["detail"]
+    page = client.get("/trials", query_string={"failureCategory": "gave\x00up"})
+    assert page.status_code == 400 and "NUL" in page.text
+    assert table_counts(owner_engine, owner.org.id) == before

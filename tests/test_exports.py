@@ -180,7 +180,6 @@ def test_bad_kind_answers_400_with_the_valid_kinds(logged_in, v1):
         ({"environmentVersionId": "12"}, "invalid environmentVersionId"),
         ({"evaluationRunId": "x" * 40}, "invalid evaluationRunId"),
         ({"after": "not-an-id"}, "invalid after"),
-        ({"after": str(uuid.uuid4()), "kind": "preference"}, "invalid after"),
     ],
 )
 @pytest.mark.bad_input
@@ -384,3 +383,14 @@ def test_format_atif_for_preference_embeds_both_trajectories(logged_in, v1):
     for side in ("preferred", "rejected"):
         Trajectory.model_validate(pair[side]["trajectory"])
         assert pair[side]["trajectory"]["extra"]["rolloutId"] == pair[side]["rolloutId"]
+
+
+def test_preference_after_a_cursor_pairs_only_newer_rollouts(logged_in, database, v1):
+    catalog, _, _ = v1
+    first = export(logged_in, kind="preference")
+    assert len(lines(first)) == 1
+    cursor = first.headers["X-Next-Cursor"]
+    assert lines(export(logged_in, kind="preference", after=cursor)) == []
+    _, new_ids = record_run(database, catalog, [0.9, 0.1])
+    (pair,) = lines(export(logged_in, kind="preference", after=cursor))
+    assert (pair["preferred"]["rolloutId"], pair["rejected"]["rolloutId"]) == (str(new_ids[0]), str(new_ids[1]))

@@ -11,6 +11,7 @@ from blueprints.auth import public
 from queries.exports import EXPORT_FORMATS, EXPORT_KINDS
 
 UUID = {"type": "string", "format": "uuid"}
+NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold NUL characters
 NULLABLE_NUMBER = {"type": ["number", "null"]}
 
 
@@ -28,7 +29,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         401: "No session",
         403: "The role does not allow it",
         404: "No such id in this organization",
-        409: "The name is taken",
+        409: "The name is taken (or a concurrent import)",
         413: "Request body over 1 MiB",
         503: "PostgreSQL unreachable",
     }
@@ -128,6 +129,15 @@ SCHEMAS: dict[str, Any] = {
             "trials": {"type": "array", "items": _ref("Trial")},
         },
     },
+    "ImportResult": {
+        "type": "object",
+        "required": ["imported", "skipped", "runs"],
+        "properties": {
+            "imported": {"type": "integer"},
+            "skipped": {"type": "integer"},
+            "runs": {"type": "array", "items": UUID},
+        },
+    },
     "Rollout": {
         "type": "object",
         "required": ["id", "seed", "reward", "environmentVersionId", "evaluationRunId", "stages"],
@@ -156,9 +166,12 @@ OPENAPI: dict[str, Any] = {
     "servers": [{"url": "/api/v1"}],
     "components": {
         "schemas": SCHEMAS,
-        "securitySchemes": {"session": {"type": "apiKey", "in": "cookie", "name": "session"}},
+        "securitySchemes": {
+            "session": {"type": "apiKey", "in": "cookie", "name": "session"},
+            "token": {"type": "http", "scheme": "bearer", "description": "A personal API token (afk_…)"},
+        },
     },
-    "security": [{"session": []}],
+    "security": [{"session": []}, {"token": []}],
     "paths": {
         "/me": {
             "get": {
@@ -251,6 +264,17 @@ OPENAPI: dict[str, Any] = {
                     }
                 ),
                 "responses": {"202": _json(_ref("EvaluationRun"), "Queued"), **_errors(400, 401, 403, 404, 413)},
+            }
+        },
+        "/evaluation-runs/import": {
+            "post": {
+                "operationId": "importEvaluationRuns",
+                "requestBody": {"required": True, "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
+                "responses": {
+                    "200": _json(_ref("ImportResult"), "Nothing new: every externalId was known"),
+                    "201": _json(_ref("ImportResult"), "Imported"),
+                    **_errors(400, 401, 403, 409, 413),
+                },
             }
         },
         "/evaluation-runs/{runId}": {

@@ -62,9 +62,6 @@ def export_rollouts():
     export_format = _choice(RolloutExportFormatSchema, "format", args.get("format", "atif-shaped"), EXPORT_FORMATS)
     filters = ExportFilters(**{field: parse_uuid(name, args[name]) for name, field in FILTERS.items() if name in args})
     after = parse_uuid("after", args["after"]) if "after" in args else None
-    if after and kind == "preference":
-        raise ApiError(400, "invalid after", "after applies to rollout kinds, not to preference pairs")
-
     session = get_database().session(g.org_id)
     try:
         # One REPEATABLE READ transaction: the cursor header and the streamed lines see the same snapshot.
@@ -75,8 +72,12 @@ def export_rollouts():
             after_seq = cursor_seq_of(session, after)
             if after_seq is None:
                 raise ApiError(404, "not found", f"no rollout {after} to continue after")
-        if kind == "preference":
-            lines = _preference_lines(session, preference_pairs_sql(g.org_id, filters), export_format)
+        if kind == "preference":  # with after=: pairs among the rollouts exported since that cursor
+            cursor = next_cursor(session, "scored", select_rollouts(g.org_id, "scored", filters, after_seq), True)
+            if cursor or after:
+                headers["X-Next-Cursor"] = str(cursor.rollout_id if cursor else after)
+            query = preference_pairs_sql(g.org_id, filters, after_seq, cursor.seq if cursor else None)
+            lines = _preference_lines(session, query, export_format)
         else:
             selection = select_rollouts(g.org_id, kind, filters, after_seq)
             newest_first = after is None
