@@ -23,6 +23,11 @@ ENVIRONMENTS = (
         ({"tickets": 6}, {"tickets": 14, "reference_prefix": "CASE"}),
     ),
 )
+MCP_SPEC = {
+    "kind": "mcp",
+    "command": ["python", "-m", "worker.environments.mcp_admin_console"],
+    "verifier": {"tool": "score"},
+}
 EVALUATORS = (  # name, skill, attemptCount, max steps
     ("scripted-expert", 0.85, 8, 14),
     ("scripted-novice", 0.35, 4, 10),
@@ -76,3 +81,7 @@ def _create_org_data(database: Database, org_id) -> None:
                 runs += [enqueue_run(session, version, config) for config in configs]
         for index, run in enumerate(runs[:6]):
             reset_run(session, run, "new_workspace" if index % 2 == 0 else "new_world")
+        mcp = create_environment(session, org_id, "admin-console-mcp", "The admin console served over MCP (stdio).")
+        version = create_environment_version(session, mcp, MCP_SPEC)
+        for config in configs[1:]:  # the novice (attemptCount 4) and the smoke test (attemptCount 1)
+            enqueue_run(session, version, config)

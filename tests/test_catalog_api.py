@@ -54,7 +54,7 @@ def test_environment_then_versions_numbered_and_hashed(api, client):
         ({"environment": "admin-console", "params": {"skus": 0}}, "params.skus must be an integer from 3 to 20"),
         ({"environment": "admin-console", "params": []}, "spec.params must be a JSON object"),
         ("admin-console", "spec must be a JSON object"),
-        ({"kind": "mcp", "environment": "admin-console"}, "spec.kind must be 'builtin'"),
+        ({"kind": "docker", "environment": "admin-console"}, "spec.kind must be 'builtin'"),
     ],
 )
 def test_a_spec_that_does_not_validate_answers_400_and_writes_nothing(api, owner_engine, spec, detail):

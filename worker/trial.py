@@ -63,22 +63,45 @@ def run_trial(
 ) -> TrialOutcome:
     """Run one episode of `agent_config` in the environment `spec` describes and score it."""
     started = datetime.now(UTC)
-    log: list[str] = []
-    steps: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout_s
     try:
         env = environments.load(spec)
+    except Exception as error:  # a spec that cannot become an environment: no score, no rollout
+        log = f"environment could not start: {type(error).__name__}: {error}"
+        return TrialOutcome("error", None, "environment_error", {}, [], truncate(log, LOG_CAP_CHARS, "log"), started)
+    env.deadline = deadline
+    try:
+        outcome = _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline, started)
+    finally:
+        side_output = env.close()  # MCP: stops the server process; its stderr goes to the log
+    if side_output:
+        outcome.log = truncate(f"{outcome.log}\nserver stderr:\n{side_output}", LOG_CAP_CHARS, "log")
+    return outcome
+
+
+def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline, started) -> TrialOutcome:
+    """Reset, the agent loop, and the score of one trial in an environment that has been loaded."""
+    log: list[str] = []
+    try:
         task = env.reset(world_seed)
     except Exception as error:  # an environment that cannot even start: no score, no rollout
-        log.append(f"environment could not start: {type(error).__name__}: {error}")
+        log = [*env.log, f"environment could not start: {type(error).__name__}: {error}"]
         return TrialOutcome(
-            "error", None, "environment_error", {}, [], truncate("\n".join(log), LOG_CAP_CHARS, "log"), started
+            "error",
+            None,
+            "environment_error",
+            {},
+            list(env.preamble),
+            truncate("\n".join(log), LOG_CAP_CHARS, "log"),
+            started,
         )
-
-    deadline = time.monotonic() + timeout_s
+    steps: list[dict[str, Any]] = [dict(step) for step in env.preamble]
     ended, observation = "finished", None
     agent = agents.load(agent_config, seed)
     try:
-        agent.start(task.text, {**task.data, "environment": env.name}, [t.as_dict() for t in env.tool_specs], max_steps)
+        agent.start(
+            task.text, {**task.data, "environment": task.data.get("environment", env.name)}, env.tools(), max_steps
+        )
         for number in range(1, max_steps + 1):
             action = agent.act(observation, deadline)
             if isinstance(action, Finish):
@@ -90,8 +113,8 @@ def run_trial(
                 observation = f"error: {error}"
             steps.append(
                 {
-                    "step": number,
-                    "tool": action.tool,
+                    "step": len(steps) + 1,
+                    "tool": env.step_tool or action.tool,
                     "command": command_text(action.tool, action.args),
                     "observation": truncate(observation, OBSERVATION_CAP_CHARS, "observation"),
                 }
@@ -106,6 +129,9 @@ def run_trial(
     except AgentFailure as failure:
         ended = failure.category
         log.append(f"{failure.category}: {failure}")
+    except TimeoutError:
+        ended = "timeout"
+        log.append(f"time budget of {timeout_s:g}s used up waiting for the environment")
     except Exception as error:  # the environment itself raised mid-episode
         ended = "environment_error"
         log.append(f"environment raised: {type(error).__name__}: {error}")
@@ -117,12 +143,11 @@ def run_trial(
     try:
         stages = env.score()
     except Exception as error:
-        log.insert(0, "\n".join(env.log))
-        log.append(f"environment could not score: {type(error).__name__}: {error}")
+        log = [*env.log, *log, f"environment could not score: {type(error).__name__}: {error}"]
         return TrialOutcome(
             "error",
             None,
-            "environment_error",
+            "environment_error" if ended == "finished" else ended,
             {},
             steps,
             truncate("\n".join(log), LOG_CAP_CHARS, "log"),

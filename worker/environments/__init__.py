@@ -9,6 +9,7 @@ from typing import Any
 
 from worker.environments.admin_console import AdminConsole
 from worker.environments.base import Environment, SpecError, Task, ToolError, ToolSpec
+from worker.environments.mcp_env import MCPEnvironment, validate_mcp_spec
 from worker.environments.support_desk import SupportDesk
 
 BUILTIN: dict[str, type[Environment]] = {cls.name: cls for cls in (AdminConsole, SupportDesk)}
@@ -22,8 +23,12 @@ def validate_spec(spec: Any) -> dict[str, Any]:
         raise SpecError("spec must be a JSON object")
     if spec.get("kind") == "external":  # results imported from another harness: kept as given, never run here
         return dict(spec)
+    if spec.get("kind") == "mcp":
+        return validate_mcp_spec(spec)
     if spec.get("kind", "builtin") != "builtin":
-        raise SpecError(f"spec.kind must be 'builtin' (or 'external' for imported results), not {spec.get('kind')!r}")
+        raise SpecError(
+            f"spec.kind must be 'builtin' or 'mcp' (or 'external' for imported results), not {spec.get('kind')!r}"
+        )
     name = spec.get("environment")
     if name not in BUILTIN:
         raise SpecError(f"spec.environment must be one of {', '.join(sorted(BUILTIN))}, not {name!r}")
@@ -36,9 +41,11 @@ def validate_spec(spec: Any) -> dict[str, Any]:
     return {"kind": "builtin", "environment": name, "params": BUILTIN[name].validate_params(params)}
 
 
-def load(spec: dict[str, Any]) -> Environment:
+def load(spec: dict[str, Any]) -> Environment | MCPEnvironment:
     """Instantiate the environment a version's spec names."""
     normalised = validate_spec(spec)
     if normalised["kind"] == "external":
         raise SpecError("this version holds imported results; its environment runs elsewhere, not in this worker")
+    if normalised["kind"] == "mcp":
+        return MCPEnvironment(normalised)
     return BUILTIN[normalised["environment"]](normalised["params"])

@@ -44,10 +44,22 @@ class Environment(ABC):
     stage_keys: ClassVar[tuple[str, ...]]
     tool_specs: ClassVar[tuple[ToolSpec, ...]]
 
+    step_tool: str | None = None  # MCP environments record every exchange under the tool "mcp"
+
     def __init__(self, params: dict[str, Any]) -> None:
         self.params = params
         self.log: list[str] = []
         self.tool_errors = 0
+        self.preamble: list[dict[str, Any]] = []  # exchanges before the agent's first action (MCP: initialize)
+        self.deadline: float | None = None
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools handed to the agent."""
+        return [t.as_dict() for t in self.tool_specs]
+
+    def close(self) -> str:
+        """Release what the episode holds; return anything it printed on the side (bounded) for the log."""
+        return ""
 
     @classmethod
     @abstractmethod

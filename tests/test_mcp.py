@@ -1,0 +1,113 @@
+"""MCP environments: the built-in admin-console over MCP end to end, reset modes, and every server fault."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+from sqlalchemy import text
+
+from models.demo import MCP_SPEC
+from models.environments import create_environment, create_environment_version, create_evaluator_config
+from models.runs import enqueue_run, reset_run
+from worker.environments import SpecError, validate_spec
+from worker.loop import WorkerSettings, run_workers
+from worker.trial import run_trial
+
+FIRST_TOOL = [sys.executable, str(Path(__file__).parent / "agents" / "first_tool.py")]
+
+
+def faulty(mode: str) -> dict:
+    return {"kind": "mcp", "command": ["python", "tests/mcp/faulty_server.py", mode], "verifier": {"tool": "score"}}
+
+
+def test_a_run_against_the_builtin_mcp_admin_console(database, make_org):
+    org = make_org("Acme RL")
+    with database.session(org.id) as session, session.begin():
+        env = create_environment(session, org.id, "admin-console-mcp")
+        version = create_environment_version(session, env, MCP_SPEC)
+        config = create_evaluator_config(session, org.id, "expert", {"kind": "scripted", "skill": 1.0}, 3, timeout_s=30)
+        enqueue_run(session, version, config)
+    assert run_workers(database, WorkerSettings(), threading.Event(), 1, until_idle=True) == 1
+    with database.session(org.id) as session:
+        trials = session.execute(
+            text(
+                "SELECT trial_number, reward, log_excerpt, a.body FROM evaluation_trials t "
+                "JOIN artifacts a ON a.id = t.trajectory_artifact_id ORDER BY 1"
+            )
+        ).all()
+        status = session.execute(text("SELECT status, pass_at_k FROM evaluation_runs")).one()
+    assert [t.trial_number for t in trials] == [1, 2, 3] and {t.reward for t in trials} == {1.0}
+    assert status == ("completed", {"1": 1.0, "2": 1.0, "3": 1.0})
+    steps = json.loads(json.loads(trials[0].body)["trajectory"])["steps"]
+    assert [s["command"] for s in steps[:2]] == ["initialize", "tools/list"]
+    assert {s["tool"] for s in steps} == {"mcp"}
+    assert any(s["command"].startswith("checkout") and s["observation"].startswith("placed ORD-") for s in steps)
+    assert "score" not in steps[1]["observation"]  # the verifier tool is not handed to the agent
+    assert "placed ORD-" in trials[0].log_excerpt
+
+
+def test_reset_modes_restart_the_server_with_the_same_or_a_new_world(database, make_org):
+    org = make_org("Acme RL")
+    with database.session(org.id) as session, session.begin():
+        environment = create_environment(session, org.id, "admin-console-mcp")
+        version = create_environment_version(session, environment, MCP_SPEC)
+        config = create_evaluator_config(session, org.id, "expert", {"kind": "scripted", "skill": 1.0}, 1, timeout_s=30)
+        original = enqueue_run(session, version, config)
+        same = reset_run(session, original, "new_workspace")
+        other = reset_run(session, original, "new_world")
+    run_workers(database, WorkerSettings(), threading.Event(), 1, until_idle=True)
+    with database.session(org.id) as session:
+        tasks = dict(session.execute(text("SELECT evaluation_run_id, task FROM evaluation_trials")).all())
+    assert tasks[original.id] == tasks[same.id] and tasks[original.id].startswith("Restock SKU-")
+    assert tasks[other.id] != tasks[original.id]
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize(
+    ("mode", "status", "category", "log_text"),
+    [
+        ("nostart", "error", "environment_error", "cannot start: missing configuration"),
+        ("die", "error", "environment_error", "server crashed while poking"),
+        ("slow", "failed", "timeout", "used up waiting for the environment"),
+        ("garbage", "error", "environment_error", "no valid answer to initialize"),
+    ],
+)
+def test_server_faults_give_a_trial_with_a_clear_category_and_stderr(mode, status, category, log_text):
+    outcome = run_trial(
+        faulty(mode), {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=3
+    )
+    assert (outcome.status, outcome.failure_category) == (status, category)
+    assert log_text in outcome.log and len(outcome.log) < 20_000
+
+
+def test_a_healthy_faulty_server_scores(tmp_path):
+    outcome = run_trial(
+        faulty("fine"), {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=10
+    )
+    assert outcome.reward == 1.0 and [s["command"] for s in outcome.steps] == ["initialize", "tools/list", "poke"]
+
+
+def test_no_server_process_is_left_behind():
+    for mode in ("fine", "die", "slow", "garbage", "nostart"):
+        run_trial(faulty(mode), {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=2)
+    leftovers = [p for p in psutil.Process().children(recursive=True) if "faulty_server" in " ".join(p.cmdline())]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"kind": "mcp", "verifier": {"tool": "score"}}, "spec.command must be a non-empty list"),
+        ({"kind": "mcp", "command": ["x"]}, "spec.verifier must be"),
+        ({"kind": "mcp", "command": ["x"], "verifier": {"tool": "s"}, "env": {"A": 1}}, "spec.env must map"),
+        ({"kind": "mcp", "command": ["x"], "verifier": {"tool": "s"}, "extra": 1}, "unknown spec keys: extra"),
+    ],
+)
+def test_invalid_mcp_specs_are_refused(spec, message):
+    with pytest.raises(SpecError, match=message):
+        validate_spec(spec)
