@@ -111,3 +111,11 @@ def test_no_server_process_is_left_behind():
 def test_invalid_mcp_specs_are_refused(spec, message):
     with pytest.raises(SpecError, match=message):
         validate_spec(spec)
+
+
+def test_a_command_verifier_scores_from_its_json_output():
+    spec = {**faulty("fine"), "verifier": {"command": ["python", "-c", "print('{\"stage_checked\": 0.5}')"]}}
+    outcome = run_trial(spec, {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=10)
+    assert outcome.stages == {"stage_checked": 0.5} and outcome.reward == 0.5
+    assert outcome.failure_category == "task_incomplete"
+    assert "score" in next(s["observation"] for s in outcome.steps if s["command"] == "tools/list")
