@@ -195,3 +195,38 @@ def command_agent(script: str, *args: str) -> dict:
     from pathlib import Path
 
     return {"kind": "command", "argv": [sys.executable, str(Path(__file__).parent / "agents" / script), *args]}
+
+
+def record_rewards(database: Database, catalog: Catalog, rewards: list, outcome_for) -> tuple[uuid.UUID, list]:
+    """Queue a run of the catalog and record one trial per reward, each from `outcome_for(reward)` (a NULL
+    reward still gets a rollout, as imported data may hold); return the run id and the rollout ids."""
+    from models.runs import add_rollout, enqueue_run, record_trial
+
+    with database.session(catalog.org_id) as session, session.begin():
+        version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))
+        config = session.get_one(EvaluatorConfig, (catalog.org_id, catalog.config_id))
+        run = enqueue_run(session, version, config, len(rewards))
+    ids = []
+    for number, reward in enumerate(rewards, start=1):
+        with database.session(catalog.org_id) as session, session.begin():
+            run = session.get_one(EvaluationRun, (catalog.org_id, run.id))
+            trial = record_trial(session, run, number, number, outcome_for(reward))
+            if reward is None:
+                add_rollout(
+                    session,
+                    Rollout(
+                        organization_id=catalog.org_id,
+                        id=new_id(),
+                        environment_version_id=catalog.version_id,
+                        evaluation_run_id=run.id,
+                        evaluation_trial_id=trial.id,
+                        seed=number,
+                        reward=None,
+                    ),
+                )
+            ids.append(
+                session.execute(
+                    text("SELECT id FROM rollouts WHERE evaluation_trial_id = :t"), {"t": trial.id}
+                ).scalar()
+            )
+    return run.id, ids

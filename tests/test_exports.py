@@ -11,11 +11,7 @@ import pytest
 from atif import Trajectory
 from sqlalchemy import text
 
-from models import EvaluationRun
-from models.base import new_id
-from models.evaluations import Rollout
-from models.runs import add_rollout, enqueue_run, record_trial
-from tests.factories import make_catalog
+from tests.factories import make_catalog, record_rewards
 from worker.trial import TrialOutcome
 
 STEPS = [
@@ -46,36 +42,7 @@ def outcome(reward, steps=STEPS, category="wrong_quantity") -> TrialOutcome:
 
 def record_run(database, catalog, rewards, steps_for=lambda reward: STEPS):
     """Queue a run on the catalog and record one trial per reward (a NULL reward still gets a rollout)."""
-    from models import EnvironmentVersion, EvaluatorConfig
-
-    with database.session(catalog.org_id) as session, session.begin():
-        version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))
-        config = session.get_one(EvaluatorConfig, (catalog.org_id, catalog.config_id))
-        run = enqueue_run(session, version, config, len(rewards))
-    ids = []
-    for number, reward in enumerate(rewards, start=1):
-        with database.session(catalog.org_id) as session, session.begin():
-            run = session.get_one(EvaluationRun, (catalog.org_id, run.id))
-            trial = record_trial(session, run, number, number, outcome(reward, steps_for(reward)))
-            if reward is None:  # an unscored rollout, as imported data may hold
-                add_rollout(
-                    session,
-                    Rollout(
-                        organization_id=catalog.org_id,
-                        id=new_id(),
-                        environment_version_id=catalog.version_id,
-                        evaluation_run_id=run.id,
-                        evaluation_trial_id=trial.id,
-                        seed=number,
-                        reward=None,
-                    ),
-                )
-            ids.append(
-                session.execute(
-                    text("SELECT id FROM rollouts WHERE evaluation_trial_id = :t"), {"t": trial.id}
-                ).scalar()
-            )
-    return run.id, ids
+    return record_rewards(database, catalog, rewards, lambda reward: outcome(reward, steps_for(reward)))
 
 
 @pytest.fixture

@@ -16,13 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from models.accounts import add_membership, create_organization, create_user
-from models.base import new_id
-from models.evaluations import Rollout
-from models.runs import add_rollout, enqueue_run, record_trial
 from tests.conftest import PASSWORD, AuthActions
-from tests.factories import make_catalog
+from tests.factories import make_catalog, record_rewards
 from worker.trial import TrialOutcome
 
 pytestmark = pytest.mark.leak
@@ -43,13 +39,12 @@ def make_org_with_history(database, label: str, role: str, rewards: list, enviro
     with database.admin_session(org.id) as session, session.begin():
         add_membership(session, create_user(session, email, PASSWORD), org, role)
     catalog = make_catalog(database, org.id, {"kind": "scripted"}, attempt_count=len(rewards), environment=environment)
-    with database.session(org.id) as session, session.begin():
-        version = session.get_one(EnvironmentVersion, (org.id, catalog.version_id))
-        config = session.get_one(EvaluatorConfig, (org.id, catalog.config_id))
-        run = enqueue_run(session, version, config, len(rewards))
-    for number, reward in enumerate(rewards, start=1):
-        steps = [{"step": 1, "tool": "list_inventory", "command": "list_inventory", "observation": "ok"}]
-        outcome = TrialOutcome(
+    steps = [{"step": 1, "tool": "list_inventory", "command": "list_inventory", "observation": "ok"}]
+    run_id, _ = record_rewards(
+        database,
+        catalog,
+        rewards,
+        lambda reward: TrialOutcome(
             "failed" if reward != 1 else "succeeded",
             reward,
             None if reward == 1 else "gave_up",
@@ -58,30 +53,15 @@ def make_org_with_history(database, label: str, role: str, rewards: list, enviro
             "log",
             datetime.now(UTC),
             task="task",
-        )
-        with database.session(org.id) as session, session.begin():
-            run_row = session.get_one(EvaluationRun, (org.id, run.id))
-            trial = record_trial(session, run_row, number, number, outcome)
-            if reward is None:
-                add_rollout(
-                    session,
-                    Rollout(
-                        organization_id=org.id,
-                        id=new_id(),
-                        environment_version_id=version.id,
-                        evaluation_run_id=run.id,
-                        evaluation_trial_id=trial.id,
-                        seed=number,
-                        reward=None,
-                    ),
-                )
+        ),
+    )
     with database.session(org.id) as session:
         ids = {
             "org": org.id,
             "environment": catalog.environment_id,
             "version": catalog.version_id,
             "config": catalog.config_id,
-            "run": run.id,
+            "run": run_id,
         }
         for table in ("evaluation_trials", "rollouts", "artifacts"):
             for index, row_id in enumerate(session.execute(text(f"SELECT id FROM {table}")).scalars()):

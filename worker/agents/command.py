@@ -137,11 +137,9 @@ class CommandAgent(Agent):
         """End the agent's process group, collect its stderr, remove its working directory."""
         if self.proc is None:
             return ""
-        try:
+        with contextlib.suppress(OSError):
             if self.proc.stdin:
                 self.proc.stdin.close()
-        except OSError:
-            pass
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=0.5)
         with contextlib.suppress(ProcessLookupError):
