@@ -13,7 +13,7 @@ from models import Environment, EnvironmentVersion, EvaluationRun, EvaluationTri
 
 
 @dataclass(frozen=True)
-class TrialRow:
+class RunTrial:
     """One trial of a run."""
 
     id: uuid.UUID
@@ -34,7 +34,7 @@ class RunDetail:
     environment_name: str
     version: int
     evaluator_name: str
-    trials: list[TrialRow]
+    trials: list[RunTrial]
 
     @property
     def stage_keys(self) -> list[str]:
@@ -48,8 +48,8 @@ class RunDetail:
 
 
 def stages_of(metrics: dict[str, Any]) -> dict[str, float]:
-    """Return only the stage_* keys of a trial's metrics."""
-    return {key: value for key, value in metrics.items() if key.startswith("stage_")}
+    """Return only the stage_* keys of a trial's metrics, sorted by key."""
+    return {key: value for key, value in sorted(metrics.items()) if key.startswith("stage_")}
 
 
 def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
@@ -84,7 +84,7 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
         row[3],
         row[4],
         [
-            TrialRow(
+            RunTrial(
                 t.id,
                 t.trial_number,
                 t.status,

@@ -11,6 +11,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from queries.runs import stages_of
+
 PAGE_SIZE = 50
 
 
@@ -82,7 +84,7 @@ def trial_detail(session: Session, trial_id: uuid.UUID) -> TrialDetail | None:
         row.status,
         row.reward,
         row.failure_category,
-        {k: v for k, v in sorted(row.metrics.items()) if k.startswith("stage_")},
+        stages_of(row.metrics),
         row.seed,
         row.task,
         artifact_log if artifact_log is not None else row.log_excerpt,
