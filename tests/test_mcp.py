@@ -22,7 +22,8 @@ FIRST_TOOL = [sys.executable, str(Path(__file__).parent / "agents" / "first_tool
 
 
 def faulty(mode: str) -> dict:
-    return {"kind": "mcp", "command": ["python", "tests/mcp/faulty_server.py", mode], "verifier": {"tool": "score"}}
+    server = str(Path(__file__).parent / "mcp" / "faulty_server.py")
+    return {"kind": "mcp", "command": ["python", server, mode], "verifier": {"tool": "score"}}
 
 
 def test_a_run_against_the_builtin_mcp_admin_console(database, make_org):

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 from sqlalchemy import func, text, update
@@ -27,6 +27,7 @@ from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from models.runs import RUNS_CHANNEL, complete_run, record_trial, recorded_trial_numbers, trial_seed
 from worker.agents import AgentConfigError
 from worker.environments import SpecError
+from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
 
 log = logging.getLogger("agentforge.worker")
@@ -43,6 +44,7 @@ class WorkerSettings:
     lease_seconds: int = 30
     poll_seconds: float = 5.0
     max_run_attempts: int = 3
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings.from_environ)
 
 
 class Worker:
@@ -125,6 +127,8 @@ class Worker:
                 seed=seed,
                 max_steps=config.max_steps,
                 timeout_s=config.timeout_s,
+                trial_number=number,
+                sandbox=self.settings.sandbox,
             )
             try:
                 with self.database.session(org_id) as session, session.begin():

@@ -16,6 +16,7 @@ from typing import Any
 
 from worker import agents, environments
 from worker.agents import AgentFailure, Finish
+from worker.sandbox import LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox
 
 LOG_CAP_CHARS = 16 * 1024
 OBSERVATION_CAP_CHARS = 4 * 1024
@@ -47,6 +48,15 @@ class TrialOutcome:
         return {"schemaVersion": 1, "log": self.log, "trajectory": json.dumps({"steps": self.steps})}
 
 
+def _failure_words(error: Exception) -> str:
+    """An exception as a log line: sandbox problems and limit breaches in their own words, others with their type."""
+    if isinstance(error, SandboxUnavailable):
+        return f"the sandbox could not start: {error}"
+    if isinstance(error, LimitExceeded):
+        return f"resource_limit: {error}"
+    return f"{type(error).__name__}: {error}"
+
+
 def command_text(tool: str, args: dict[str, Any]) -> str:
     """Render a tool call the way the trajectory viewer shows it: `restock {"sku": "SKU-1", "quantity": 3}`."""
     return f"{tool} {json.dumps(args, ensure_ascii=False)}" if args else tool
@@ -60,36 +70,52 @@ def run_trial(
     seed: int,
     max_steps: int,
     timeout_s: float,
+    trial_number: int = 1,
+    sandbox: SandboxSettings | None = None,
 ) -> TrialOutcome:
-    """Run one episode of `agent_config` in the environment `spec` describes and score it."""
+    """Run one episode of `agent_config` in the environment `spec` describes and score it.
+
+    Every program the spec or the agent config names runs in this trial's sandbox, which is torn down (every
+    process killed, every workspace removed) before the outcome is returned.
+    """
     started = datetime.now(UTC)
     deadline = time.monotonic() + timeout_s
+    trial_sandbox = TrialSandbox(sandbox or SandboxSettings.from_environ(), seed=seed, trial=trial_number)
     try:
-        env = environments.load(spec)
-    except Exception as error:  # a spec that cannot become an environment: no score, no rollout
-        log = f"environment could not start: {type(error).__name__}: {error}"
-        return TrialOutcome("error", None, "environment_error", {}, [], truncate(log, LOG_CAP_CHARS, "log"), started)
-    env.deadline = deadline
-    try:
-        outcome = _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline, started)
+        try:
+            env = environments.load(spec, trial_sandbox)
+        except Exception as error:  # a spec that cannot become an environment: no score, no rollout
+            log = f"environment could not start: {type(error).__name__}: {error}"
+            return TrialOutcome(
+                "error", None, "environment_error", {}, [], truncate(log, LOG_CAP_CHARS, "log"), started
+            )
+        env.deadline = deadline
+        try:
+            outcome = _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline, trial_sandbox)
+        finally:
+            side_output = env.close()  # MCP: stops the server process; its stderr goes to the log
     finally:
-        side_output = env.close()  # MCP: stops the server process; its stderr goes to the log
+        trial_sandbox.close()
+    outcome.started_at = started
     if side_output:
         outcome.log = truncate(f"{outcome.log}\nserver stderr:\n{side_output}", LOG_CAP_CHARS, "log")
     return outcome
 
 
-def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline, started) -> TrialOutcome:
+def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline, sandbox) -> TrialOutcome:
     """Reset, the agent loop, and the score of one trial in an environment that has been loaded."""
     log: list[str] = []
+    started = datetime.now(UTC)
     try:
         task = env.reset(world_seed)
     except Exception as error:  # an environment that cannot even start: no score, no rollout
-        log = [*env.log, f"environment could not start: {type(error).__name__}: {error}"]
+        category = getattr(error, "category", "environment_error")
+        what = _failure_words(error)
+        log = [*env.log, f"environment could not start: {what}"]
         return TrialOutcome(
             "error",
             None,
-            "environment_error",
+            category if category in ("resource_limit", "environment_error") else "environment_error",
             {},
             list(env.preamble),
             truncate("\n".join(log), LOG_CAP_CHARS, "log"),
@@ -97,7 +123,7 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline
         )
     steps: list[dict[str, Any]] = [dict(step) for step in env.preamble]
     ended, observation = "finished", None
-    agent = agents.load(agent_config, seed)
+    agent = agents.load(agent_config, seed, sandbox)
     try:
         agent.start(
             task.text, {**task.data, "environment": task.data.get("environment", env.name)}, env.tools(), max_steps
@@ -129,6 +155,12 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline
     except AgentFailure as failure:
         ended = failure.category
         log.append(f"{failure.category}: {failure}")
+    except LimitExceeded as breach:
+        ended = "resource_limit"
+        log.append(f"resource_limit: {breach}")
+    except SandboxUnavailable as problem:
+        ended = "environment_error"
+        log.append(f"the sandbox could not start: {problem}")
     except TimeoutError:
         ended = "timeout"
         log.append(f"time budget of {timeout_s:g}s used up waiting for the environment")
@@ -143,7 +175,9 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline
     try:
         stages = env.score()
     except Exception as error:
-        log = [*env.log, *log, f"environment could not score: {type(error).__name__}: {error}"]
+        if isinstance(error, LimitExceeded) and ended == "finished":
+            ended = "resource_limit"
+        log = [*env.log, *log, f"environment could not score: {_failure_words(error)}"]
         return TrialOutcome(
             "error",
             None,

@@ -7,6 +7,7 @@ from typing import Any
 from worker.agents.base import Action, Agent, AgentFailure, Finish, ToolCall
 from worker.agents.command import CommandAgent
 from worker.agents.scripted import ScriptedAgent
+from worker.sandbox import TrialSandbox, validate_limits
 
 __all__ = ["Action", "Agent", "AgentConfigError", "AgentFailure", "Finish", "ToolCall", "load", "validate_agent"]
 
@@ -35,7 +36,17 @@ def validate_agent(agent: Any) -> dict[str, Any]:
         env = agent.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
             raise AgentConfigError("agent.env must map names to strings")
-        return {"kind": "command", "argv": argv, "env": env}
+        normalised: dict[str, Any] = {"kind": "command", "argv": argv, "env": env}
+        if "network" in agent:
+            if not isinstance(agent["network"], bool):
+                raise AgentConfigError("agent.network must be true or false")
+            normalised["network"] = agent["network"]
+        if "limits" in agent:
+            try:
+                normalised["limits"] = validate_limits(agent["limits"], "agent")
+            except ValueError as error:
+                raise AgentConfigError(str(error)) from None
+        return normalised
     if kind == "external":  # an agent that ran in another harness (imported results)
         name = agent.get("name", "")
         if not isinstance(name, str) or not name:
@@ -44,11 +55,11 @@ def validate_agent(agent: Any) -> dict[str, Any]:
     raise AgentConfigError(f"agent.kind must be 'scripted' or 'command', not {kind!r}")
 
 
-def load(agent: dict[str, Any], seed: int) -> Agent:
-    """Build the agent an evaluator configuration describes, seeded for this trial."""
+def load(agent: dict[str, Any], seed: int, sandbox: TrialSandbox) -> Agent:
+    """Build the agent an evaluator configuration describes, seeded for this trial (programs run in `sandbox`)."""
     config = validate_agent(agent)
     if config["kind"] == "external":
         raise AgentConfigError(f"agent {config['name']!r} ran in another harness; its results are imported, not run")
     if config["kind"] == "scripted":
         return ScriptedAgent(config["skill"], seed, config["stepDelayS"])
-    return CommandAgent(config["argv"], seed, config["env"])
+    return CommandAgent(config, sandbox)

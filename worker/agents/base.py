@@ -49,6 +49,12 @@ class AgentProtocolError(AgentFailure):
     category = "agent_protocol_error"
 
 
+class AgentLimitExceeded(AgentFailure):
+    """The agent's program went past a sandbox limit (memory, processes, file size, output, CPU)."""
+
+    category = "resource_limit"
+
+
 class Agent(ABC):
     """One episode's agent: `start` once, then `act` for each observation, then `close`."""
 

@@ -12,14 +12,23 @@ import contextlib
 import json
 import os
 import selectors
-import signal
 import subprocess
-import tempfile
 import threading
 import time
 from typing import Any
 
-from worker.agents.base import Action, Agent, AgentCrashed, AgentProtocolError, AgentTimedOut, Finish, ToolCall
+from worker.agents.base import (
+    Action,
+    Agent,
+    AgentCrashed,
+    AgentFailure,
+    AgentLimitExceeded,
+    AgentProtocolError,
+    AgentTimedOut,
+    Finish,
+    ToolCall,
+)
+from worker.sandbox import Launch, OutputBudget, TrialSandbox, describe, kill_group, limit_breached
 
 MAX_LINE_BYTES = 64 * 1024
 STDERR_KEEP_BYTES = 8 * 1024
@@ -42,26 +51,35 @@ class BoundedBuffer:
 
 
 class CommandAgent(Agent):
-    """Runs `argv` in a fresh temporary directory for one episode, one process per trial."""
+    """Runs the config's `argv` in the trial's sandbox (its own workspace, limits, no network unless opted in)."""
 
-    def __init__(self, argv: list[str], seed: int, env: dict[str, str] | None = None) -> None:
-        self.argv, self.seed, self.extra_env = argv, seed, env or {}
+    def __init__(self, config: dict[str, Any], sandbox: TrialSandbox) -> None:
+        self.config, self.sandbox = config, sandbox
+        self.argv = config["argv"]
         self.proc: subprocess.Popen[bytes] | None = None
+        self.launch: Launch | None = None
+        self.budget = OutputBudget(0)
         self.stderr = BoundedBuffer(STDERR_KEEP_BYTES)
         self.pending = bytearray()
         self.first = True
 
     def start(self, task_text: str, task_data: dict[str, Any], tools: list[dict[str, Any]], max_steps: int) -> None:
-        self.workdir = tempfile.TemporaryDirectory(prefix="agentforge-agent-")
-        env = {**os.environ, **self.extra_env, "AGENTFORGE_SEED": str(self.seed)}
+        self.launch = self.sandbox.launch(
+            "agent",
+            self.argv,
+            env=self.config.get("env", {}),
+            network=self.config.get("network", False),
+            limits=self.config.get("limits"),
+        )
+        self.budget = OutputBudget(self.launch.output_cap)
         try:
             self.proc = subprocess.Popen(
-                self.argv,
+                self.launch.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                cwd=self.workdir.name,
-                env=env,
+                cwd=self.launch.cwd,
+                env=self.launch.env,
                 start_new_session=True,  # its own process group, so close() can end every child it spawned
             )
         except OSError as error:
@@ -94,7 +112,7 @@ class CommandAgent(Agent):
             self.proc.stdin.write(json.dumps(message).encode() + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, ValueError) as error:
-            raise AgentCrashed(self._exit_message("stopped reading its input")) from error
+            raise self._ended(*self._exit_message("stopped reading its input")) from error
 
     def _read_line(self, deadline: float) -> str:
         """Read one line from the agent before `deadline`, refusing lines over MAX_LINE_BYTES."""
@@ -107,12 +125,14 @@ class CommandAgent(Agent):
                     raise AgentProtocolError(f"agent printed more than {MAX_LINE_BYTES} bytes without a newline")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise AgentTimedOut("agent did not answer within the trial's time budget")
+                    raise self._ended(None, AgentTimedOut("agent did not answer within the trial's time budget"))
                 if not selector.select(timeout=remaining):
                     continue
                 chunk = os.read(fd, 65536)
                 if not chunk:
-                    raise AgentCrashed(self._exit_message("exited before answering"))
+                    raise self._ended(*self._exit_message("exited before answering"))
+                if not self.budget.spend(len(chunk)):
+                    raise self._ended(None, AgentCrashed("agent printed past its output cap"))
                 self.pending += chunk
         line, _, rest = bytes(self.pending).partition(b"\n")
         self.pending = bytearray(rest)
@@ -120,21 +140,41 @@ class CommandAgent(Agent):
             raise AgentProtocolError(f"agent printed a line over {MAX_LINE_BYTES} bytes")
         return line.decode("utf-8", "replace")
 
-    def _exit_message(self, what: str) -> str:
+    def _exit_message(self, what: str) -> tuple[int | None, AgentFailure]:
+        """The agent's exit code (None if it still runs) and the crash it amounts to."""
         assert self.proc is not None
         try:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             code = None
-        return f"agent {what} (exit code {code})"
+        return code, AgentCrashed(f"agent {what} (exit code {code})")
+
+    def _ended(self, code: int | None, failure: AgentFailure) -> AgentFailure:
+        """`failure`, unless the agent went past a sandbox limit: then a resource_limit failure naming the limit."""
+        assert self.proc is not None and self.launch is not None
+        if self.budget.exceeded:
+            kill_group(self.proc)
+            return AgentLimitExceeded(f"agent stopped at {describe('outputMb', self.launch.limits)}")
+        if code is None:
+            kill_group(self.proc)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self.proc.wait(timeout=2)
+        self.stderr_thread.join(timeout=1)
+        breach = limit_breached(code, self.stderr.text(), self.launch.limits)
+        if breach:
+            return AgentLimitExceeded(f"agent exceeded {breach} ({failure})")
+        return failure
 
     def _drain_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
         for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):  # type: ignore[union-attr]
             self.stderr.write(chunk)
+            if not self.budget.spend(len(chunk)):
+                kill_group(self.proc)
+                return
 
     def close(self) -> str:
-        """End the agent's process group, collect its stderr, remove its working directory."""
+        """End the agent's sandbox, collect its stderr (the trial's sandbox removes the workspace)."""
         if self.proc is None:
             return ""
         with contextlib.suppress(OSError):
@@ -142,12 +182,10 @@ class CommandAgent(Agent):
                 self.proc.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=0.5)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        kill_group(self.proc)
         self.proc.wait()
         self.stderr_thread.join(timeout=2)
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream:
                 stream.close()
-        self.workdir.cleanup()
         return self.stderr.text()

@@ -11,6 +11,7 @@ from worker.environments.admin_console import AdminConsole
 from worker.environments.base import Environment, SpecError, Task, ToolError, ToolSpec
 from worker.environments.mcp_env import MCPEnvironment, validate_mcp_spec
 from worker.environments.support_desk import SupportDesk
+from worker.sandbox import TrialSandbox
 
 BUILTIN: dict[str, type[Environment]] = {cls.name: cls for cls in (AdminConsole, SupportDesk)}
 
@@ -41,11 +42,13 @@ def validate_spec(spec: Any) -> dict[str, Any]:
     return {"kind": "builtin", "environment": name, "params": BUILTIN[name].validate_params(params)}
 
 
-def load(spec: dict[str, Any]) -> Environment | MCPEnvironment:
-    """Instantiate the environment a version's spec names."""
+def load(spec: dict[str, Any], sandbox: TrialSandbox | None = None) -> Environment | MCPEnvironment:
+    """Instantiate the environment a version's spec names (programs it starts run in `sandbox`)."""
     normalised = validate_spec(spec)
     if normalised["kind"] == "external":
         raise SpecError("this version holds imported results; its environment runs elsewhere, not in this worker")
     if normalised["kind"] == "mcp":
-        return MCPEnvironment(normalised)
+        if sandbox is None:
+            raise SpecError("an MCP environment starts a program, so it needs the trial's sandbox")
+        return MCPEnvironment(normalised, sandbox)
     return BUILTIN[normalised["environment"]](normalised["params"])

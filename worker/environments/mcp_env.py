@@ -11,20 +11,18 @@ scores with the verifier tool (hidden from the agent) or a command that prints a
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio.from_thread import start_blocking_portal
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession
 
 from worker.environments.base import SpecError, Task
+from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
+from worker.sandbox import LimitExceeded, TrialSandbox, describe, limit_breached, run_bounded, validate_limits
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DATA_MARKER = "AGENTFORGE_TASK_DATA:"
@@ -40,14 +38,24 @@ def _strings(value: Any, name: str, *, non_empty: bool = False) -> list[str]:
 
 def validate_mcp_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """Return the normalised MCP spec or raise SpecError naming the bad field."""
-    unknown = set(spec) - {"kind", "command", "cwd", "env", "verifier", "task", "params"}
+    unknown = set(spec) - {"kind", "command", "cwd", "env", "verifier", "task", "params", "network", "limits"}
     if unknown:
         raise SpecError(f"unknown spec keys: {', '.join(sorted(unknown))}")
     normalised: dict[str, Any] = {"kind": "mcp", "command": _strings(spec.get("command"), "command", non_empty=True)}
     if "cwd" in spec:
-        if not isinstance(spec["cwd"], str):
-            raise SpecError("spec.cwd must be a path")
-        normalised["cwd"] = spec["cwd"]
+        cwd = spec["cwd"]
+        if not isinstance(cwd, str) or cwd.startswith("/") or ".." in Path(cwd).parts:
+            raise SpecError("spec.cwd must be a relative path inside the trial's workspace")
+        normalised["cwd"] = cwd
+    if "network" in spec:
+        if not isinstance(spec["network"], bool):
+            raise SpecError("spec.network must be true or false")
+        normalised["network"] = spec["network"]
+    if "limits" in spec:
+        try:
+            normalised["limits"] = validate_limits(spec["limits"], "spec")
+        except ValueError as error:
+            raise SpecError(str(error)) from None
     env = spec.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise SpecError("spec.env must map names to strings")
@@ -94,8 +102,8 @@ class MCPEnvironment:
     name = "mcp"
     step_tool = "mcp"
 
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self.spec = spec
+    def __init__(self, spec: dict[str, Any], sandbox: TrialSandbox) -> None:
+        self.spec, self.sandbox = spec, sandbox
         self.log: list[str] = []
         self.tool_errors = 0
         self.preamble: list[dict[str, Any]] = []
@@ -104,8 +112,8 @@ class MCPEnvironment:
         self.tool_list: list[dict[str, Any]] = []
         self._contexts: list[Any] = []
         self._portal = None
-        self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in close)
-        self.workdir = tempfile.TemporaryDirectory(prefix="agentforge-mcp-")
+        self.output: ServerOutput | None = None
+        self.launch_limits: dict[str, int] = {}
 
     def _run(self, function, *args: Any) -> Any:
         """Run an MCP call on the portal's event loop within the trial's time budget (TimeoutError past it)."""
@@ -127,27 +135,35 @@ class MCPEnvironment:
         """Start the server (seeded), initialize, list the tools; the task comes from the server's instructions."""
         self._portal_cm = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
+        self.world_seed = world_seed
         env = {
-            **os.environ,
             **self.spec.get("env", {}),
             "AGENTFORGE_WORLD_SEED": str(world_seed),
             "AGENTFORGE_PARAMS": json.dumps(self.spec.get("params", {})),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": str(ROOT),  # `python -m worker.environments.…` finds the built-in servers (read-only)
         }
-        params = StdioServerParameters(
-            command=_argv(self.spec["command"])[0],
-            args=_argv(self.spec["command"])[1:],
+        launch = self.sandbox.launch(
+            "environment",
+            _argv(self.spec["command"]),
             env=env,
-            cwd=self.spec.get("cwd") or str(ROOT),
+            network=self.spec.get("network", False),
+            limits=self.spec.get("limits"),
+            cwd=self.spec.get("cwd"),
         )
-        read, write = self._enter(stdio_client(params, errlog=self._stderr))
+        self.launch_limits = launch.limits
+        self.output = ServerOutput(launch.output_cap, STDERR_KEEP)
+        read, write = self._enter(sandboxed_stdio(launch, self.output))
         self.session = self._enter(ClientSession(read, write))
         try:
             initialized = self._run(self.session.initialize)
         except TimeoutError as error:
+            self.raise_if_limited()
             raise RuntimeError(
                 "the MCP server gave no valid answer to initialize (malformed or no JSON-RPC)"
             ) from error
+        except Exception:
+            self.raise_if_limited()
+            raise
         info = getattr(initialized, "server_info", None)
         instructions = getattr(initialized, "instructions", None) or self.spec.get("task", "")
         text, _, data = instructions.partition(TASK_DATA_MARKER)
@@ -189,7 +205,11 @@ class MCPEnvironment:
 
     def call(self, tool: str, args: dict[str, Any]) -> str:
         """Forward one tool call; a tool error is an observation the agent sees, like any environment's."""
-        result = self._run(self.session.call_tool, tool, args)
+        try:
+            result = self._run(self.session.call_tool, tool, args)
+        except Exception:
+            self.raise_if_limited()
+            raise
         text = _text(result)
         if result.is_error:
             self.tool_errors += 1
@@ -203,14 +223,22 @@ class MCPEnvironment:
         if "tool" in verifier:
             raw = _text(self._run(self.session.call_tool, verifier["tool"], {}))
         else:
-            raw = subprocess.run(
+            launch = self.sandbox.launch(
+                "environment",
                 _argv(verifier["command"]),
-                cwd=self.spec.get("cwd") or str(ROOT),
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=True,
-            ).stdout
+                env={
+                    **self.spec.get("env", {}),
+                    "AGENTFORGE_WORLD_SEED": str(self.world_seed),
+                    "PYTHONPATH": str(ROOT),
+                },
+                network=self.spec.get("network", False),
+                limits=self.spec.get("limits"),
+                cwd=self.spec.get("cwd"),
+            )
+            finished = run_bounded(launch, timeout=30)
+            if finished.returncode != 0:
+                raise RuntimeError(f"the verifier exited with code {finished.returncode}: {finished.stderr[-500:]}")
+            raw = finished.stdout
         values = json.loads(raw)
         if not isinstance(values, dict):
             raise ValueError("the verifier did not print a JSON object")
@@ -237,10 +265,16 @@ class MCPEnvironment:
         if self._portal is not None:
             self._portal_cm.__exit__(None, None, None)
             self._portal = None
-        self._stderr.seek(0)
-        stderr = self._stderr.read(STDERR_KEEP + 1)
-        self._stderr.close()
-        self.workdir.cleanup()
-        if len(stderr) > STDERR_KEEP:
-            stderr = stderr[:STDERR_KEEP] + "\n… [server stderr truncated]"
-        return stderr.strip()
+        return self.output.text().strip() if self.output else ""
+
+    def raise_if_limited(self) -> None:
+        """Raise LimitExceeded when the server was stopped at its output cap or shows another limit's breach."""
+        if self.output is None:
+            return
+        if self.output.budget.exceeded:
+            raise LimitExceeded(f"the MCP server was stopped at {describe('outputMb', self.launch_limits)}")
+        if self.output.overlong_line:
+            raise LimitExceeded("the MCP server printed a line over 4 MiB")
+        breach = limit_breached(None, self.output.text(), self.launch_limits)
+        if breach:
+            raise LimitExceeded(f"the MCP server exceeded {breach}")

@@ -1,0 +1,119 @@
+"""The MCP stdio transport for a sandboxed server: newline-delimited JSON-RPC over the sandbox's pipes, bounded.
+
+The SDK's own stdio client starts the program itself with the worker's
+environment merged in and buffers whatever the server prints; this one starts
+the sandbox's `Launch` as given, counts every byte of stdout and stderr
+against the server's output cap (a flood stops the server, never the worker),
+refuses lines over MAX_LINE_BYTES and keeps the first bytes of stderr for the
+log. Closing it kills the sandbox (and so every process the server started).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+from worker.sandbox import Launch, OutputBudget
+
+MAX_LINE_BYTES = 4 * 1024 * 1024
+
+
+class ServerOutput:
+    """What the server printed on the side: the first `keep` bytes of stderr, and whether it hit its output cap."""
+
+    def __init__(self, cap: int, keep: int) -> None:
+        self.budget, self.keep = OutputBudget(cap), keep
+        self.stderr = bytearray()
+        self.dropped = 0
+        self.overlong_line = False
+
+    def text(self) -> str:
+        """The kept stderr, with a marker for what was dropped."""
+        tail = f"\n… [server stderr truncated: {self.dropped} more bytes]" if self.dropped else ""
+        return self.stderr.decode("utf-8", "replace") + tail
+
+
+def _parse_line(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as error:
+        return error
+
+
+@contextlib.asynccontextmanager
+async def sandboxed_stdio(launch: Launch, output: ServerOutput) -> AsyncIterator[tuple]:
+    """Start the server and yield the (read, write) streams a ClientSession speaks over."""
+    process = await anyio.open_process(
+        launch.argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=launch.env,
+        cwd=launch.cwd,
+        start_new_session=True,
+    )
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    def stop() -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    async def stdout_reader() -> None:
+        buffer = bytearray()
+        async with read_writer:
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for chunk in process.stdout:
+                    if not output.budget.spend(len(chunk)):
+                        stop()
+                        return
+                    buffer += chunk
+                    while (end := buffer.find(b"\n")) >= 0:
+                        line = bytes(buffer[:end])
+                        del buffer[: end + 1]
+                        if line.strip():
+                            await read_writer.send(_parse_line(line))
+                    if len(buffer) > MAX_LINE_BYTES:
+                        output.overlong_line = True
+                        stop()
+                        return
+
+    async def stderr_reader() -> None:
+        with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            async for chunk in process.stderr:
+                room = output.keep - len(output.stderr)
+                output.stderr += chunk[: max(0, room)]
+                output.dropped += max(0, len(chunk) - max(0, room))
+                if not output.budget.spend(len(chunk)):
+                    stop()
+                    return
+
+    async def stdin_writer() -> None:
+        async with write_reader:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                async for message in write_reader:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    await process.stdin.send(data.encode())
+        await read_writer.aclose()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(stdout_reader)
+        tasks.start_soon(stderr_reader)
+        tasks.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                stop()
+                for stream in (read_stream, write_stream):
+                    await stream.aclose()
+                with anyio.move_on_after(5), contextlib.suppress(Exception):
+                    await process.aclose()  # waits for the exit and closes the pipes
+            tasks.cancel_scope.cancel()

@@ -1,0 +1,515 @@
+"""The sandbox every process started on a tenant's behalf runs in: command agents, MCP servers, verifier commands.
+
+Mode `bwrap` (the default, `AGENTFORGE_SANDBOX`) starts each program under
+bubblewrap: its own PID namespace (everything in it dies with the trial, daemons
+included), no network unless the spec or evaluator config says
+`"network": true`, a read-only view of the system (/usr, a few /etc files, the
+Python the worker runs and the project source, with the instance directory
+hidden), a fresh workspace that is its cwd and $HOME and is removed after the
+trial, an environment built from an allow-list, and resource limits (prlimit).
+When the worker runs as root each sandbox runs as a uid of its own (neither
+root nor the worker's user), so the process limit counts that sandbox alone;
+otherwise bubblewrap maps the program into a user namespace of its own.
+
+Mode `none` runs the programs directly (still with the allow-listed
+environment, the workspace and the limits): only for a single-tenant
+deployment, logged at every worker start and shown to owners as a banner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = ("bwrap", "none")
+INSTALL_HINT = "install bubblewrap: apt-get install bubblewrap"
+WORKSPACE = "/workspace"  # where the workspace appears inside a bwrap sandbox
+INNER_UID = 1000  # the uid a program sees inside a user namespace when the worker is not root
+MIB = 1024 * 1024
+
+# /etc entries a program may need to run (dynamic linker, TLS roots, name service, time zone); nothing else of /etc.
+ETC_ALLOWED = (
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "gai.conf",
+    "host.conf",
+    "hosts",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl",
+    "timezone",
+)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One resource limit: its key in a config's `limits`, default, default ceiling, and how it is enforced."""
+
+    key: str
+    default: int
+    ceiling: int
+    words: str  # "{n} CPU seconds", used in error and log lines
+    prlimit: str | None  # the prlimit option, None when the worker enforces it (output)
+    scale: int = 1
+
+    @property
+    def ceiling_variable(self) -> str:
+        """The operator's environment variable that lowers or raises the ceiling, e.g. AGENTFORGE_MAX_CPU_SECONDS."""
+        snake = "".join(f"_{c}" if c.isupper() else c for c in self.key).upper()
+        return f"AGENTFORGE_MAX_{snake}"
+
+
+LIMITS = (
+    Limit("cpuSeconds", 60, 600, "{n} CPU seconds", "--cpu"),
+    Limit("memoryMb", 1024, 8192, "{n} MB of memory", "--as", MIB),
+    Limit("processes", 64, 1024, "{n} processes", "--nproc"),
+    Limit("fileSizeMb", 64, 1024, "{n} MB per file", "--fsize", MIB),
+    Limit("openFiles", 256, 4096, "{n} open files", "--nofile"),
+    Limit("outputMb", 16, 256, "{n} MB of output", None, MIB),
+)
+LIMIT_BY_KEY = {limit.key: limit for limit in LIMITS}
+
+
+class SandboxUnavailable(Exception):
+    """The sandbox cannot start here (bubblewrap missing, namespaces refused); the message says why and the fix."""
+
+    category = "environment_error"
+
+
+class LimitExceeded(Exception):
+    """A sandboxed program went past one of its limits; the message names the limit."""
+
+    category = "resource_limit"
+
+
+def ceilings(environ: dict[str, str] | os._Environ[str] | None = None) -> dict[str, int]:
+    """The operator's ceiling for every limit (AGENTFORGE_MAX_* variables, else the built-in ceilings)."""
+    environ = os.environ if environ is None else environ
+    result = {}
+    for limit in LIMITS:
+        raw = environ.get(limit.ceiling_variable, "")
+        result[limit.key] = int(raw) if raw.strip().isascii() and raw.strip().isdigit() else limit.ceiling
+    return result
+
+
+def validate_limits(value: Any, where: str) -> dict[str, int]:
+    """Return a config's `limits` object, or raise ValueError naming the bad key (unknown, not a positive int, over
+    the operator's ceiling)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}.limits must be a JSON object")
+    top = ceilings()
+    for key, number in value.items():
+        if key not in LIMIT_BY_KEY:
+            raise ValueError(f"{where}.limits.{key} is unknown; limits are {', '.join(LIMIT_BY_KEY)}")
+        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= top[key]:
+            raise ValueError(f"{where}.limits.{key} must be an integer from 1 to {top[key]}, not {number!r}")
+    return dict(value)
+
+
+def resolve_limits(overrides: dict[str, int] | None) -> dict[str, int]:
+    """The limits one program runs under: defaults, the config's overrides, each held to the operator's ceiling."""
+    top = ceilings()
+    return {limit.key: min((overrides or {}).get(limit.key, limit.default), top[limit.key]) for limit in LIMITS}
+
+
+def describe(key: str, limits: dict[str, int]) -> str:
+    """`limits[key]` in words: "the limit of 64 processes"."""
+    return "the limit of " + LIMIT_BY_KEY[key].words.format(n=limits[key])
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """How this worker sandboxes tenant programs: the mode, where bwrap is, and which host paths stay hidden."""
+
+    mode: str = "bwrap"
+    bwrap: str | None = field(default_factory=lambda: shutil.which("bwrap"))
+    hidden: tuple[str, ...] = ()
+    uid_base: int = 900_000
+    uid_slots: int = 4096
+    state_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "agentforge-sandbox"))
+
+    @classmethod
+    def from_environ(cls, environ: dict[str, str] | None = None) -> SandboxSettings:
+        """Read AGENTFORGE_SANDBOX (bwrap | none) and the paths to hide (the instance and data directories)."""
+        environ = dict(os.environ if environ is None else environ)
+        mode = environ.get("AGENTFORGE_SANDBOX", "bwrap") or "bwrap"
+        if mode not in MODES:
+            raise ValueError(f"AGENTFORGE_SANDBOX must be one of {', '.join(MODES)}, not {mode!r}")
+        hidden = [ROOT / "instance", ROOT / ".git", ROOT / ".env"]
+        if environ.get("AGENTFORGE_DATA_DIR"):
+            hidden.append(Path(environ["AGENTFORGE_DATA_DIR"]))
+        return cls(mode=mode, hidden=tuple(str(Path(p).expanduser().resolve()) for p in hidden))
+
+    def problem(self) -> str | None:
+        """Why bwrap sandboxes cannot start on this machine (with the fix), or None when they can."""
+        if self.mode == "none":
+            return None
+        if not self.bwrap:
+            return f"bubblewrap (bwrap) is not installed, so tenant programs cannot run sandboxed; {INSTALL_HINT}"
+        return _probe(self.bwrap, os.geteuid() == 0)
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(bwrap: str, as_root: bool) -> str | None:
+    """Start one empty sandbox the way trials do; return bubblewrap's complaint when it cannot."""
+    argv = [bwrap, *_namespace_flags(network=False, as_root=as_root), "--ro-bind", "/usr", "/usr"]
+    argv += [*_usr_links(), "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20, env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bubblewrap could not start ({error}); {INSTALL_HINT}"
+    if done.returncode != 0:
+        return (
+            f"bubblewrap could not create the sandbox's namespaces ({done.stderr.strip()}); allow unprivileged user "
+            "namespaces (sysctl kernel.unprivileged_userns_clone=1) or run the worker as root"
+        )
+    return None
+
+
+def _namespace_flags(*, network: bool, as_root: bool) -> list[str]:
+    flags = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
+    flags.append("--new-session")  # no controlling terminal to inject keystrokes into
+    if not network:
+        flags.append("--unshare-net")
+    if not as_root:
+        flags += ["--unshare-user", "--uid", str(INNER_UID), "--gid", str(INNER_UID), "--disable-userns"]
+    return flags
+
+
+def _usr_links() -> list[str]:
+    """/bin, /lib, … as the host has them: symlinks into /usr on merged-/usr systems, read-only binds otherwise."""
+    flags: list[str] = []
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            flags += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            flags += ["--ro-bind", str(path), str(path)]
+    return flags
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one sandboxed program: the argv to exec, its environment, cwd, and its limits."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    limits: dict[str, int]
+    workspace: str  # as the program sees it
+
+    @property
+    def output_cap(self) -> int:
+        """Bytes of stdout + stderr the program may print before it is stopped."""
+        return self.limits["outputMb"] * MIB
+
+
+class Party:
+    """One side of a trial (the agent, or the environment with its verifier): a uid of its own and a workspace."""
+
+    def __init__(self, settings: SandboxSettings, name: str) -> None:
+        self.settings, self.name = settings, name
+        self.as_root = os.geteuid() == 0 and settings.mode == "bwrap"
+        self.lock_fd: int | None = None
+        self.uid = self._claim_uid() if self.as_root else os.getuid()
+        base = Path(settings.state_dir)
+        base.mkdir(mode=0o711, parents=True, exist_ok=True)
+        self.host_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))  # 0700, owned by the worker
+        self.workspace = self.host_dir / "workspace"
+        self.workspace.mkdir(mode=0o700)
+        if self.as_root:
+            os.chown(self.workspace, self.uid, self.uid)
+            (self.host_dir / "passwd").write_text(
+                f"root:x:0:0:root:/root:/usr/sbin/nologin\nagentforge:x:{self.uid}:{self.uid}:trial:{WORKSPACE}:/bin/sh\n"
+                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            )
+            (self.host_dir / "group").write_text(f"root:x:0:\nagentforge:x:{self.uid}:\nnogroup:x:65534:\n")
+        else:
+            (self.host_dir / "passwd").write_text(
+                f"agentforge:x:{INNER_UID}:{INNER_UID}:trial:{WORKSPACE}:/bin/sh\n"
+                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            )
+            (self.host_dir / "group").write_text(f"agentforge:x:{INNER_UID}:\nnogroup:x:65534:\n")
+        os.chmod(self.host_dir, 0o711)
+
+    def _claim_uid(self) -> int:
+        """Take a free uid slot on this machine (an flock held until the trial ends, so crashed workers free theirs)."""
+        locks = Path(self.settings.state_dir) / "uid-locks"
+        locks.mkdir(mode=0o700, parents=True, exist_ok=True)
+        start = (os.getpid() * 7 + threading.get_ident()) % self.settings.uid_slots
+        for offset in range(self.settings.uid_slots):
+            slot = (start + offset) % self.settings.uid_slots
+            fd = os.open(locks / str(slot), os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.lock_fd = fd
+            return self.settings.uid_base + slot
+        raise SandboxUnavailable("every sandbox uid slot is in use on this machine")
+
+    def close(self) -> None:
+        """Kill whatever of this party still runs, remove its workspace, free its uid."""
+        if self.as_root:
+            # Everything already died with its PID namespace; this catches anything that could have escaped it.
+            subprocess.run(
+                ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "kill", "-KILL", "-1"],
+                capture_output=True,
+                check=False,
+            )
+        shutil.rmtree(self.host_dir, ignore_errors=True)
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+
+class TrialSandbox:
+    """The sandboxes of one trial: the agent and the environment each get a party (uid + workspace) of their own."""
+
+    def __init__(self, settings: SandboxSettings, *, seed: int, trial: int) -> None:
+        self.settings, self.seed, self.trial = settings, seed, trial
+        self.parties: dict[str, Party] = {}
+
+    @property
+    def mode(self) -> str:
+        """bwrap or none."""
+        return self.settings.mode
+
+    def launch(
+        self,
+        party: str,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        network: bool = False,
+        limits: dict[str, int] | None = None,
+        cwd: str | None = None,
+    ) -> Launch:
+        """Return how to start `argv` for `party` ("agent" or "environment") inside the sandbox."""
+        problem = self.settings.problem()
+        if problem:
+            raise SandboxUnavailable(problem)
+        if party not in self.parties:
+            self.parties[party] = Party(self.settings, party)
+        side = self.parties[party]
+        resolved = resolve_limits(limits)
+        inner_workspace = WORKSPACE if self.mode == "bwrap" else str(side.workspace)
+        inner_cwd = os.path.normpath(os.path.join(inner_workspace, cwd or "."))
+        if not (inner_cwd + "/").startswith(inner_workspace + "/"):
+            raise SandboxUnavailable(f"cwd {cwd!r} is outside the trial's workspace")
+        environment = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "TZ": os.environ.get("TZ", "UTC"),
+            "HOME": inner_workspace,
+            **(env or {}),
+            "AGENTFORGE_SEED": str(self.seed),
+            "AGENTFORGE_TRIAL": str(self.trial),
+            "AGENTFORGE_WORKSPACE": inner_workspace,
+        }
+        host_cwd = side.workspace / os.path.relpath(inner_cwd, inner_workspace)
+        host_cwd.mkdir(parents=True, exist_ok=True)
+        if side.as_root:
+            os.chown(host_cwd, side.uid, side.uid)
+        rlimits = ["prlimit", *self._rlimit_flags(resolved, side), "--"]
+        if self.mode == "none":
+            return Launch([*rlimits, *argv], environment, str(host_cwd), resolved, inner_workspace)
+        wrapped = [*rlimits, self.settings.bwrap or "bwrap", *self._bwrap_flags(side, network, inner_cwd), "--"]
+        if side.as_root:
+            wrapped += [
+                "setpriv",
+                f"--reuid={side.uid}",
+                f"--regid={side.uid}",
+                "--clear-groups",
+                "--no-new-privs",
+                "--inh-caps=-all",
+                "--ambient-caps=-all",
+                "--bounding-set=-all",
+                "--",
+            ]
+        return Launch([*wrapped, *argv], environment, None, resolved, inner_workspace)
+
+    def _rlimit_flags(self, limits: dict[str, int], side: Party) -> list[str]:
+        flags = []
+        for limit in LIMITS:
+            if limit.prlimit is None or (limit.key == "processes" and self.mode == "none"):
+                continue  # output is counted by the worker; RLIMIT_NPROC without a sandbox would count the worker's own
+            value = limits[limit.key] * limit.scale
+            if limit.key == "processes" and not side.as_root:
+                value += _threads_of(os.getuid())  # the count is per uid: the sandbox shares the worker's
+            flags.append(f"{limit.prlimit}={value}")
+        return flags
+
+    def _bwrap_flags(self, side: Party, network: bool, inner_cwd: str) -> list[str]:
+        flags = _namespace_flags(network=network, as_root=side.as_root)
+        readable = sorted({sys.prefix, sys.base_prefix, str(ROOT)} - {"/usr"})
+        for path in readable:  # parents bwrap creates would copy the host's modes (/root is 0700)
+            for parent in reversed(Path(path).parents[:-1]):
+                flags += ["--perms", "0755", "--dir", str(parent)]
+        flags += ["--ro-bind", "/usr", "/usr", *_usr_links()]
+        for name in ETC_ALLOWED:
+            flags += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        flags += ["--ro-bind", str(side.host_dir / "passwd"), "/etc/passwd"]
+        flags += ["--ro-bind", str(side.host_dir / "group"), "/etc/group"]
+        for path in readable:
+            flags += ["--ro-bind", path, path]
+        for path in self.settings.hidden:
+            if any((path + "/").startswith(p.rstrip("/") + "/") for p in readable) and os.path.lexists(path):
+                flags += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
+        flags += ["--bind", str(side.workspace), WORKSPACE, "--proc", "/proc", "--dev", "/dev"]
+        flags += ["--size", str(64 * MIB), "--tmpfs", "/tmp", "--chdir", inner_cwd]
+        return flags
+
+    def close(self) -> None:
+        """End every process the trial started and remove its workspaces."""
+        for side in self.parties.values():
+            side.close()
+        self.parties.clear()
+
+
+def _threads_of(uid: int) -> int:
+    """How many processes (threads included, as RLIMIT_NPROC counts them) `uid` runs now."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(entry.path).st_uid == uid:
+                    count += len(os.listdir(f"{entry.path}/task"))
+    return count
+
+
+def _signal_of(returncode: int | None) -> int | None:
+    """The signal that ended a process: negative codes (direct child) or 128+n (bubblewrap relays it so)."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    if 128 < returncode <= 128 + 64:
+        return returncode - 128
+    return None
+
+
+# What programs print when an allocation, fork or open fails under a limit.
+_STDERR_SIGNS = (
+    ("memoryMb", ("MemoryError", "Cannot allocate memory", "out of memory", "bad_alloc", "heap out of memory")),
+    ("processes", ("Resource temporarily unavailable", "Cannot fork", "can't fork", "fork: retry")),
+    ("openFiles", ("Too many open files",)),
+)
+
+
+def limit_breached(returncode: int | None, stderr: str, limits: dict[str, int]) -> str | None:
+    """Name the limit a finished program went past ("the limit of 60 CPU seconds"), or None when none shows."""
+    number = _signal_of(returncode)
+    if number == signal.SIGXCPU:
+        return describe("cpuSeconds", limits)
+    if number == signal.SIGXFSZ:
+        return describe("fileSizeMb", limits)
+    for key, signs in _STDERR_SIGNS:
+        if any(sign in stderr for sign in signs):
+            return describe(key, limits)
+    return None
+
+
+class OutputBudget:
+    """Counts the bytes a program prints on stdout and stderr together; `spend` says False once past the cap."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.used, self._lock = cap, 0, threading.Lock()
+
+    def spend(self, count: int) -> bool:
+        """Add `count` bytes; False when the program is now over its cap."""
+        with self._lock:
+            self.used += count
+            return self.used <= self.cap
+
+    @property
+    def exceeded(self) -> bool:
+        """True once the program printed more than its cap."""
+        return self.used > self.cap
+
+
+@dataclass
+class Finished:
+    """A program run to completion: exit code and what it printed (each bounded)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_bounded(launch: Launch, *, timeout: float, keep: int = 64 * 1024) -> Finished:
+    """Run a sandboxed program to completion within `timeout`, keeping `keep` bytes of each stream.
+
+    Raises TimeoutError past the timeout and LimitExceeded past the output cap or another limit it shows.
+    """
+    budget = OutputBudget(launch.output_cap)
+    proc = subprocess.Popen(
+        launch.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=launch.env,
+        cwd=launch.cwd,
+        start_new_session=True,
+    )
+    kept: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+
+    def drain(name: str, stream: Any) -> None:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            kept[name] += chunk[: max(0, keep - len(kept[name]))]
+            if not budget.spend(len(chunk)):
+                kill_group(proc)
+                return
+
+    threads = [threading.Thread(target=drain, args=(n, getattr(proc, n)), daemon=True) for n in kept]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        proc.wait()
+        raise TimeoutError(f"the program did not finish within {timeout:g}s") from None
+    finally:
+        for thread in threads:
+            thread.join(timeout=max(0.1, deadline - time.monotonic()))
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+    stderr = kept["stderr"].decode("utf-8", "replace")
+    if budget.exceeded:
+        raise LimitExceeded(f"stopped at {describe('outputMb', launch.limits)}")
+    breach = limit_breached(proc.returncode, stderr, launch.limits)
+    if breach and proc.returncode != 0:
+        raise LimitExceeded(f"exceeded {breach}: {stderr.strip()[-300:]}")
+    return Finished(proc.returncode, kept["stdout"].decode("utf-8", "replace"), stderr)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a program's process group (a bwrap sandbox takes its PID namespace down with it)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
