@@ -360,7 +360,10 @@ class TrialSandbox:
             value = limits[limit.key] * limit.scale
             if limit.key == "processes" and not side.as_root:
                 value += _threads_of(os.getuid())  # the count is per uid: the sandbox shares the worker's
-            flags.append(f"{limit.prlimit}={value}")
+            # CPU: the soft limit sends SIGXCPU (named in the log), the hard one a second later SIGKILL.
+            flags.append(
+                f"{limit.prlimit}={value}:{value + 1}" if limit.key == "cpuSeconds" else f"{limit.prlimit}={value}"
+            )
         return flags
 
     def _bwrap_flags(self, side: Party, network: bool, inner_cwd: str) -> list[str]:
@@ -417,6 +420,7 @@ _STDERR_SIGNS = (
     ("memoryMb", ("MemoryError", "Cannot allocate memory", "out of memory", "bad_alloc", "heap out of memory")),
     ("processes", ("Resource temporarily unavailable", "Cannot fork", "can't fork", "fork: retry")),
     ("openFiles", ("Too many open files",)),
+    ("fileSizeMb", ("File too large",)),
 )
 
 
