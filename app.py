@@ -26,10 +26,10 @@ from models.accounts import (
     AccountError,
     Membership,
     Organization,
-    User,
     add_membership,
     create_organization,
     create_user,
+    find_account,
     find_organization,
 )
 from models.demo import create_demo
@@ -172,7 +172,7 @@ def _register_commands(app: Flask) -> None:
             _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         org = _existing_org(database(), org_name)
         with database().admin_session(org.id) as session, session.begin():
-            user = session.scalar(select(User).where(User.email == email.strip().lower()))
+            user = find_account(session, email)
             if user is None:
                 _fail(f"no user with email {email!r}")
             _or_fail(lambda: add_membership(session, user, org, role))
@@ -186,7 +186,7 @@ def _register_commands(app: Flask) -> None:
         """Create an API token for EMAIL in ORG; the token alone is printed on the last line."""
         org = _existing_org(database(), org_name)
         with database().admin_session(org.id) as session, session.begin():
-            user = session.scalar(select(User).where(User.email == email.strip().lower()))
+            user = find_account(session, email)
             member = user and session.scalar(
                 select(Membership.id).where(Membership.user_id == user.id, Membership.organization_id == org.id)
             )

@@ -258,9 +258,15 @@ def migrate(urls: DatabaseUrls) -> None:
 
 
 def _scope_transaction_to_org(session: Session, _transaction, connection) -> None:
-    """Set `app.current_org` for the transaction just begun, from the session's info (unset = no rows)."""
-    org_id = session.info.get("org_id")
-    connection.execute(text("SELECT set_config('app.current_org', :org, true)"), {"org": str(org_id) if org_id else ""})
+    """Set `app.current_org` and `app.current_user` for the transaction just begun, from the session's info.
+
+    Unset means no organization's rows and no user's own row.
+    """
+    org_id, user_id = session.info.get("org_id"), session.info.get("user_id")
+    connection.execute(
+        text("SELECT set_config('app.current_org', :org, true), set_config('app.current_user', :user, true)"),
+        {"org": str(org_id) if org_id else "", "user": str(user_id) if user_id else ""},
+    )
 
 
 class Database:
@@ -274,9 +280,12 @@ class Database:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         event.listen(self._sessions, "after_begin", _scope_transaction_to_org)
 
-    def session(self, org_id: uuid.UUID | None = None) -> Session:
-        """Open a session whose every transaction sees only `org_id`'s rows (none when `org_id` is None)."""
-        return self._sessions(info={"org_id": org_id})
+    def session(self, org_id: uuid.UUID | None = None, user_id: uuid.UUID | None = None) -> Session:
+        """Open a session whose every transaction sees only `org_id`'s rows (none when `org_id` is None).
+
+        `user_id` (the logged-in user) also makes that user's own account row visible.
+        """
+        return self._sessions(info={"org_id": org_id, "user_id": user_id})
 
     def admin_session(self, org_id: uuid.UUID | None = None) -> Session:
         """Open a session as the owner role (CLI administration), still scoped to `org_id` by forced RLS."""
@@ -302,9 +311,9 @@ def get_database() -> Database:
 
 
 def request_session() -> Session:
-    """Return this request's session, scoped to the organization the request's user is working in."""
+    """Return this request's session, scoped to the organization (and user) the request works as."""
     if "db_session" not in g:
-        g.db_session = get_database().session(g.get("org_id"))
+        g.db_session = get_database().session(g.get("org_id"), g.get("user_id"))
     return g.db_session
 
 
