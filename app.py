@@ -26,17 +26,17 @@ from models.accounts import (
     AccountError,
     Membership,
     Organization,
-    User,
     add_membership,
     create_organization,
     create_user,
+    find_account,
     find_organization,
 )
 from models.demo import create_demo
 from models.harbor import read_harbor_job
 from models.ingest import IngestError, ingest
 from models.tokens import create_token
-from worker.loop import WorkerSettings, run_workers
+from worker.loop import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S, WorkerSettings, run_workers
 
 
 def create_app(test_config: dict | None = None) -> Flask:
@@ -55,6 +55,10 @@ def create_app(test_config: dict | None = None) -> Flask:
         WTF_CSRF_TIME_LIMIT=None,
         WTF_CSRF_CHECK_DEFAULT=False,  # the login guard calls csrf.protect() itself (bearer-token calls skip it)
         MIGRATE_ON_START=True,
+        AGENTFORGE_MAX_RUNS_PER_ORG=int(os.environ.get("AGENTFORGE_MAX_RUNS_PER_ORG", DEFAULT_MAX_RUNS_PER_ORG)),
+        AGENTFORGE_MAX_TRIAL_TIMEOUT_S=float(
+            os.environ.get("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", DEFAULT_MAX_TRIAL_TIMEOUT_S)
+        ),
     )
     if test_config:
         app.config.update(test_config)
@@ -131,6 +135,14 @@ def _register_commands(app: Flask) -> None:
     def database() -> db.Database:
         return app.extensions["agentforge_db"]
 
+    def worker_settings(**options) -> WorkerSettings:
+        """Worker settings with the operator's per-organization cap and trial time ceiling from the config."""
+        return WorkerSettings(
+            max_runs_per_org=app.config["AGENTFORGE_MAX_RUNS_PER_ORG"],
+            max_trial_timeout_s=app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"],
+            **options,
+        )
+
     @app.cli.command("init-db")
     def init_db() -> None:
         """Migrate the database to the newest schema (safe to run twice)."""
@@ -172,7 +184,7 @@ def _register_commands(app: Flask) -> None:
             _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         org = _existing_org(database(), org_name)
         with database().admin_session(org.id) as session, session.begin():
-            user = session.scalar(select(User).where(User.email == email.strip().lower()))
+            user = find_account(session, email)
             if user is None:
                 _fail(f"no user with email {email!r}")
             _or_fail(lambda: add_membership(session, user, org, role))
@@ -186,7 +198,7 @@ def _register_commands(app: Flask) -> None:
         """Create an API token for EMAIL in ORG; the token alone is printed on the last line."""
         org = _existing_org(database(), org_name)
         with database().admin_session(org.id) as session, session.begin():
-            user = session.scalar(select(User).where(User.email == email.strip().lower()))
+            user = find_account(session, email)
             member = user and session.scalar(
                 select(Membership.id).where(Membership.user_id == user.id, Membership.organization_id == org.id)
             )
@@ -222,7 +234,7 @@ def _register_commands(app: Flask) -> None:
             click.echo("Database already has data; log in with your existing account.")
             return
         logins = create_demo(database())
-        processed = run_workers(database(), WorkerSettings(), threading.Event(), concurrency=2, until_idle=True)
+        processed = run_workers(database(), worker_settings(), threading.Event(), concurrency=2, until_idle=True)
         click.echo(f"Ran {processed} queued evaluation runs.")
         for login in logins:
             click.echo(f"Demo login: {login.email} / {login.password} (organization {login.organization})")
@@ -237,7 +249,7 @@ def _register_commands(app: Flask) -> None:
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
-        settings = WorkerSettings(lease_seconds=lease_seconds, poll_seconds=poll_seconds)
+        settings = worker_settings(lease_seconds=lease_seconds, poll_seconds=poll_seconds)
         click.echo(f"Worker started (concurrency {concurrency}); waiting for runs.")
         processed = run_workers(database(), settings, stop, concurrency, until_idle)
         click.echo(f"Worker stopped after {processed} runs.")

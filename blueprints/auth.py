@@ -29,15 +29,11 @@ from blueprints.htmx import render
 from db import get_database
 from models.accounts import (
     SessionUser,
-    authenticate,
-    clear_login_failures,
     close_auth_session,
     load_session_user,
     load_token_user,
-    open_auth_session,
-    record_login_failure,
+    log_in,
     seconds_until_allowed,
-    throttle_keys,
 )
 
 bp = Blueprint("auth", __name__)
@@ -125,7 +121,7 @@ def _authenticate_bearer(token: str):
     user, org_id = found
     membership = user.membership_in(org_id)
     login_manager._update_request_context_with_user(LoggedInUser(user))
-    g.org_id, g.membership, g.token_auth = org_id, membership, True
+    g.org_id, g.user_id, g.membership, g.token_auth = org_id, user.id, membership, True
     return None
 
 
@@ -159,7 +155,7 @@ def require_login_and_org():
             return None
         abort(403, description="Your account is not a member of any organization. Ask an owner to add you.")
     session["org_id"] = str(membership.organization_id)
-    g.org_id = membership.organization_id
+    g.org_id, g.user_id = membership.organization_id, user.id
     g.membership = membership
     return None
 
@@ -213,22 +209,18 @@ def login():
     if not form.validate_on_submit():
         return render("auth/login.html", form=form, status=400)
     email = form.email.data or ""
-    keys = throttle_keys(email, request.remote_addr)
     with get_database().session() as db, db.begin():
-        wait = seconds_until_allowed(db, keys)
+        wait = seconds_until_allowed(db, email, request.remote_addr)
         if wait:
             response = render("auth/login.html", form=form, error=throttled_message(wait), status=429)
             response.headers["Retry-After"] = str(wait)
             return response
-        user = authenticate(db, email, form.password.data or "")
-        if user is None:
-            record_login_failure(db, keys)
-            token = None
-        else:
-            clear_login_failures(db, email)
-            token = open_auth_session(db, user.id, current_app.permanent_session_lifetime)
-            if current_user.is_authenticated:
-                close_auth_session(db, current_user.user.session_token)  # the old session id dies with the renewal
+        logged_in = log_in(
+            db, email, form.password.data or "", request.remote_addr, current_app.permanent_session_lifetime
+        )
+        token = logged_in[1] if logged_in else None
+        if token and current_user.is_authenticated:
+            close_auth_session(db, current_user.user.session_token)  # the old session id dies with the renewal
     if token is None:
         return render("auth/login.html", form=form, error=LOGIN_FAILED, status=401)
     session.clear()  # renew: nothing from the anonymous session survives the login

@@ -7,7 +7,7 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import (
     CheckConstraint,
@@ -15,15 +15,12 @@ from sqlalchemy import (
     LargeBinary,
     String,
     UniqueConstraint,
-    case,
-    delete,
     func,
     select,
     text,
 )
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
-from werkzeug.security import check_password_hash, generate_password_hash
+from werkzeug.security import generate_password_hash
 
 from models.base import Base, Timestamped, new_id
 
@@ -82,8 +79,8 @@ class AuthSession(Timestamped, Base):
 
 
 MIN_PASSWORD_LENGTH = 8
-# Checked against when the email is unknown, so a miss costs the same time as a wrong password.
-_DUMMY_PASSWORD_HASH = generate_password_hash("agentforge-timing-equaliser")
+# Derived from when the email is unknown, so a miss costs the same time as a wrong password.
+_DUMMY_METHOD_AND_SALT = generate_password_hash("agentforge-timing-equaliser").rsplit("$", 1)[0]
 
 
 class AccountError(ValueError):
@@ -145,12 +142,22 @@ def create_user(session: Session, email: str, password: str, name: str = "") -> 
         raise AccountError(f"{email!r} is not an email address")
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AccountError(f"password must be at least {MIN_PASSWORD_LENGTH} characters")
-    if session.scalar(select(User.id).where(User.email == email)):
-        raise AccountError(f"a user with email {email!r} already exists")
     user = User(id=new_id(), email=email, password_hash=generate_password_hash(password), name=name or email)
-    session.add(user)
-    session.flush()
+    # Through the definer function: the runtime role cannot see (or write) accounts outside its organization.
+    created = session.scalar(
+        text("SELECT create_account(:id, :email, :hash, :name)"),
+        {"id": user.id, "email": user.email, "hash": user.password_hash, "name": user.name},
+    )
+    if not created:
+        raise AccountError(f"a user with email {email!r} already exists")
     return user
+
+
+def find_account(session: Session, email: str) -> User | None:
+    """The account with `email`, whichever organizations it belongs to (id and email only); None when unknown."""
+    email = email.strip().lower()
+    user_id = session.scalar(text("SELECT account_id_by_email(:email)"), {"email": email})
+    return User(id=user_id, email=email) if user_id else None
 
 
 def add_membership(session: Session, user: User, org: Organization, role: str) -> Membership:
@@ -165,13 +172,37 @@ def add_membership(session: Session, user: User, org: Organization, role: str) -
     return membership
 
 
-def authenticate(session: Session, email: str, password: str) -> User | None:
-    """Return the user whose email and password match, else None; unknown emails take as long as wrong passwords."""
-    user = session.scalar(select(User).where(User.email == email.strip().lower()))
-    if user is None:
-        check_password_hash(_DUMMY_PASSWORD_HASH, password)
-        return None
-    return user if check_password_hash(user.password_hash, password) else None
+def derive_key(method_and_salt: str, password: str) -> str:
+    """The key werkzeug's generate_password_hash stores after `method$salt$` (scrypt or pbkdf2), for `password`."""
+    method, salt = method_and_salt.split("$", 1)
+    name, *args = method.split(":")
+    if name == "scrypt":
+        n, r, p = map(int, args) if args else (2**15, 8, 1)
+        return hashlib.scrypt(password.encode(), salt=salt.encode(), n=n, r=r, p=p, maxmem=132 * n * r * p).hex()
+    if name == "pbkdf2":
+        hash_name, iterations = (args + ["sha256", "1000000"][len(args) :])[:2]
+        return hashlib.pbkdf2_hmac(hash_name, password.encode(), salt.encode(), int(iterations)).hex()
+    raise ValueError(f"unknown password hash method {name!r}")
+
+
+def log_in(
+    session: Session, email: str, password: str, address: str | None, lifetime: timedelta
+) -> tuple[uuid.UUID, str] | None:
+    """Check the password in the database and open a login session: (user id, session token), else None.
+
+    The password hash never leaves PostgreSQL: the app gets the hash's method
+    and salt, derives the key from the typed password and auth_login()
+    compares it, counts a failure against the throttle or opens the session.
+    Unknown emails take as long as wrong passwords.
+    """
+    method_and_salt = session.scalar(text("SELECT auth_password_salt(:email)"), {"email": email})
+    derived = derive_key(method_and_salt or _DUMMY_METHOD_AND_SALT, password)
+    token = secrets.token_urlsafe(32)
+    user_id = session.scalar(
+        text("SELECT auth_login(:email, :derived, :address, :digest, :lifetime)"),
+        {"email": email, "derived": derived, "address": address, "digest": _token_digest(token), "lifetime": lifetime},
+    )
+    return (user_id, token) if user_id else None
 
 
 def _token_digest(token: str) -> bytes:
@@ -179,35 +210,25 @@ def _token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-def open_auth_session(session: Session, user_id: uuid.UUID, lifetime: timedelta) -> str:
-    """Start a login session for `user_id`; return the fresh random token the cookie will carry."""
-    token = secrets.token_urlsafe(32)
-    session.add(
-        AuthSession(token_sha256=_token_digest(token), user_id=user_id, expires_at=datetime.now(UTC) + lifetime)
-    )
-    return token
-
-
 def close_auth_session(session: Session, token: str) -> None:
     """End the login session `token` belongs to; the cookie stops working everywhere."""
-    session.execute(delete(AuthSession).where(AuthSession.token_sha256 == _token_digest(token)))
+    session.execute(text("SELECT auth_close_session(:digest)"), {"digest": _token_digest(token)})
 
 
 _SESSION_USER = text(
     """
     SELECT u.id, u.email, u.name,
            COALESCE((SELECT json_agg(m) FROM auth_memberships(u.id) m), '[]'::json) AS memberships
-    FROM auth_sessions s JOIN users u ON u.id = s.user_id
-    WHERE s.token_sha256 = :digest AND s.expires_at > now()
+    FROM auth_session_user(:digest) u
     """
 )
 
 
 _TOKEN_USER = text(
     """
-    SELECT u.id, u.email, u.name, a.organization_id,
+    SELECT u.id, u.email, u.name, u.organization_id,
            COALESCE((SELECT json_agg(m) FROM auth_memberships(u.id) m), '[]'::json) AS memberships
-    FROM auth_token(:digest) a JOIN users u ON u.id = a.user_id
+    FROM auth_token_user(:digest) u
     """
 )
 
@@ -245,50 +266,13 @@ class LoginThrottle(Base):
     failures: Mapped[int]
 
 
-THROTTLE_WINDOW = timedelta(minutes=15)
-THROTTLE_LIMITS = {"account": 5, "address": 30}  # failures per window before logins are refused
+def seconds_until_allowed(session: Session, email: str, address: str | None) -> int:
+    """0 when a login may be tried now, else how many seconds until the busiest throttle window ends.
 
-
-def throttle_keys(email: str, address: str | None) -> list[str]:
-    """The throttle keys of a login attempt: the account (as typed, lower-cased) and the client address."""
-    return [f"account:{email.strip().lower()[:320]}", f"address:{address or 'unknown'}"]
-
-
-def seconds_until_allowed(session: Session, keys: list[str]) -> int:
-    """0 when a login may be tried now, else how many seconds until the busiest key's window ends."""
-    rows = session.execute(
-        select(LoginThrottle.key, LoginThrottle.failures, LoginThrottle.window_started_at).where(
-            LoginThrottle.key.in_(keys)
-        )
-    ).all()
-    now = datetime.now(UTC)
-    wait = 0
-    for key, failures, started in rows:
-        limit = THROTTLE_LIMITS[key.split(":", 1)[0]]
-        if failures >= limit and started + THROTTLE_WINDOW > now:
-            wait = max(wait, int((started + THROTTLE_WINDOW - now).total_seconds()) + 1)
-    return wait
-
-
-def record_login_failure(session: Session, keys: list[str]) -> None:
-    """Count a failed login against every key (a window older than THROTTLE_WINDOW starts over)."""
-    for key in keys:
-        stmt = insert(LoginThrottle).values(key=key, window_started_at=func.now(), failures=1)
-        expired = LoginThrottle.window_started_at < func.now() - THROTTLE_WINDOW
-        session.execute(
-            stmt.on_conflict_do_update(
-                index_elements=["key"],
-                set_={
-                    "failures": case((expired, 1), else_=LoginThrottle.failures + 1),
-                    "window_started_at": case((expired, func.now()), else_=LoginThrottle.window_started_at),
-                },
-            )
-        )
-
-
-def clear_login_failures(session: Session, email: str) -> None:
-    """Forget the account's failures after a successful login (the address keeps its count)."""
-    session.execute(delete(LoginThrottle).where(LoginThrottle.key == throttle_keys(email, None)[0]))
+    auth_login_wait() counts failures per account (5) and per address (30)
+    within 15 minutes; auth_login() refuses the same way and records failures.
+    """
+    return session.scalar(text("SELECT auth_login_wait(:email, :address)"), {"email": email, "address": address})
 
 
 @dataclass(frozen=True)
@@ -317,7 +301,7 @@ def add_member(session: Session, org: Organization, email: str, role: str, passw
     """Add an existing user to `org`, or create the account when a password is given."""
     if role not in ROLES:
         raise AccountError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-    user = session.scalar(select(User).where(User.email == email.strip().lower()))
+    user = find_account(session, email)
     if user is None:
         if not password:
             raise AccountError(f"no account for {email.strip()!r}: give a password to create it")

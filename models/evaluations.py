@@ -71,6 +71,13 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
         Index("ix_evaluation_runs_org_version_created", "organization_id", "environment_version_id", "created_at"),
         # The one index that does not lead with organization_id: the cross-org claim queue.
         Index("ix_evaluation_runs_claimable", "created_at", postgresql_where=text("status IN ('queued', 'running')")),
+        # The fair claim counts each organization's runs in progress (live leases).
+        Index(
+            "ix_evaluation_runs_in_progress",
+            "organization_id",
+            "lease_expires_at",
+            postgresql_where=text("status = 'running'"),
+        ),
     )
 
     environment_version_id: Mapped[uuid.UUID]

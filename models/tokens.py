@@ -29,7 +29,8 @@ class ApiToken(OrgRoot, Timestamped, Base):
     user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id"))
     name: Mapped[str] = mapped_column(String(200))
     prefix: Mapped[str] = mapped_column(String(16))
-    token_sha256: Mapped[bytes] = mapped_column(LargeBinary(32))
+    # Never loaded by the runtime role (it has no SELECT on this column): lookups go through auth_token().
+    token_sha256: Mapped[bytes] = mapped_column(LargeBinary(32), deferred=True)
     last_used_at: Mapped[datetime | None]
     expires_at: Mapped[datetime | None]
     revoked_at: Mapped[datetime | None]

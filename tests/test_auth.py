@@ -6,8 +6,10 @@ import uuid
 
 import pytest
 from werkzeug.routing import IntegerConverter, UUIDConverter
+from werkzeug.security import generate_password_hash
 
 from app import create_app
+from models import accounts
 from tests.conftest import PASSWORD, AuthActions
 
 PUBLIC_ENDPOINTS = {"auth.login", "health.healthz", "static", "api.openapi"}
@@ -212,3 +214,11 @@ def test_secure_cookie_is_configurable(database_urls, make_member, monkeypatch, 
     cookie = next(c for c in response.headers.getlist("Set-Cookie") if c.startswith("session="))
     assert ("Secure" in cookie) is bool(secure)
     app.extensions["agentforge_db"].dispose()
+
+
+@pytest.mark.parametrize("method", ["scrypt", "pbkdf2:sha256", "pbkdf2:sha256:1000"])
+def test_the_derived_key_is_the_one_werkzeug_stores(method):
+    stored = generate_password_hash("correct horse", method=method)
+    method_and_salt, key = stored.rsplit("$", 1)
+    assert accounts.derive_key(method_and_salt, "correct horse") == key
+    assert accounts.derive_key(method_and_salt, "wrong horse") != key

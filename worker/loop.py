@@ -37,13 +37,24 @@ class LeaseLost(Exception):
     """Another worker took the run over (our lease expired); stop working on it."""
 
 
+DEFAULT_MAX_RUNS_PER_ORG = 4
+DEFAULT_MAX_TRIAL_TIMEOUT_S = 3600.0
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
-    """Lease length, idle polling interval and how many claims a run gets before it is failed."""
+    """Lease length, idle polling, claims per run before it fails, and the operator's per-organization limits.
+
+    `max_runs_per_org` caps one organization's runs in progress across all
+    workers; `max_trial_timeout_s` is the most time any trial gets, whatever
+    its evaluator configuration asks for.
+    """
 
     lease_seconds: int = 30
     poll_seconds: float = 5.0
     max_run_attempts: int = 3
+    max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG
+    max_trial_timeout_s: float = DEFAULT_MAX_TRIAL_TIMEOUT_S
     sandbox: SandboxSettings = field(default_factory=SandboxSettings.from_environ)
 
 
@@ -73,13 +84,8 @@ class Worker:
         return done
 
     def claim(self) -> tuple[uuid.UUID, uuid.UUID] | None:
-        """Claim the oldest queued (or abandoned) run, or None when there is none."""
-        with self.database.engine.begin() as conn:
-            row = conn.execute(
-                text("SELECT run_organization_id, run_id FROM claim_next_run(:worker, :lease, :attempts)"),
-                {"worker": self.name, "lease": self.settings.lease_seconds, "attempts": self.settings.max_run_attempts},
-            ).first()
-        return (row[0], row[1]) if row else None
+        """Claim a run of the organization with the fewest runs in progress (oldest first), or an abandoned one."""
+        return claim_next_run(self.database, self.name, self.settings)
 
     def wait_for_work(self) -> None:
         """Sleep until a run is enqueued (LISTEN/NOTIFY) or the poll interval passes, waking early on stop."""
@@ -126,7 +132,7 @@ class Worker:
                 world_seed=run.world_seed,
                 seed=seed,
                 max_steps=config.max_steps,
-                timeout_s=config.timeout_s,
+                timeout_s=min(config.timeout_s, self.settings.max_trial_timeout_s),
                 trial_number=number,
                 sandbox=self.settings.sandbox,
             )
@@ -169,6 +175,21 @@ class Worker:
                 .where(EvaluationRun.organization_id == org_id, EvaluationRun.id == run_id)
                 .values(status="failed", error=error, finished_at=func.now(), lease_owner=None, lease_expires_at=None)
             )
+
+
+def claim_next_run(database: Database, worker: str, settings: WorkerSettings) -> tuple[uuid.UUID, uuid.UUID] | None:
+    """Claim the next run fairly across organizations (within the per-org cap); None when nothing is claimable."""
+    with database.engine.begin() as conn:
+        row = conn.execute(
+            text("SELECT run_organization_id, run_id FROM claim_next_run(:worker, :lease, :attempts, :per_org)"),
+            {
+                "worker": worker,
+                "lease": settings.lease_seconds,
+                "attempts": settings.max_run_attempts,
+                "per_org": settings.max_runs_per_org,
+            },
+        ).first()
+    return (row[0], row[1]) if row else None
 
 
 def renew_lease(session: Session, org_id: uuid.UUID, run_id: uuid.UUID, owner: str, seconds: int) -> bool:

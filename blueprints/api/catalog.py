@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from flask import g, jsonify
+from flask import current_app, g, jsonify
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -118,9 +118,11 @@ def create_config():
     except RunError as error:
         raise ApiError(400, "invalid attemptCount", str(error)) from error
     max_steps = _int_field(body, "maxSteps", 30, 1, 500)
-    timeout = body.get("timeoutS", 60)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 3600:
-        raise ApiError(400, "invalid timeoutS", f"timeoutS must be a number of seconds from 0 to 3600, not {timeout!r}")
+    timeout, ceiling = body.get("timeoutS", 60), current_app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"]
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= ceiling:
+        raise ApiError(
+            400, "invalid timeoutS", f"timeoutS must be a number of seconds from 0 to {ceiling:g}, not {timeout!r}"
+        )
     session = request_session()
     try:
         config = create_evaluator_config(

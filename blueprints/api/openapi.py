@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from flask import jsonify
+from flask import current_app, jsonify
 
 from blueprints.api import bp
 from blueprints.auth import public
@@ -350,5 +351,8 @@ OPENAPI: dict[str, Any] = {
 @bp.get("/openapi.json")
 @public
 def openapi():
-    """This API's OpenAPI document."""
-    return jsonify(OPENAPI)
+    """This API's OpenAPI document (timeoutS's maximum is the operator's AGENTFORGE_MAX_TRIAL_TIMEOUT_S)."""
+    document = copy.deepcopy(OPENAPI)
+    config_body = document["paths"]["/evaluator-configs"]["post"]["requestBody"]["content"]["application/json"]
+    config_body["schema"]["properties"]["timeoutS"]["maximum"] = current_app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"]
+    return jsonify(document)
