@@ -158,6 +158,8 @@ class Database:
     Its sessions carry `secrets_key` in their info: the key that seals the env values stored in this database.
     """
 
+    secrets_key: SecretsKey | None = None
+
     def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10, secrets_key: SecretsKey | None = None) -> None:
         self.urls, self.secrets_key = urls, secrets_key
         self.engine: Engine = create_engine(
