@@ -115,13 +115,14 @@ def runnable_agent(session: Session, config: EvaluatorConfig) -> dict[str, Any]:
     return open_env(config.agent, config.secret_env, secrets_key_of(session), row)
 
 
-def _hidden_names(config: dict[str, Any]) -> list[str]:
+def hidden_env_names(config: dict[str, Any]) -> list[str]:
     """Env names whose value is the "***" the dashboard shows instead of a secret (copied back by mistake)."""
     env = config.get("env")
     return sorted(name for name, value in env.items() if value == HIDDEN) if isinstance(env, dict) else []
 
 
-def _resubmitted(where: str, names: list[str]) -> str:
+def resubmitted_mask(where: str, names: list[str]) -> str:
+    """Why a config whose env holds "***" is refused."""
     return (
         f"{where}.env {', '.join(names)}: {HIDDEN!r} stands for a secret that is never shown back; "
         "give the value itself (a changed secret is a new version or configuration)"
@@ -139,8 +140,8 @@ def create_environment(session: Session, org_id: uuid.UUID, name: str, descripti
 def create_environment_version(session: Session, environment: Environment, spec: Any) -> EnvironmentVersion:
     """Pin a new immutable version of `environment` (numbered after the newest); SpecError when `spec` is invalid."""
     normalised = validate_spec(spec)
-    if _hidden_names(normalised):
-        raise SpecError(_resubmitted("spec", _hidden_names(normalised)))
+    if hidden_env_names(normalised):
+        raise SpecError(resubmitted_mask("spec", hidden_env_names(normalised)))
     latest = session.scalar(
         select(func.max(EnvironmentVersion.version)).where(
             EnvironmentVersion.organization_id == environment.organization_id,
@@ -175,8 +176,8 @@ def create_evaluator_config(
 ) -> EvaluatorConfig:
     """Add an evaluator configuration: the agent (validated, env values sealed), attemptCount and budgets."""
     normalised = validate_agent(agent)
-    if _hidden_names(normalised):
-        raise AgentConfigError(_resubmitted("agent", _hidden_names(normalised)))
+    if hidden_env_names(normalised):
+        raise AgentConfigError(resubmitted_mask("agent", hidden_env_names(normalised)))
     config_id = new_id()
     shown, sealed = seal_env(normalised, secrets_key_of(session), row_name("evaluator_configs", org_id, config_id))
     config = EvaluatorConfig(

@@ -368,3 +368,32 @@ def test_the_migration_seals_values_stored_in_plaintext_before_it(database, data
             SECRET_SPEC, database.secrets_key
         )
         assert runnable_spec(session, version) == SECRET_SPEC and runnable_agent(session, agent) == LEAKY_AGENT
+
+
+def test_imported_specs_keep_their_env_values_sealed_and_still_group_into_one_version(client, auth, acme, owner_engine):
+    from tests.test_ingest import line, ndjson
+
+    auth.login(acme[1].email)
+    token = auth.csrf()
+    spec = {"kind": "external", "source": "harness-x", "env": {"HARNESS_TOKEN": SECRET}}
+    imported = [line(f"x-{n}", n, 1.0, environment={"name": "count-lines", "spec": spec}) for n in (1, 2)]
+    for body in (ndjson(imported[0]), ndjson(imported[1])):
+        response = client.post(
+            "/api/v1/evaluation-runs/import",
+            data=body,
+            content_type="application/x-ndjson",
+            headers={"X-CSRFToken": token},
+        )
+        assert response.status_code in (200, 201), response.text
+        assert_hidden("import answer", response.get_data())
+    versions = scoped_rows(owner_engine, acme[1].org.id, "SELECT spec FROM environment_versions")
+    assert [v.spec["env"] for v in versions] == [{"HARNESS_TOKEN": HIDDEN}]  # the same secret: the same version
+    shown_back = line("x-3", 3, 1.0, environment={"name": "count-lines", "spec": {**spec, "env": {"A": HIDDEN}}})
+    response = client.post(
+        "/api/v1/evaluation-runs/import",
+        data=ndjson(shown_back),
+        content_type="application/x-ndjson",
+        headers={"X-CSRFToken": token},
+    )
+    assert response.status_code == 400 and "never shown back" in response.text
+    assert_not_stored(owner_engine, acme[1].org.id, SECRET)
