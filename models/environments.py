@@ -103,8 +103,7 @@ def spec_sha256(spec: dict[str, Any], key: SecretsKey | None = None) -> str:
 
 
 def runnable_spec(session: Session, version: EnvironmentVersion) -> dict[str, Any]:
-    """The version's spec with its env values in plaintext, for the worker to run; SecretsKeyError if they
-    cannot be opened."""
+    """The version's spec with its env values in plaintext, for the worker (SecretsKeyError if they do not open)."""
     row = row_name("environment_versions", version.organization_id, version.id)
     return open_env(version.spec, version.secret_env, secrets_key_of(session), row)
 

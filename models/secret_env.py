@@ -107,8 +107,7 @@ class SecretsKey:
         return json.loads(plaintext)
 
     def digest(self, value: Any) -> str:
-        """A keyed HMAC-SHA256 of one secret value: equal values give equal digests, and nobody without the key
-        can test a guess against it."""
+        """A keyed HMAC-SHA256 of one value: equal values, equal digests; no guess is testable without the key."""
         message = json.dumps(value, sort_keys=True, ensure_ascii=False).encode()
         return "hmac-sha256:" + hmac.new(_derive(self.raw, b"digest"), message, hashlib.sha256).hexdigest()
 
