@@ -35,6 +35,7 @@ from models.accounts import (
 from models.demo import create_demo
 from models.harbor import read_harbor_job
 from models.ingest import IngestError, ingest
+from models.secret_env import create_once, load_secrets_key
 from models.tokens import create_token
 from worker.loop import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S, WorkerSettings, run_workers
 
@@ -48,6 +49,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         AGENTFORGE_DATA_DIR=os.environ.get("AGENTFORGE_DATA_DIR", str(Path(app.instance_path) / "pgdata")),
         AGENTFORGE_DATABASE=os.environ.get("AGENTFORGE_DATABASE", db.DEFAULT_DATABASE),
         SECRET_KEY=os.environ.get("SECRET_KEY"),
+        AGENTFORGE_SECRETS_KEY=os.environ.get("AGENTFORGE_SECRETS_KEY"),
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=os.environ.get("SESSION_COOKIE_SECURE", "") == "1",
@@ -65,10 +67,13 @@ def create_app(test_config: dict | None = None) -> Flask:
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = _instance_secret_key(Path(app.instance_path))
 
+    secrets_key = load_secrets_key(app.config["AGENTFORGE_SECRETS_KEY"], Path(app.instance_path))
+
     urls = db.resolve_urls(app.config)
     if app.config["MIGRATE_ON_START"] and not app.config["DATABASE_URL"]:
-        db.migrate(urls)  # embedded default: the cluster is ours, bring it to the newest schema
-    db.init_app(app, db.Database(urls, pool_size=int(os.environ.get("DB_POOL_SIZE", "10"))))
+        db.migrate(urls, secrets_key)  # embedded default: the cluster is ours, bring it to the newest schema
+    pool_size = int(os.environ.get("DB_POOL_SIZE", "10"))
+    db.init_app(app, db.Database(urls, pool_size=pool_size, secrets_key=secrets_key))
 
     app.jinja_env.finalize = visible_control_characters
     register_blueprints(app)
@@ -81,12 +86,7 @@ def create_app(test_config: dict | None = None) -> Flask:
 
 def _instance_secret_key(instance: Path) -> str:
     """Return the secret key kept in instance/secret_key, creating it once, so sessions survive restarts."""
-    path = instance / "secret_key"
-    if not path.exists():
-        instance.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_hex(32))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return create_once(instance / "secret_key", lambda: secrets.token_hex(32))
 
 
 def _register_error_handlers(app: Flask) -> None:
@@ -146,7 +146,7 @@ def _register_commands(app: Flask) -> None:
     @app.cli.command("init-db")
     def init_db() -> None:
         """Migrate the database to the newest schema (safe to run twice)."""
-        db.migrate(database().urls)
+        db.migrate(database().urls, database().secrets_key)
         click.echo("Database is at the newest schema.")
 
     @app.cli.command("create-org")

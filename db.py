@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 from flask import Flask, current_app, g
@@ -26,6 +27,9 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
+
+if TYPE_CHECKING:
+    from models.secret_env import SecretsKey
 
 OWNER_ROLE = "agentforge_owner"
 RUNTIME_ROLE = "agentforge_app"
@@ -239,8 +243,11 @@ def runtime_role_of(urls: DatabaseUrls) -> str:
     return make_url(urls.runtime).username or RUNTIME_ROLE
 
 
-def migrate(urls: DatabaseUrls) -> None:
-    """Bring the schema to the newest alembic revision as the owner role; safe to run concurrently and twice."""
+def migrate(urls: DatabaseUrls, secrets_key: SecretsKey | None = None) -> None:
+    """Bring the schema to the newest alembic revision as the owner role; safe to run concurrently and twice.
+
+    `secrets_key` seals env values that older revisions kept in plaintext (needed only when such rows exist).
+    """
     from alembic import command
     from alembic.config import Config
 
@@ -252,6 +259,7 @@ def migrate(urls: DatabaseUrls) -> None:
             cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
             cfg.attributes["connection"] = conn
             cfg.attributes["runtime_role"] = runtime_role_of(urls)
+            cfg.attributes["secrets_key"] = secrets_key
             command.upgrade(cfg, "head")
     finally:
         engine.dispose()
@@ -270,10 +278,15 @@ def _scope_transaction_to_org(session: Session, _transaction, connection) -> Non
 
 
 class Database:
-    """The app's connection to PostgreSQL: a pooled runtime engine and org-scoped sessions."""
+    """The app's connection to PostgreSQL: a pooled runtime engine and org-scoped sessions.
 
-    def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10) -> None:
-        self.urls = urls
+    Its sessions carry `secrets_key` in their info: the key that seals the env values stored in this database.
+    """
+
+    secrets_key: SecretsKey | None = None
+
+    def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10, secrets_key: SecretsKey | None = None) -> None:
+        self.urls, self.secrets_key = urls, secrets_key
         self.engine: Engine = create_engine(
             sqlalchemy_url(urls.runtime), pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
         )
@@ -285,14 +298,14 @@ class Database:
 
         `user_id` (the logged-in user) also makes that user's own account row visible.
         """
-        return self._sessions(info={"org_id": org_id, "user_id": user_id})
+        return self._sessions(info={"org_id": org_id, "user_id": user_id, "secrets_key": self.secrets_key})
 
     def admin_session(self, org_id: uuid.UUID | None = None) -> Session:
         """Open a session as the owner role (CLI administration), still scoped to `org_id` by forced RLS."""
         engine = create_engine(sqlalchemy_url(self.urls.admin), poolclass=NullPool)
         factory = sessionmaker(engine, expire_on_commit=False)
         event.listen(factory, "after_begin", _scope_transaction_to_org)
-        return factory(info={"org_id": org_id})
+        return factory(info={"org_id": org_id, "secrets_key": self.secrets_key})
 
     def dispose(self) -> None:
         """Close every pooled connection."""

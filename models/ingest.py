@@ -26,6 +26,9 @@ from models.environments import (
     create_environment,
     create_environment_version,
     create_evaluator_config,
+    hidden_env_names,
+    resubmitted_mask,
+    secrets_key_of,
     spec_sha256,
 )
 from models.evaluations import EvaluationRun, EvaluationTrial
@@ -153,6 +156,8 @@ def parse_trial(raw: Any, line: int) -> ParsedTrial:
         spec = validate_spec(spec)
     except SpecError as error:
         raise IngestError(line, "environment.spec", str(error)) from error
+    if hidden_env_names(spec):
+        raise IngestError(line, "environment.spec", resubmitted_mask("spec", hidden_env_names(spec)))
     steps, task, atif = [], trial.task, None
     if isinstance(trial.trajectory, dict) and "schema_version" in trial.trajectory:
         steps, atif_task, atif = steps_from_atif(trial.trajectory, line)
@@ -182,9 +187,10 @@ def _environment_version(session: Session, org_id: uuid.UUID, name: str, spec: d
     environment = session.scalar(select(Environment).where(Environment.name == name))
     if environment is None:
         environment = create_environment(session, org_id, name, "imported")
+    sha256 = spec_sha256(spec, secrets_key_of(session))
     version = session.scalar(
         select(EnvironmentVersion).where(
-            EnvironmentVersion.environment_id == environment.id, EnvironmentVersion.spec_sha256 == spec_sha256(spec)
+            EnvironmentVersion.environment_id == environment.id, EnvironmentVersion.spec_sha256 == sha256
         )
     )
     return version or create_environment_version(session, environment, spec)
@@ -205,7 +211,8 @@ def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> In
         if parsed.trial.externalId in existing:
             result.skipped += 1
             continue
-        key = (parsed.trial.environment.name, spec_sha256(parsed.spec), parsed.trial.agent, parsed.trial.run or "")
+        sha256 = spec_sha256(parsed.spec, secrets_key_of(session))
+        key = (parsed.trial.environment.name, sha256, parsed.trial.agent, parsed.trial.run or "")
         group = groups.setdefault(key, [])
         if any(other.trial.attempt == parsed.trial.attempt for other in group):
             raise IngestError(parsed.line, "attempt", f"attempt {parsed.trial.attempt} appears twice in this run")

@@ -206,7 +206,10 @@ def test_a_run_whose_agent_cannot_be_built_fails_with_the_reason(database, org, 
     queue(database, catalog)
     with owner_engine.begin() as conn:
         conn.execute(text("SELECT set_config('app.current_org', :o, true)"), {"o": str(org.id)})
+        # The agent column cannot change (a trigger, for every role); as the owner, plant a row no code could write.
+        conn.execute(text("ALTER TABLE evaluator_configs DISABLE TRIGGER evaluator_configs_agent_immutable"))
         conn.execute(text("""UPDATE evaluator_configs SET agent = '{"kind": "telepathy"}'"""))
+        conn.execute(text("ALTER TABLE evaluator_configs ENABLE TRIGGER evaluator_configs_agent_immutable"))
     work(database)
     run = rows(database, org.id, "SELECT status, error FROM evaluation_runs")[0]
     assert run.status == "failed" and "agent.kind must be 'scripted' or 'command'" in run.error

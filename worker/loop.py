@@ -24,9 +24,12 @@ from sqlalchemy.orm import Session
 
 from db import Database, libpq_url
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from models.environments import runnable_agent, runnable_spec
 from models.runs import RUNS_CHANNEL, complete_run, record_trial, recorded_trial_numbers, trial_seed
+from models.secret_env import SecretsKeyError
 from worker.agents import AgentConfigError
 from worker.environments import SpecError
+from worker.masking import mask_outcome, secret_values
 from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
 
@@ -107,6 +110,9 @@ class Worker:
             log.warning("lost the lease on run %s; another worker continues it", run_id)
         except (SpecError, AgentConfigError) as error:
             self._finish_as_failed(org_id, run_id, f"cannot run: {error}")
+        except SecretsKeyError as error:  # fails the run with the fix, rather than claiming it again and again
+            log.error("run %s cannot open its secrets: %s", run_id, error)
+            self._finish_as_failed(org_id, run_id, f"cannot run: {error}")
         except Exception as error:  # a bug or a database fault: hand the run back; claims are bounded
             log.exception("run %s failed in this worker", run_id)
             self._release(org_id, run_id, f"{type(error).__name__}: {error}", counted=True)
@@ -119,7 +125,9 @@ class Worker:
             version = session.get_one(EnvironmentVersion, (org_id, run.environment_version_id))
             config = session.get_one(EvaluatorConfig, (org_id, run.evaluator_config_id))
             missing = sorted(set(range(1, run.attempt_count + 1)) - recorded_trial_numbers(session, run))
+            spec, agent = runnable_spec(session, version), runnable_agent(session, config)  # env values in plaintext
             session.commit()
+        secrets = secret_values(spec, agent)
         for number in missing:
             if self.stop.is_set():
                 self._release(org_id, run_id, None, counted=False)
@@ -127,8 +135,8 @@ class Worker:
             heartbeat.check()
             seed = trial_seed(run, number)
             outcome = run_trial(
-                version.spec,
-                config.agent,
+                spec,
+                agent,
                 world_seed=run.world_seed,
                 seed=seed,
                 max_steps=config.max_steps,
@@ -136,6 +144,7 @@ class Worker:
                 trial_number=number,
                 sandbox=self.settings.sandbox,
             )
+            outcome = mask_outcome(outcome, secrets)  # no secret value reaches a page, export, artifact or log
             try:
                 with self.database.session(org_id) as session, session.begin():
                     self._hold_lease(session, run)

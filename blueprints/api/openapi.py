@@ -14,6 +14,10 @@ from queries.exports import EXPORT_FORMATS, EXPORT_KINDS
 UUID = {"type": "string", "format": "uuid"}
 NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold NUL characters
 NULLABLE_NUMBER = {"type": ["number", "null"]}
+SECRET_ENV = (
+    'As saved. `env` values are secrets: sealed at rest, shown to nobody (every value reads "***", names only) and '
+    "masked as *** in recorded output; a changed secret is a new version or configuration, never an edit."
+)
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -84,8 +88,25 @@ SCHEMAS: dict[str, Any] = {
             "id": UUID,
             "environmentId": UUID,
             "version": {"type": "integer", "minimum": 1},
-            "spec": {"type": "object"},
-            "specSha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "spec": {
+                "type": "object",
+                "description": SECRET_ENV,
+                "examples": [
+                    {
+                        "kind": "mcp",
+                        "command": ["python", "-m", "my_server"],
+                        "env": {"OPENAI_API_KEY": "***"},
+                        "verifier": {"tool": "score"},
+                        "params": {},
+                    }
+                ],
+            },
+            "specSha256": {
+                "type": "string",
+                "pattern": "^[0-9a-f]{64}$",
+                "description": "sha256 of the canonical spec JSON, each env value replaced by its HMAC-SHA256 "
+                "under the server's secrets key",
+            },
         },
     },
     "EvaluatorConfig": {
@@ -94,7 +115,11 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "id": UUID,
             "name": {"type": "string"},
-            "agent": {"type": "object"},
+            "agent": {
+                "type": "object",
+                "description": SECRET_ENV,
+                "examples": [{"kind": "command", "argv": ["python3", "my_agent.py"], "env": {"OPENAI_API_KEY": "***"}}],
+            },
             "attemptCount": {"type": "integer", "minimum": 1, "maximum": 8},
             "maxSteps": {"type": "integer"},
             "timeoutS": {"type": "number"},
