@@ -45,8 +45,7 @@ LEAKY_AGENT = command_agent("leak_secret.py") | {
 }
 SECRET_SPEC = {
     "kind": "mcp",
-    "command": ["python", "tests/mcp/secret_server.py"],
-    "cwd": str(ROOT),
+    "command": ["python", str(ROOT / "tests" / "mcp" / "secret_server.py")],
     "env": {"SERVER_TOKEN": SERVER_TOKEN},
     "verifier": {"tool": "score"},
 }

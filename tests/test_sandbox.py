@@ -1,0 +1,292 @@
+"""Tenant programs run sandboxed: hostile agents, MCP servers and verifiers, run by the real worker, get nothing.
+
+Each hostile program (tests/hostile/) tries to read a sentinel secret planted in
+the worker's environment and in /proc, the instance and data directories,
+PostgreSQL as every role, 127.0.0.1 ports, the project checkout, other
+processes, and to leave a daemon behind; others go past each resource limit.
+The test reads the attacker's report back from the attacker's own trial page
+and checks that the sentinel is on no page, export, artifact or log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+from sqlalchemy import text
+
+from worker.sandbox import SandboxSettings, validate_limits
+from worker.trial import run_trial
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = Path(__file__).parent / "hostile"
+ATTACKS = ("environ", "proc-environ", "processes", "instance-dir", "data-dir", "database", "loopback")
+ATTACKS += ("write-checkout", "identity")
+EXPORT_KINDS = ("all", "successful", "failed", "recovery", "preference")
+
+needs_bwrap = pytest.mark.skipif(
+    SandboxSettings.from_environ().problem() is not None,
+    reason=f"bubblewrap cannot run here: {SandboxSettings.from_environ().problem()}",
+)
+
+
+@pytest.fixture
+def api(client, auth, make_member):
+    """A logged-in member's JSON POST (CSRF header set), with the member on `api.member`."""
+    member = make_member("mallory@acme.test", "Acme RL", "member")
+    auth.login(member.email)
+    token = auth.csrf()
+
+    def post(url, body):
+        response = client.post(url, json=body, headers={"X-CSRFToken": token})
+        assert response.status_code in (201, 202), response.text
+        return response.json
+
+    post.member = member
+    return post
+
+
+def catalog(api, name: str, spec: dict, agent: dict, *, timeout_s: float = 30, max_steps: int = 6):
+    """Create an environment, its version and an evaluator config through the public API; return their ids."""
+    env = api("/api/v1/environments", {"name": name})
+    version = api(f"/api/v1/environments/{env['id']}/versions", {"spec": spec})
+    body = {"name": name, "agent": agent, "attemptCount": 1, "maxSteps": max_steps, "timeoutS": timeout_s}
+    config = api("/api/v1/evaluator-configs", body)
+    return version["id"], config["id"]
+
+
+def enqueue(api, ids) -> str:
+    """Queue a run of one trial; return its id."""
+    return api("/api/v1/evaluation-runs", {"environmentVersionId": ids[0], "evaluatorConfigId": ids[1]})["id"]
+
+
+def start_worker(database_urls, sentinel: str) -> subprocess.Popen:
+    """The real worker, as a separate process whose environment holds the sentinel (as SECRET_KEY too)."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_urls.runtime,
+        "ADMIN_DATABASE_URL": database_urls.admin,
+        "SECRET_KEY": sentinel,
+        "AGENTFORGE_TEST_SENTINEL": sentinel,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "flask", "--app", "app", "worker", "--poll-seconds", "0.2"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_until_done(client, run_ids, worker, timeout=240.0) -> dict[str, dict]:
+    """Poll the run API until every run finished; fail with the worker's output if it died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = {run_id: client.get(f"/api/v1/evaluation-runs/{run_id}").json for run_id in run_ids}
+        if all(r["status"] in ("completed", "failed") for r in runs.values()):
+            return runs
+        assert worker.poll() is None, worker.stdout.read()
+        time.sleep(0.2)
+    raise AssertionError("runs did not finish in time")
+
+
+def everything_a_user_can_read(client, runs: dict[str, dict]) -> str:
+    """Every page, API answer, export (every kind and format) and artifact the attacker's organization can read."""
+    parts = []
+    for run_id, run in runs.items():
+        parts.append(json.dumps(run))
+        parts.append(client.get(f"/runs/{run_id}").text)
+        for trial in run["trials"]:
+            page = client.get(f"/trials/{trial['id']}").text
+            parts.append(page)
+            for artifact in set(re.findall(r"/api/v1/artifacts/([0-9a-f-]{36})", page)):
+                parts.append(client.get(f"/api/v1/artifacts/{artifact}").get_data(as_text=True))
+    for kind in EXPORT_KINDS:
+        for fmt in ("", "&format=atif", "&format=trl"):
+            response = client.get(f"/api/v1/rollouts?kind={kind}{fmt}")
+            assert response.status_code == 200
+            parts.append(response.get_data(as_text=True))
+    return "\n".join(parts)
+
+
+@pytest.mark.leak
+@needs_bwrap
+def test_hostile_agent_mcp_server_and_verifier_get_nothing_and_leave_nothing(client, api, database_urls):
+    planted = [ROOT / "pwned.txt", ROOT / "tests" / "pwned.txt"]
+    for path in planted:  # left by an unsandboxed run (AGENTFORGE_SANDBOX=none), where this attack succeeds
+        path.unlink(missing_ok=True)
+    sentinel = f"sentinel-{uuid.uuid4().hex}"
+    marker = f"agentforge-daemon-{uuid.uuid4().hex[:12]}"
+    listener = socket.create_server(("127.0.0.1", 0))  # a loopback port the sandbox must not reach
+    attack_env = {"ATTACK_PORT": str(listener.getsockname()[1]), "ATTACK_DAEMON_MARKER": marker}
+    spec = {
+        "kind": "mcp",
+        "command": ["python", str(HOSTILE / "server.py")],
+        "env": attack_env,
+        "verifier": {"command": ["python", str(HOSTILE / "verifier.py")]},
+    }
+    agent = {"kind": "command", "argv": [sys.executable, str(HOSTILE / "agent.py"), "attack"], "env": attack_env}
+    hostile_run = enqueue(api, catalog(api, "hostile", spec, agent))
+    worker = start_worker(database_urls, sentinel)
+    try:
+        runs = wait_until_done(client, [hostile_run], worker)
+        survivors = [
+            p.info for p in psutil.process_iter(["pid", "cmdline"]) if marker in " ".join(p.info["cmdline"] or [])
+        ]
+        assert survivors == [], "a daemon outlived its trial"
+        assert worker.poll() is None, "the worker died"
+
+        # The worker stays alive and the next trial (a sandboxed command agent) runs normally.
+        solver = {"kind": "command", "argv": [sys.executable, str(ROOT / "tests" / "agents" / "solver.py")]}
+        normal_run = enqueue(api, catalog(api, "normal", {"environment": "admin-console"}, solver))
+        runs.update(wait_until_done(client, [normal_run], worker))
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker_output = worker.communicate(timeout=30)[0]
+        listener.close()
+
+    assert runs[normal_run]["status"] == "completed" and runs[normal_run]["trials"][0]["reward"] == 1.0
+    trial = runs[hostile_run]["trials"][0]
+    assert (runs[hostile_run]["status"], trial["reward"]) == ("completed", 1.0)
+    page = client.get(f"/trials/{trial['id']}").text
+    for who in ("agent", "server", "verifier"):
+        for attack in ATTACKS:
+            assert f"attack {who} {attack}: blocked" in page, f"{who} {attack} not reported blocked"
+        uid = int(re.search(rf"attack {who} identity: blocked \(uid (\d+)", page).group(1))
+        assert uid not in (0, os.getuid()), f"the {who} ran as uid {uid}"
+        assert f"attack {who} daemon: started" in page
+    assert "LEAKED" not in page
+    assert not any(path.exists() for path in planted)
+    readable = everything_a_user_can_read(client, runs) + worker_output
+    assert sentinel not in readable
+
+
+def limit_agent(mode: str, **limits) -> dict:
+    return {"kind": "command", "argv": [sys.executable, str(HOSTILE / "agent.py"), mode], "limits": limits}
+
+
+@pytest.mark.fault
+@needs_bwrap
+def test_each_limit_ends_its_trial_as_resource_limit_naming_the_limit_and_the_worker_goes_on(
+    client, api, database_urls
+):
+    builtin = {"environment": "admin-console"}
+    cases = {
+        "fork bomb": (builtin, limit_agent("forkbomb", processes=24), "the limit of 24 processes"),
+        "memory": (builtin, limit_agent("memory", memoryMb=256), "the limit of 256 MB of memory"),
+        "file size": (builtin, limit_agent("filesize", fileSizeMb=2), "the limit of 2 MB per file"),
+        "output": (builtin, limit_agent("output", outputMb=1), "the limit of 1 MB of output"),
+        "cpu": (builtin, limit_agent("cpu", cpuSeconds=1), "the limit of 1 CPU seconds"),
+        "mcp flood": (
+            {
+                "kind": "mcp",
+                "command": ["python", str(HOSTILE / "server.py"), "flood"],
+                "verifier": {"tool": "score"},
+                "limits": {"outputMb": 2},
+            },
+            {"kind": "scripted", "skill": 1.0},
+            "the limit of 2 MB of output",
+        ),
+    }
+    run_ids = {name: enqueue(api, catalog(api, name, spec, agent)) for name, (spec, agent, _) in cases.items()}
+    after = enqueue(api, catalog(api, "after", builtin, {"kind": "scripted", "skill": 1.0}))
+    worker = start_worker(database_urls, "unused")
+    try:
+        runs = wait_until_done(client, [*run_ids.values(), after], worker)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=30)
+    for name, run_id in run_ids.items():
+        trial = runs[run_id]["trials"][0]
+        assert trial["failureCategory"] == "resource_limit", (name, trial)
+        page = client.get(f"/trials/{trial['id']}").text
+        assert cases[name][2] in page, f"{name}: the log does not name the limit"
+    assert runs[after]["trials"][0]["reward"] == 1.0
+
+
+def test_without_bubblewrap_sandboxed_trials_are_environment_errors_that_say_how_to_fix_it():
+    missing = SandboxSettings(mode="bwrap", bwrap=None)
+    agent = {"kind": "command", "argv": [sys.executable, str(ROOT / "tests" / "agents" / "solver.py")]}
+    outcome = run_trial(
+        {"environment": "admin-console"}, agent, world_seed=1, seed=1, max_steps=5, timeout_s=10, sandbox=missing
+    )
+    assert outcome.failure_category == "environment_error"
+    assert "apt-get install bubblewrap" in outcome.log
+    server = {"kind": "mcp", "command": ["python", str(HOSTILE / "server.py")], "verifier": {"tool": "score"}}
+    outcome = run_trial(server, {"kind": "scripted"}, world_seed=1, seed=1, max_steps=5, timeout_s=10, sandbox=missing)
+    assert (outcome.failure_category, outcome.reward) == ("environment_error", None)
+    assert "apt-get install bubblewrap" in outcome.log
+    scripted = run_trial(
+        {"environment": "admin-console"},
+        {"kind": "scripted", "skill": 1.0},
+        world_seed=1,
+        seed=1,
+        max_steps=10,
+        timeout_s=10,
+        sandbox=missing,
+    )
+    assert scripted.reward == 1.0  # built-in environments and scripted agents need no sandbox
+
+
+@needs_bwrap
+def test_the_program_gets_only_the_allow_listed_environment_and_its_workspace():
+    state_dir = Path(SandboxSettings.from_environ().state_dir)
+    before = set(state_dir.iterdir()) if state_dir.is_dir() else set()
+    agent = {"kind": "command", "argv": [sys.executable, str(HOSTILE / "env_agent.py")], "env": {"MODEL": "tiny"}}
+    outcome = run_trial(
+        {"environment": "admin-console"}, agent, world_seed=3, seed=42, max_steps=5, timeout_s=10, trial_number=2
+    )
+    seen = json.loads(outcome.log.split("agent finished: ", 1)[1].splitlines()[0])
+    assert set(seen["env"]) - {"PWD"} == {
+        "PATH", "LANG", "TZ", "HOME", "MODEL", "AGENTFORGE_SEED", "AGENTFORGE_TRIAL", "AGENTFORGE_WORKSPACE"
+    }  # fmt: skip
+    assert (seen["env"]["AGENTFORGE_SEED"], seen["env"]["AGENTFORGE_TRIAL"]) == ("42", "2")
+    assert seen["cwd"] == seen["env"]["HOME"] == seen["env"]["AGENTFORGE_WORKSPACE"] == "/workspace"
+    assert seen["files"] == ["note.txt"]
+    assert set(state_dir.iterdir()) - before - {state_dir / "uid-locks"} == set(), "the workspace was not removed"
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    ("limits", "detail"),
+    [
+        ({"memoryMb": 999999}, "agent.limits.memoryMb must be an integer from 1 to 8192"),
+        ({"processes": 0}, "agent.limits.processes must be an integer from 1 to 1024"),
+        ({"gpus": 1}, "agent.limits.gpus is unknown"),
+        ({"cpuSeconds": "60"}, "agent.limits.cpuSeconds must be an integer"),
+        ([], "agent.limits must be a JSON object"),
+    ],
+)
+def test_limits_over_the_operator_ceiling_or_unknown_answer_400_and_write_nothing(
+    client, auth, make_member, owner_engine, limits, detail
+):
+    member = make_member("mike@acme.test", "Acme RL", "member")
+    auth.login(member.email)
+    agent = {"kind": "command", "argv": ["agent"], "limits": limits}
+    response = client.post(
+        "/api/v1/evaluator-configs",
+        json={"name": "c", "agent": agent, "attemptCount": 1},
+        headers={"X-CSRFToken": auth.csrf()},
+    )
+    assert response.status_code == 400 and detail in response.json["detail"]
+    with owner_engine.begin() as conn:
+        conn.execute(text("SELECT set_config('app.current_org', :o, true)"), {"o": str(member.org.id)})
+        assert conn.execute(text("SELECT count(*) FROM evaluator_configs")).scalar() == 0
+
+
+def test_an_operator_ceiling_lowers_what_configs_may_ask_for(monkeypatch):
+    monkeypatch.setenv("AGENTFORGE_MAX_MEMORY_MB", "128")
+    with pytest.raises(ValueError, match="from 1 to 128"):
+        validate_limits({"memoryMb": 256}, "agent")
+    assert validate_limits({"memoryMb": 128}, "agent") == {"memoryMb": 128}
