@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 5000
 export FLASK_APP := app
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean sandbox
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,17 +20,23 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python
 	touch $@ $(VENV)/.runtime
 
 # The worker runs beside the web server so runs started from the dashboard make progress; Ctrl-C stops both.
-run: $(VENV)/.runtime
+run: $(VENV)/.runtime sandbox
 	$(BIN)/flask init-db
 	$(BIN)/flask demo --if-empty
 	$(BIN)/flask worker & worker=$$!; trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT INT TERM; \
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
+# Tenant programs (command agents, MCP servers, verifiers) run under bubblewrap; as root, install it when missing.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	else echo "bubblewrap is missing: sandboxed trials will end as environment_error (apt-get install bubblewrap)" >&2; fi; }
+
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+test: lint sandbox
 	$(BIN)/pytest
 
 bench: $(VENV)/.dev

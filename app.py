@@ -249,8 +249,11 @@ def _register_commands(app: Flask) -> None:
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
-        settings = worker_settings(lease_seconds=lease_seconds, poll_seconds=poll_seconds)
-        click.echo(f"Worker started (concurrency {concurrency}); waiting for runs.")
+        try:
+            settings = worker_settings(lease_seconds=lease_seconds, poll_seconds=poll_seconds)
+        except ValueError as error:  # AGENTFORGE_SANDBOX names no mode
+            _fail(str(error))
+        click.echo(f"Worker started (concurrency {concurrency}, sandbox {settings.sandbox.mode}); waiting for runs.")
         processed = run_workers(database(), settings, stop, concurrency, until_idle)
         click.echo(f"Worker stopped after {processed} runs.")
 

@@ -26,7 +26,7 @@ from wtforms import EmailField, HiddenField, PasswordField
 from wtforms.validators import DataRequired
 
 from blueprints.htmx import render
-from db import get_database
+from db import get_database, request_session
 from models.accounts import (
     SessionUser,
     close_auth_session,
@@ -35,6 +35,7 @@ from models.accounts import (
     log_in,
     seconds_until_allowed,
 )
+from queries.workers import unsandboxed_worker_running
 
 bp = Blueprint("auth", __name__)
 csrf = CSRFProtect()  # checks run from the login guard below, so bearer-token API calls can skip them
@@ -179,7 +180,8 @@ def _layout_context() -> dict:
     membership = g.get("membership")
     if membership is None:
         return {}
-    return {"session_user": current_user.user, "current_membership": membership}
+    unsandboxed = membership.role == "owner" and unsandboxed_worker_running(request_session())
+    return {"session_user": current_user.user, "current_membership": membership, "unsandboxed_worker": unsandboxed}
 
 
 class LoginForm(FlaskForm):

@@ -6,6 +6,7 @@ from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
 from models.rollups import EnvironmentVersionStats, FailureCategoryCount, StageMetricRollup
 from models.tokens import ApiToken
+from models.workers import WorkerPresence
 
 __all__ = [
     "ApiToken",
@@ -25,4 +26,5 @@ __all__ = [
     "Rollout",
     "StageMetricRollup",
     "User",
+    "WorkerPresence",
 ]

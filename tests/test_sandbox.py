@@ -34,10 +34,8 @@ ATTACKS = ("environ", "proc-environ", "processes", "instance-dir", "data-dir", "
 ATTACKS += ("write-checkout", "identity")
 EXPORT_KINDS = ("all", "successful", "failed", "recovery", "preference")
 
-needs_bwrap = pytest.mark.skipif(
-    SandboxSettings.from_environ().problem() is not None,
-    reason=f"bubblewrap cannot run here: {SandboxSettings.from_environ().problem()}",
-)
+BWRAP_PROBLEM = SandboxSettings(mode="bwrap").problem()
+needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"bubblewrap cannot run here: {BWRAP_PROBLEM}")
 
 
 @pytest.fixture
@@ -290,3 +288,64 @@ def test_an_operator_ceiling_lowers_what_configs_may_ask_for(monkeypatch):
     with pytest.raises(ValueError, match="from 1 to 128"):
         validate_limits({"memoryMb": 256}, "agent")
     assert validate_limits({"memoryMb": 128}, "agent") == {"memoryMb": 128}
+
+
+def owner_and_member_pages(client, auth, make_member, join):
+    """The environments page as an owner and as a member of the same organization sees it."""
+    owner = make_member("olga@acme.test", "Acme RL", "owner")
+    member = make_member("mo@globex.test", "Globex", "member")
+    join(member, owner.org, "member")
+
+    def pages() -> tuple[str, str]:
+        seen = []
+        for person in (owner, member):
+            auth.login(person.email)
+            if person is member:
+                client.post("/orgs/switch", data={"organization_id": str(owner.org.id), "csrf_token": auth.csrf()})
+            seen.append(client.get("/environments").text)
+            auth.logout()
+        return seen[0], seen[1]
+
+    return pages
+
+
+def test_an_unsandboxed_worker_is_logged_at_start_and_owners_see_a_banner_while_it_runs(
+    client, auth, make_member, join, database_urls
+):
+    pages = owner_and_member_pages(client, auth, make_member, join)
+    assert "Unsandboxed worker" not in pages()[0]
+    env = {**os.environ, "DATABASE_URL": database_urls.runtime, "ADMIN_DATABASE_URL": database_urls.admin}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "flask", "--app", "app", "worker", "--poll-seconds", "0.2"],
+        cwd=ROOT,
+        env={**env, "AGENTFORGE_SANDBOX": "none"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while "Unsandboxed worker" not in pages()[0]:
+            assert time.monotonic() < deadline and worker.poll() is None, "no banner for the unsandboxed worker"
+            time.sleep(0.2)
+        owner_page, member_page = pages()
+        assert "AGENTFORGE_SANDBOX=none" in owner_page and "Unsandboxed worker" not in member_page
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        output = worker.communicate(timeout=30)[0]
+    assert "AGENTFORGE_SANDBOX=none: programs named by specs and evaluator configurations run unsandboxed" in output
+    assert "Unsandboxed worker" not in pages()[0]  # a stopped worker retires its row
+
+
+def test_an_unknown_sandbox_mode_stops_the_worker_with_a_clear_error(database_urls):
+    env = {**os.environ, "DATABASE_URL": database_urls.runtime, "ADMIN_DATABASE_URL": database_urls.admin}
+    done = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "worker", "--until-idle"],
+        cwd=ROOT,
+        env={**env, "AGENTFORGE_SANDBOX": "docker"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "Error: AGENTFORGE_SANDBOX must be one of bwrap, none, not 'docker'" in done.stdout + done.stderr

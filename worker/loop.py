@@ -27,6 +27,7 @@ from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from models.environments import runnable_agent, runnable_spec
 from models.runs import RUNS_CHANNEL, complete_run, record_trial, recorded_trial_numbers, trial_seed
 from models.secret_env import SecretsKeyError
+from models.workers import announce_worker, retire_worker
 from worker.agents import AgentConfigError
 from worker.environments import SpecError
 from worker.masking import mask_outcome, secret_values
@@ -257,6 +258,9 @@ def run_workers(
     database: Database, settings: WorkerSettings, stop: threading.Event, concurrency: int, until_idle: bool
 ) -> int:
     """Run `concurrency` claim loops in threads until stopped (or idle); return how many runs they processed."""
+    announce_sandbox(settings.sandbox)
+    presence = Presence(database, worker_name(0).rsplit(":", 1)[0], settings.sandbox.mode)
+    presence.start()
     results = [0] * concurrency
     workers = [Worker(database, settings, stop, worker_name(i)) for i in range(concurrency)]
 
@@ -268,4 +272,53 @@ def run_workers(
         thread.start()
     for thread in threads:
         thread.join()
+    presence.stop()
     return sum(results)
+
+
+def announce_sandbox(sandbox: SandboxSettings) -> None:
+    """Say at every worker start how tenant programs will run (a warning when they will not be sandboxed)."""
+    if sandbox.mode == "none":
+        log.warning(
+            "AGENTFORGE_SANDBOX=none: programs named by specs and evaluator configurations run unsandboxed, with "
+            "this worker's user, files, environment and network. Use it only for a single-tenant deployment."
+        )
+    elif problem := sandbox.problem():
+        log.error("%s. Until then, trials that start a program end as environment_error.", problem)
+    else:
+        log.info("tenant programs run sandboxed by bubblewrap (%s)", sandbox.bwrap)
+
+
+class Presence:
+    """Keeps this worker process's row in worker_presence fresh while it runs (owners see unsandboxed workers)."""
+
+    def __init__(self, database: Database, name: str, sandbox_mode: str, interval: float = 15.0) -> None:
+        self.database, self.name, self.mode, self.interval = database, name, sandbox_mode, interval
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True, name="presence")
+
+    def start(self) -> None:
+        """Announce the worker now, then every `interval` seconds."""
+        self._announce()
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop announcing and remove the worker's row."""
+        self.stopped.set()
+        self.thread.join()
+        try:
+            with self.database.session() as session, session.begin():
+                retire_worker(session, self.name)
+        except Exception:  # the row expires by itself within a minute
+            log.exception("could not retire worker %s", self.name)
+
+    def _announce(self) -> None:
+        try:
+            with self.database.session() as session, session.begin():
+                announce_worker(session, self.name, self.mode)
+        except Exception:  # a missed announcement is retried at the next beat
+            log.exception("could not announce worker %s", self.name)
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.interval):
+            self._announce()

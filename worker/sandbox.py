@@ -499,10 +499,9 @@ def run_bounded(launch: Launch, *, timeout: float, keep: int = 64 * 1024) -> Fin
         proc.wait()
         raise TimeoutError(f"the program did not finish within {timeout:g}s") from None
     finally:
-        for thread in threads:
+        for thread, stream in zip(threads, (proc.stdout, proc.stderr), strict=True):
             thread.join(timeout=max(0.1, deadline - time.monotonic()))
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
+            if not thread.is_alive() and stream:  # a survivor holding the pipe (mode none) keeps its reader
                 stream.close()
     stderr = kept["stderr"].decode("utf-8", "replace")
     if budget.exceeded:

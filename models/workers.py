@@ -1,0 +1,40 @@
+"""Worker processes as the dashboard sees them: which are alive and whether they run tenant programs sandboxed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import CheckConstraint, String, delete, func
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from models.base import Base
+
+PRESENCE_TTL_S = 60  # a worker not seen for this long is gone
+
+
+class WorkerPresence(Base):
+    """One running worker process and its AGENTFORGE_SANDBOX mode (bwrap or none)."""
+
+    __tablename__ = "worker_presence"
+    __table_args__ = (CheckConstraint("sandbox_mode IN ('bwrap', 'none')", name="sandbox_mode"),)
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    sandbox_mode: Mapped[str] = mapped_column(String)
+    started_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    last_seen_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+def announce_worker(session: Session, name: str, sandbox_mode: str) -> None:
+    """Record (or refresh) that worker `name` is alive and how it sandboxes."""
+    statement = insert(WorkerPresence).values(name=name, sandbox_mode=sandbox_mode)
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[WorkerPresence.name], set_={"last_seen_at": func.now(), "sandbox_mode": sandbox_mode}
+        )
+    )
+
+
+def retire_worker(session: Session, name: str) -> None:
+    """Forget worker `name` (it stopped)."""
+    session.execute(delete(WorkerPresence).where(WorkerPresence.name == name))
