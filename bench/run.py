@@ -1,4 +1,5 @@
-"""`make bench`: pages at 10k and 1M trials, naive aggregates, exports vs COPY, worker recording, load → BENCHMARKS.md.
+"""`make bench`: pages at 10k and 1M trials, naive aggregates, exports vs COPY, worker recording, load, sandbox
+overhead → BENCHMARKS.md.
 
 Runs on the app's own database configuration, in the database
 `agentforge_bench` of the embedded cluster (recreated at the start, unless
@@ -23,6 +24,7 @@ from app import create_app
 from bench import export as export_bench
 from bench import load as load_bench
 from bench import pages, recording
+from bench import sandbox as sandbox_bench
 from bench.generate import ATTEMPTS, BENCH_PASSWORD, ORGS, check_rollups, ensure_catalog, generate_runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,6 +202,7 @@ def main() -> None:
         "",
         *load_bench.summary(loaded, load_urls),
         "",
+        *sandbox_bench.section(sandbox_bench.measure()),
     ]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, String, delete, func
+from sqlalchemy import CheckConstraint, Text, delete, func
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -19,8 +19,8 @@ class WorkerPresence(Base):
     __tablename__ = "worker_presence"
     __table_args__ = (CheckConstraint("sandbox_mode IN ('bwrap', 'none')", name="sandbox_mode"),)
 
-    name: Mapped[str] = mapped_column(String, primary_key=True)
-    sandbox_mode: Mapped[str] = mapped_column(String)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    sandbox_mode: Mapped[str] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(server_default=func.now())
     last_seen_at: Mapped[datetime] = mapped_column(server_default=func.now())
 

@@ -128,6 +128,18 @@ def validate_limits(value: Any, where: str) -> dict[str, int]:
     return dict(value)
 
 
+def sandbox_options(config: dict[str, Any], where: str) -> dict[str, Any]:
+    """The sandbox options a spec or agent config sets (`network`, `limits`), checked; ValueError names the bad one."""
+    options: dict[str, Any] = {}
+    if "network" in config:
+        if not isinstance(config["network"], bool):
+            raise ValueError(f"{where}.network must be true or false")
+        options["network"] = config["network"]
+    if "limits" in config:
+        options["limits"] = validate_limits(config["limits"], where)
+    return options
+
+
 def resolve_limits(overrides: dict[str, int] | None) -> dict[str, int]:
     """The limits one program runs under: defaults, the config's overrides, each held to the operator's ceiling."""
     top = ceilings()

@@ -7,7 +7,7 @@ from typing import Any
 from worker.agents.base import Action, Agent, AgentFailure, Finish, ToolCall
 from worker.agents.command import CommandAgent
 from worker.agents.scripted import ScriptedAgent
-from worker.sandbox import TrialSandbox, validate_limits
+from worker.sandbox import TrialSandbox, sandbox_options
 
 __all__ = ["Action", "Agent", "AgentConfigError", "AgentFailure", "Finish", "ToolCall", "load", "validate_agent"]
 
@@ -37,16 +37,10 @@ def validate_agent(agent: Any) -> dict[str, Any]:
         if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
             raise AgentConfigError("agent.env must map names to strings")
         normalised: dict[str, Any] = {"kind": "command", "argv": argv, "env": env}
-        if "network" in agent:
-            if not isinstance(agent["network"], bool):
-                raise AgentConfigError("agent.network must be true or false")
-            normalised["network"] = agent["network"]
-        if "limits" in agent:
-            try:
-                normalised["limits"] = validate_limits(agent["limits"], "agent")
-            except ValueError as error:
-                raise AgentConfigError(str(error)) from None
-        return normalised
+        try:
+            return normalised | sandbox_options(agent, "agent")
+        except ValueError as error:
+            raise AgentConfigError(str(error)) from None
     if kind == "external":  # an agent that ran in another harness (imported results)
         name = agent.get("name", "")
         if not isinstance(name, str) or not name:

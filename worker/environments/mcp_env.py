@@ -22,7 +22,7 @@ from mcp import ClientSession
 
 from worker.environments.base import SpecError, Task
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
-from worker.sandbox import LimitExceeded, TrialSandbox, describe, limit_breached, run_bounded, validate_limits
+from worker.sandbox import LimitExceeded, TrialSandbox, describe, limit_breached, run_bounded, sandbox_options
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DATA_MARKER = "AGENTFORGE_TASK_DATA:"
@@ -47,15 +47,10 @@ def validate_mcp_spec(spec: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(cwd, str) or cwd.startswith("/") or ".." in Path(cwd).parts:
             raise SpecError("spec.cwd must be a relative path inside the trial's workspace")
         normalised["cwd"] = cwd
-    if "network" in spec:
-        if not isinstance(spec["network"], bool):
-            raise SpecError("spec.network must be true or false")
-        normalised["network"] = spec["network"]
-    if "limits" in spec:
-        try:
-            normalised["limits"] = validate_limits(spec["limits"], "spec")
-        except ValueError as error:
-            raise SpecError(str(error)) from None
+    try:
+        normalised |= sandbox_options(spec, "spec")
+    except ValueError as error:
+        raise SpecError(str(error)) from None
     env = spec.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise SpecError("spec.env must map names to strings")
