@@ -380,6 +380,8 @@ class TrialSandbox:
 
     def _bwrap_flags(self, side: Party, network: bool, inner_cwd: str) -> list[str]:
         flags = _namespace_flags(network=network, as_root=side.as_root)
+        # The private /tmp first: the project or the Python may live under the host's /tmp and are bound over it.
+        flags += ["--size", str(64 * MIB), "--tmpfs", "/tmp"]
         readable = sorted({sys.prefix, sys.base_prefix, str(ROOT)} - {"/usr"})
         for path in readable:  # parents bwrap creates would copy the host's modes (/root is 0700)
             for parent in reversed(Path(path).parents[:-1]):
@@ -395,7 +397,7 @@ class TrialSandbox:
             if any((path + "/").startswith(p.rstrip("/") + "/") for p in readable) and os.path.lexists(path):
                 flags += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         flags += ["--bind", str(side.workspace), WORKSPACE, "--proc", "/proc", "--dev", "/dev"]
-        flags += ["--size", str(64 * MIB), "--tmpfs", "/tmp", "--chdir", inner_cwd]
+        flags += ["--chdir", inner_cwd]
         return flags
 
     def close(self) -> None:
