@@ -349,3 +349,26 @@ def test_an_unknown_sandbox_mode_stops_the_worker_with_a_clear_error(database_ur
     )
     assert done.returncode == 1
     assert "Error: AGENTFORGE_SANDBOX must be one of bwrap, none, not 'docker'" in done.stdout + done.stderr
+
+
+@needs_bwrap
+def test_operator_shared_directories_are_visible_read_only_and_nothing_else_of_the_host(tmp_path, monkeypatch):
+    programs = tmp_path / "agents"
+    programs.mkdir()
+    (programs / "look.py").write_text(
+        "import json, os, sys\n"
+        "sys.stdin.readline()\n"
+        "here = os.path.dirname(os.path.abspath(__file__))\n"
+        "try:\n    open(os.path.join(here, 'x'), 'w'); wrote = 'wrote'\nexcept OSError as e:\n    wrote = str(e)\n"
+        "seen = {'wrote': wrote, 'secret': os.path.exists(sys.argv[1])}\n"
+        "print(json.dumps({'finish': True, 'summary': json.dumps(seen)}), flush=True)\n"
+    )
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("not for tenants")
+    for path in (tmp_path, programs):
+        path.chmod(0o755)
+    monkeypatch.setenv("AGENTFORGE_SANDBOX_PATHS", str(programs))
+    agent = {"kind": "command", "argv": [sys.executable, str(programs / "look.py"), str(secret)]}
+    outcome = run_trial({"environment": "admin-console"}, agent, world_seed=1, seed=1, max_steps=3, timeout_s=10)
+    seen = json.loads(outcome.log.split("agent finished: ", 1)[1].splitlines()[0])
+    assert "Read-only file system" in seen["wrote"] and seen["secret"] is False

@@ -158,13 +158,14 @@ class SandboxSettings:
     mode: str = "bwrap"
     bwrap: str | None = field(default_factory=lambda: shutil.which("bwrap"))
     hidden: tuple[str, ...] = ()
+    shared: tuple[str, ...] = ()  # host directories every sandbox sees read-only (AGENTFORGE_SANDBOX_PATHS)
     uid_base: int = 900_000
     uid_slots: int = 4096
     state_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "agentforge-sandbox"))
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> SandboxSettings:
-        """Read AGENTFORGE_SANDBOX (bwrap | none) and the paths to hide (the instance and data directories)."""
+        """Read AGENTFORGE_SANDBOX (bwrap | none), AGENTFORGE_SANDBOX_PATHS and the paths to hide (instance, data)."""
         environ = dict(os.environ if environ is None else environ)
         mode = environ.get("AGENTFORGE_SANDBOX", "bwrap") or "bwrap"
         if mode not in MODES:
@@ -172,7 +173,12 @@ class SandboxSettings:
         hidden = [ROOT / "instance", ROOT / ".git", ROOT / ".env"]
         if environ.get("AGENTFORGE_DATA_DIR"):
             hidden.append(Path(environ["AGENTFORGE_DATA_DIR"]))
-        return cls(mode=mode, hidden=tuple(str(Path(p).expanduser().resolve()) for p in hidden))
+        shared = [p for p in environ.get("AGENTFORGE_SANDBOX_PATHS", "").split(os.pathsep) if p.strip()]
+        return cls(
+            mode=mode,
+            hidden=tuple(str(Path(p).expanduser().resolve()) for p in hidden),
+            shared=tuple(str(Path(p).expanduser().resolve()) for p in shared),
+        )
 
     def problem(self) -> str | None:
         """Why bwrap sandboxes cannot start on this machine (with the fix), or None when they can."""
@@ -382,7 +388,7 @@ class TrialSandbox:
         flags = _namespace_flags(network=network, as_root=side.as_root)
         # The private /tmp first: the project or the Python may live under the host's /tmp and are bound over it.
         flags += ["--size", str(64 * MIB), "--tmpfs", "/tmp"]
-        readable = sorted({sys.prefix, sys.base_prefix, str(ROOT)} - {"/usr"})
+        readable = sorted({sys.prefix, sys.base_prefix, str(ROOT), *self.settings.shared} - {"/usr"})
         for path in readable:  # parents bwrap creates would copy the host's modes (/root is 0700)
             for parent in reversed(Path(path).parents[:-1]):
                 flags += ["--perms", "0755", "--dir", str(parent)]
