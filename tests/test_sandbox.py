@@ -372,3 +372,9 @@ def test_operator_shared_directories_are_visible_read_only_and_nothing_else_of_t
     outcome = run_trial({"environment": "admin-console"}, agent, world_seed=1, seed=1, max_steps=3, timeout_s=10)
     seen = json.loads(outcome.log.split("agent finished: ", 1)[1].splitlines()[0])
     assert "Read-only file system" in seen["wrote"] and seen["secret"] is False
+
+
+def test_a_data_directory_anywhere_in_the_checkout_is_hidden_with_its_passwords():
+    data_dir = ROOT / "var" / "pgdata"
+    settings = SandboxSettings.from_environ({"AGENTFORGE_DATA_DIR": str(data_dir)})
+    assert {str(data_dir), str(ROOT / "var" / "pgdata-passwords"), str(ROOT / "instance")} <= set(settings.hidden)

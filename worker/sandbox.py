@@ -171,8 +171,9 @@ class SandboxSettings:
         if mode not in MODES:
             raise ValueError(f"AGENTFORGE_SANDBOX must be one of {', '.join(MODES)}, not {mode!r}")
         hidden = [ROOT / "instance", ROOT / ".git", ROOT / ".env"]
-        if environ.get("AGENTFORGE_DATA_DIR"):
-            hidden.append(Path(environ["AGENTFORGE_DATA_DIR"]))
+        if environ.get("AGENTFORGE_DATA_DIR"):  # the cluster, and its role passwords beside it
+            data_dir = Path(environ["AGENTFORGE_DATA_DIR"]).expanduser().resolve()
+            hidden += [data_dir, data_dir.with_name(data_dir.name + "-passwords")]
         shared = [p for p in environ.get("AGENTFORGE_SANDBOX_PATHS", "").split(os.pathsep) if p.strip()]
         return cls(
             mode=mode,
