@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import click
-from flask import Flask, jsonify, make_response, request
+from flask import Flask, jsonify, make_response, request, url_for
 from flask_wtf.csrf import CSRFError
 from sqlalchemy import func, select
 from sqlalchemy.exc import DataError, OperationalError
@@ -35,6 +35,7 @@ from models.accounts import (
 from models.demo import create_demo
 from models.harbor import read_harbor_job
 from models.ingest import IngestError, ingest
+from models.invitations import invite
 from models.secret_env import create_once, load_secrets_key
 from models.tokens import create_token
 from worker.loop import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S, WorkerSettings, run_workers
@@ -130,7 +131,7 @@ def _register_error_handlers(app: Flask) -> None:
 
 
 def _register_commands(app: Flask) -> None:
-    """`init-db`, `create-org`, `create-user`, `add-member` and `demo`: bad input prints one line and exits 1."""
+    """`init-db`, `create-org`, `create-user`, `add-member`, `invite`, `demo`, …: bad input prints one line, exits 1."""
 
     def database() -> db.Database:
         return app.extensions["agentforge_db"]
@@ -189,6 +190,27 @@ def _register_commands(app: Flask) -> None:
                 _fail(f"no user with email {email!r}")
             _or_fail(lambda: add_membership(session, user, org, role))
         click.echo(f"{user.email} is now {role} of {org.name}.")
+
+    @app.cli.command("invite")
+    @click.argument("email")
+    @click.option("--org", "org_name", required=True, help="Organization the person is invited to.")
+    @click.option("--role", default="member", help="owner, member or viewer.")
+    @click.option(
+        "--base-url",
+        default=lambda: os.environ.get("AGENTFORGE_BASE_URL", "http://127.0.0.1:5000"),
+        help="Where the dashboard is served (default $AGENTFORGE_BASE_URL or http://127.0.0.1:5000).",
+    )
+    def invite_command(email: str, org_name: str, role: str, base_url: str) -> None:
+        """Invite EMAIL to ORG as ROLE; the single-use link (7 days) is printed on the last line."""
+        if role not in ROLES:
+            _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        org = _existing_org(database(), org_name)
+        with database().admin_session(org.id) as session, session.begin():
+            row, token = _or_fail(lambda: invite(session, org.id, email, role, None))
+        with app.test_request_context(base_url=base_url):
+            link = url_for("invitations.show", token=token, _external=True)
+        click.echo(f"Invited {row.email} as {role} of {org.name}; send them this link (works once, for 7 days):")
+        click.echo(link)
 
     @app.cli.command("create-token")
     @click.argument("email")

@@ -33,6 +33,7 @@ from models.accounts import (
     load_session_user,
     load_token_user,
     log_in,
+    mark_organization_used,
     seconds_until_allowed,
 )
 from queries.workers import unsandboxed_worker_running
@@ -131,7 +132,8 @@ def require_login_and_org():
     """Refuse anonymous requests to non-public routes, check CSRF, and fix the organization this request works in.
 
     A bearer token (API routes only) fixes the organization to the token's.
-    Otherwise the session cookie's user is used, and the chosen organization
+    Otherwise the session cookie's user is used, in the organization chosen in
+    this session or else the one they used last, and the chosen organization
     is re-checked against the user's memberships on every request, so a
     removed membership takes effect at once.
     """
@@ -150,7 +152,7 @@ def require_login_and_org():
     if request.method not in SAFE_METHODS:
         csrf.protect()
     user: SessionUser = current_user.user
-    membership = user.membership_in(_session_org_id()) or (user.memberships[0] if user.memberships else None)
+    membership = user.membership_in(_session_org_id()) or user.landing_membership()
     if membership is None:
         if request.endpoint == "auth.logout":
             return None
@@ -252,6 +254,8 @@ def switch_org():
     membership = current_user.user.membership_in(org_id)
     if membership is None:
         abort(403, description="You are not a member of that organization.")
+    with get_database().session(org_id, current_user.user.id) as db, db.begin():
+        mark_organization_used(db, current_user.user.id)  # the next login lands here
     session["org_id"] = str(org_id)
     flash(f"Now working in {membership.organization_name}.")
     return redirect(url_for("environments.index"), 303)

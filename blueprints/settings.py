@@ -1,4 +1,4 @@
-"""Settings area: the organization's members (owners manage them) and your personal API tokens."""
+"""Settings area: the organization's members and invitations (owners manage them) and API tokens."""
 
 import uuid
 
@@ -8,21 +8,25 @@ from flask_login import current_user
 from blueprints.auth import require_role
 from blueprints.htmx import redirect_after_write, render
 from db import request_session
-from models.accounts import ROLES, AccountError, Organization, add_member, change_role, list_members, remove_member
-from models.tokens import create_token, list_tokens, revoke_token
+from models.accounts import ROLES, AccountError, change_role, list_members, remove_member
+from models.invitations import invite, list_pending_invitations, revoke_invitation
+from models.tokens import create_token, list_org_tokens, list_tokens, revoke_token
 
 bp = Blueprint("settings", __name__, url_prefix="/settings")
 
 
-def _page(status: int = 200, error: str | None = None, form=None):
+def _page(status: int = 200, error: str | None = None, form=None, invitation_link: str | None = None):
+    can_manage = g.membership.role == "owner"
     return render(
         "settings/members.html",
         status=status,
         members=list_members(request_session()),
+        invitations=list_pending_invitations(request_session()) if can_manage else [],
         roles=ROLES,
-        can_manage=g.membership.role == "owner",
+        can_manage=can_manage,
         error=error,
         form=form or {},
+        invitation_link=invitation_link,
     )
 
 
@@ -50,18 +54,34 @@ def _write(action, success: str, form=None):
 
 @bp.post("/members")
 def add():
-    """Add a member by email (creating the account when a password is given)."""
+    """Invite someone by email with a role; the page shows the link to send them (same answer for any email)."""
+    require_role("owner")
     form = request.form
     email = form.get("email", "").strip()
     if not email:
-        require_role("owner")
         return _page(422, "Enter the new member's email.", form)
-    org = request_session().get_one(Organization, g.org_id)
-    return _write(
-        lambda s: add_member(s, org, email, form.get("role", ""), form.get("password") or None),
-        f"Added {email} as {form.get('role')}.",
-        form,
-    )
+    session = request_session()
+    try:
+        _, token = invite(session, g.org_id, email, form.get("role", ""), current_user.user.id)
+    except AccountError as error:
+        session.rollback()
+        return _page(422, str(error), form)
+    session.commit()
+    link = url_for("invitations.show", token=token, _external=True)
+    flash(f"Invited {email.lower()} as {form.get('role')}. Send them the link below; it works once, for 7 days.")
+    return _page(201, invitation_link=link)
+
+
+@bp.post("/invitations/<uuid:invitation_id>/revoke")
+def revoke_invitation_view(invitation_id: uuid.UUID):
+    """Revoke a pending invitation: its link stops working."""
+    require_role("owner")
+    session = request_session()
+    if not revoke_invitation(session, invitation_id):
+        abort(404, description=f"No pending invitation {invitation_id} in this organization.")
+    session.commit()
+    flash("Invitation revoked.")
+    return redirect_after_write(url_for("settings.members"))
 
 
 @bp.post("/members/<uuid:membership_id>/role")
@@ -78,10 +98,13 @@ def remove(membership_id: uuid.UUID):
 
 
 def _tokens_page(status: int = 200, new_token: str | None = None, error: str | None = None):
+    is_owner = g.membership.role == "owner"
     return render(
         "settings/tokens.html",
         status=status,
         tokens=list_tokens(request_session(), current_user.user.id),
+        org_tokens=list_org_tokens(request_session()) if is_owner else [],
+        is_owner=is_owner,
         new_token=new_token,
         error=error,
     )
@@ -89,7 +112,7 @@ def _tokens_page(status: int = 200, new_token: str | None = None, error: str | N
 
 @bp.get("/tokens")
 def tokens():
-    """Your API tokens in this organization: prefix, name, created, last used, revoked."""
+    """Your API tokens in this organization; owners also see every member's (name, prefix, owner, last use)."""
     return _tokens_page()
 
 
@@ -107,9 +130,10 @@ def create_token_view():
 
 @bp.post("/tokens/<uuid:token_id>/revoke")
 def revoke(token_id: uuid.UUID):
-    """Revoke one of your tokens: requests carrying it answer 401 from now on."""
+    """Revoke one of your tokens (owners: any token here): requests carrying it answer 401 from now on."""
     session = request_session()
-    if not revoke_token(session, current_user.user.id, token_id):
+    whose = None if g.membership.role == "owner" else current_user.user.id
+    if not revoke_token(session, whose, token_id):
         abort(404, description=f"No live token {token_id} of yours in this organization.")
     session.commit()
     flash("Token revoked.")

@@ -4,6 +4,7 @@ from models.accounts import AuthSession, LoginThrottle, Membership, Organization
 from models.base import Base
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
+from models.invitations import Invitation
 from models.rollups import EnvironmentVersionStats, FailureCategoryCount, StageMetricRollup
 from models.tokens import ApiToken
 from models.workers import WorkerPresence
@@ -20,6 +21,7 @@ __all__ = [
     "EvaluationTrial",
     "EvaluatorConfig",
     "FailureCategoryCount",
+    "Invitation",
     "LoginThrottle",
     "Membership",
     "Organization",

@@ -18,11 +18,13 @@ from sqlalchemy import (
     func,
     select,
     text,
+    update,
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column
 from werkzeug.security import generate_password_hash
 
 from models.base import Base, Timestamped, new_id
+from models.tokens import revoke_member_tokens
 
 ROLES = ("owner", "member", "viewer")
 
@@ -62,6 +64,7 @@ class Membership(Timestamped, Base):
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_id)
     user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id"), index=True)
     role: Mapped[str] = mapped_column(String(20))
+    last_used_at: Mapped[datetime | None]  # when the user last chose this organization: a login lands there
 
 
 class AuthSession(Timestamped, Base):
@@ -95,6 +98,7 @@ class MembershipView:
     organization_name: str
     organization_slug: str
     role: str
+    last_used_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,13 @@ class SessionUser:
     def membership_in(self, org_id: uuid.UUID | None) -> MembershipView | None:
         """Return the membership in `org_id`, or None when the user is not a member there."""
         return next((m for m in self.memberships if m.organization_id == org_id), None)
+
+    def landing_membership(self) -> MembershipView | None:
+        """The organization used last (a login lands there), else the first by name; None without memberships."""
+        used = [m for m in self.memberships if m.last_used_at is not None]
+        if used:
+            return max(used, key=lambda m: m.last_used_at)  # type: ignore[arg-type, return-value]
+        return self.memberships[0] if self.memberships else None
 
 
 def slugify(name: str) -> str:
@@ -235,7 +246,13 @@ _TOKEN_USER = text(
 
 def _session_user(row, token: str) -> SessionUser:
     memberships = tuple(
-        MembershipView(uuid.UUID(m["organization_id"]), m["organization_name"], m["organization_slug"], m["role"])
+        MembershipView(
+            uuid.UUID(m["organization_id"]),
+            m["organization_name"],
+            m["organization_slug"],
+            m["role"],
+            datetime.fromisoformat(m["last_used_at"]) if m.get("last_used_at") else None,
+        )
         for m in row.memberships
     )
     return SessionUser(row.id, row.email, row.name, token, memberships)
@@ -297,16 +314,9 @@ def list_members(session: Session) -> list[MemberRow]:
     return [MemberRow(*row) for row in rows]
 
 
-def add_member(session: Session, org: Organization, email: str, role: str, password: str | None) -> Membership:
-    """Add an existing user to `org`, or create the account when a password is given."""
-    if role not in ROLES:
-        raise AccountError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-    user = find_account(session, email)
-    if user is None:
-        if not password:
-            raise AccountError(f"no account for {email.strip()!r}: give a password to create it")
-        user = create_user(session, email, password)
-    return add_membership(session, user, org, role)
+def mark_organization_used(session: Session, user_id: uuid.UUID) -> None:
+    """Remember the session's organization as the one `user_id` used last, so their next login lands there."""
+    session.execute(update(Membership).where(Membership.user_id == user_id).values(last_used_at=func.now()))
 
 
 def _membership(session: Session, membership_id: uuid.UUID) -> Membership:
@@ -334,9 +344,17 @@ def change_role(session: Session, membership_id: uuid.UUID, role: str) -> Member
 
 
 def remove_member(session: Session, membership_id: uuid.UUID) -> None:
-    """Remove a member from the organization (their account stays); never the last owner."""
+    """Remove a member (their account stays); never the last owner. Their tokens here and login sessions end for good.
+
+    Tokens are revoked, not hidden, so re-adding the user never brings one back;
+    their login sessions end (a session is not bound to one organization), so
+    they log in again to reach their other organizations.
+    """
     membership = _membership(session, membership_id)
     if _owners_left_after(session, membership) == 0:
         raise AccountError("an organization needs at least one owner; make someone else owner first")
+    user_id = membership.user_id
     session.delete(membership)
     session.flush()
+    revoke_member_tokens(session, user_id)
+    session.execute(text("SELECT auth_end_removed_sessions(:user)"), {"user": user_id})

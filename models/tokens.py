@@ -63,14 +63,53 @@ def list_tokens(session: Session, user_id: uuid.UUID) -> list[ApiToken]:
     return list(session.scalars(select(ApiToken).where(ApiToken.user_id == user_id).order_by(ApiToken.id.desc())))
 
 
-def revoke_token(session: Session, user_id: uuid.UUID, token_id: uuid.UUID) -> bool:
-    """Revoke one of the user's tokens; False when there is no such live token."""
-    result = session.execute(
-        update(ApiToken)
-        .where(ApiToken.id == token_id, ApiToken.user_id == user_id, ApiToken.revoked_at.is_(None))
-        .values(revoked_at=func.now())
+@dataclass(frozen=True)
+class OrgTokenRow:
+    """One token of the organization as its owners see it: whose it is, never the secret."""
+
+    id: uuid.UUID
+    name: str
+    prefix: str
+    owner_email: str | None  # None once the user is no longer a member (their account is not visible here)
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+def list_org_tokens(session: Session) -> list[OrgTokenRow]:
+    """Every token of the session's organization with its owner's email, newest first (for owners)."""
+    from models.accounts import User  # accounts imports this module for removing members
+
+    rows = session.execute(
+        select(
+            ApiToken.id,
+            ApiToken.name,
+            ApiToken.prefix,
+            User.email,
+            ApiToken.created_at,
+            ApiToken.last_used_at,
+            ApiToken.revoked_at,
+        )
+        .outerjoin(User, User.id == ApiToken.user_id)
+        .order_by(ApiToken.id.desc())
     )
-    return result.rowcount == 1
+    return [OrgTokenRow(*row) for row in rows]
+
+
+def revoke_token(session: Session, user_id: uuid.UUID | None, token_id: uuid.UUID) -> bool:
+    """Revoke a live token of the session's organization: the user's own, or anyone's when `user_id` is None."""
+    statement = update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))
+    if user_id is not None:
+        statement = statement.where(ApiToken.user_id == user_id)
+    return session.execute(statement.values(revoked_at=func.now())).rowcount == 1
+
+
+def revoke_member_tokens(session: Session, user_id: uuid.UUID) -> int:
+    """Revoke every live token of `user_id` in the session's organization (they were removed); how many."""
+    result = session.execute(
+        update(ApiToken).where(ApiToken.user_id == user_id, ApiToken.revoked_at.is_(None)).values(revoked_at=func.now())
+    )
+    return result.rowcount
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from models import (
     StageMetricRollup,
 )
 from models.base import new_id
+from models.invitations import invite
 from models.tokens import create_token
 
 
@@ -147,6 +148,7 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
         user_id = session.execute(text("SELECT user_id FROM memberships LIMIT 1")).scalar()
         if user_id is not None:
             create_token(session, org_id, user_id, "seeded")
+        invite(session, org_id, f"invitee-{org_id}@seed.test", "viewer", user_id)
     return ids
 
 

@@ -1,0 +1,97 @@
+"""Invitation links: a new person sets their own password and joins; an existing user logs in and accepts."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, current_app, flash, redirect, request, session, url_for
+from flask_login import current_user, login_user
+
+from blueprints.auth import LoggedInUser, _load_user, public
+from blueprints.htmx import render
+from db import get_database
+from models.accounts import AccountError, log_in
+from models.invitations import (
+    AccountExists,
+    InvitationOffer,
+    accept_as_logged_in,
+    accept_with_new_account,
+    find_invitation,
+)
+
+bp = Blueprint("invitations", __name__, url_prefix="/invitations")
+DEAD_LINK = (
+    "This invitation link is unknown, already used, revoked or expired. Ask the organization's owner for a new one."
+)
+
+
+def _offer(token: str) -> InvitationOffer:
+    """The pending invitation behind the link, or 404 with the same words for every dead link."""
+    with get_database().session() as db, db.begin():
+        offer = find_invitation(db, token)
+    if offer is None:
+        abort(404, description=DEAD_LINK)
+    return offer
+
+
+def _page(offer: InvitationOffer, token: str, status: int = 200, error: str | None = None):
+    user = current_user.user if current_user.is_authenticated else None
+    return render(
+        "invitations/accept.html",
+        status=status,
+        offer=offer,
+        token=token,
+        logged_in_email=user.email if user else None,
+        error=error,
+    )
+
+
+def _land_in(org_id, organization_name: str):
+    """Work in the organization just joined and go to its environments."""
+    session["org_id"] = str(org_id)
+    flash(f"Welcome to {organization_name}.")
+    return redirect(url_for("environments.index"), 303)
+
+
+@bp.get("/<token>")
+@public
+def show(token: str):
+    """Which organization invites whom with which role; how to accept (set a password, or log in first)."""
+    return _page(_offer(token), token)
+
+
+@bp.post("/<token>/accept")
+@public
+def accept(token: str):
+    """Accept as the logged-in user, whose email the invitation must name."""
+    offer = _offer(token)
+    if not current_user.is_authenticated:
+        return redirect(url_for("auth.login", next=url_for("invitations.show", token=token)), 303)
+    with get_database().session() as db, db.begin():
+        org_id = accept_as_logged_in(db, token, current_user.user.session_token)
+    if org_id is None:
+        return _page(offer, token, 403, f"This invitation is for {offer.email}; log out and log in with that account.")
+    return _land_in(org_id, offer.organization_name)
+
+
+@bp.post("/<token>")
+@public
+def create_account(token: str):
+    """A new person sets their own password: the account is created, joins the organization and is logged in."""
+    offer = _offer(token)
+    password = request.form.get("password", "")
+    if password != request.form.get("password_confirmation", ""):
+        return _page(offer, token, 422, "The two passwords differ.")
+    with get_database().session() as db, db.begin():
+        try:
+            email = accept_with_new_account(db, token, password, request.form.get("name", "").strip())
+        except AccountExists as error:
+            return _page(offer, token, 422, str(error))
+        except AccountError as error:
+            return _page(offer, token, 422, f"{str(error).capitalize()}.")
+        if email is None:
+            abort(404, description=DEAD_LINK)
+        logged_in = log_in(db, email, password, request.remote_addr, current_app.permanent_session_lifetime)
+    session.clear()
+    session.permanent = True
+    if logged_in:
+        login_user(LoggedInUser(_load_user(logged_in[1]).user))  # type: ignore[union-attr]
+    return _land_in(offer.organization_id, offer.organization_name)
