@@ -21,11 +21,12 @@ from flask import (
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 from flask_wtf import FlaskForm
 from flask_wtf.csrf import CSRFProtect
-from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.exceptions import MethodNotAllowed, SecurityError
 from wtforms import EmailField, HiddenField, PasswordField
 from wtforms.validators import DataRequired
 
 from blueprints.htmx import render
+from blueprints.urls import safe_redirect_target
 from db import get_database, request_session
 from models.accounts import (
     SessionUser,
@@ -135,6 +136,8 @@ def require_login_and_org():
     is re-checked against the user's memberships on every request, so a
     removed membership takes effect at once.
     """
+    if isinstance(request.routing_exception, SecurityError):
+        raise request.routing_exception  # a Host outside TRUSTED_HOSTS: 400 before anything builds a URL from it
     if isinstance(request.routing_exception, MethodNotAllowed):
         return None  # a known URL with a method it does not take: 405 for everyone, before any login check
     token = bearer_token()
@@ -192,13 +195,6 @@ class LoginForm(FlaskForm):
     next = HiddenField()
 
 
-def _safe_next(target: str | None) -> str:
-    """Return `target` when it is a path on this site, else the environments page (no open redirects)."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return url_for("environments.index")
-
-
 @bp.route("/login", methods=["GET", "POST"])
 @public
 def login():
@@ -206,7 +202,7 @@ def login():
     form = LoginForm(next=request.args.get("next", ""))
     if request.method == "GET":
         if current_user.is_authenticated:
-            return redirect(_safe_next(form.next.data))
+            return redirect(safe_redirect_target(form.next.data))
         return render("auth/login.html", form=form)
     if not form.validate_on_submit():
         return render("auth/login.html", form=form, status=400)
@@ -228,7 +224,7 @@ def login():
     session.clear()  # renew: nothing from the anonymous session survives the login
     session.permanent = True
     login_user(LoggedInUser(_load_user(token).user))  # type: ignore[union-attr]
-    return redirect(_safe_next(form.next.data), 303)
+    return redirect(safe_redirect_target(form.next.data), 303)
 
 
 @bp.post("/logout")

@@ -7,6 +7,7 @@ from flask import Blueprint, abort, g, redirect, request, url_for
 from blueprints.auth import require_role
 from blueprints.htmx import redirect_after_write, render
 from blueprints.params import optional_uuid, page_number
+from blueprints.urls import external_url
 from db import request_session
 from models.runs import NotFoundInOrg, RunError, start_run
 from queries.environments import environment_detail, export_counts, find_environment, list_environments
@@ -84,7 +85,7 @@ def export(environment_id: uuid.UUID):
     if environment is None:
         abort(404, description=f"No environment {environment_id} in this organization.")
     counts = export_counts(request_session(), g.org_id, environment_id, ALL_LIMIT)
-    base = url_for("api.export_rollouts", _external=True)
+    base = external_url("api.export_rollouts")
     kinds = [
         {
             "kind": kind,
