@@ -19,10 +19,10 @@ from werkzeug.exceptions import HTTPException, SecurityError
 
 import db
 from blueprints import register_blueprints, security
-from blueprints.urls import external_url_helpers, trusted_hosts
 from blueprints.auth import csrf
 from blueprints.htmx import render
 from blueprints.text import visible_control_characters
+from blueprints.urls import external_url_helpers, trusted_hosts
 from models.accounts import (
     ROLES,
     AccountError,
