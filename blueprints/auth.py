@@ -26,6 +26,7 @@ from wtforms import EmailField, HiddenField, PasswordField
 from wtforms.validators import DataRequired
 
 from blueprints.htmx import render
+from blueprints.params import form_uuid
 from blueprints.urls import safe_redirect_target
 from db import get_database, request_session
 from models.accounts import (
@@ -241,9 +242,8 @@ def logout():
 @bp.post("/orgs/switch")
 def switch_org():
     """Work in another organization the user belongs to; any other organization is refused with 403."""
-    try:
-        org_id = uuid.UUID(request.form.get("organization_id", ""))
-    except ValueError:
+    org_id = form_uuid("organization_id")
+    if org_id is None:
         abort(400, description="organization_id must be the id of one of your organizations.")
     membership = current_user.user.membership_in(org_id)
     if membership is None:

@@ -7,6 +7,7 @@ from flask_login import current_user
 
 from blueprints.auth import require_role
 from blueprints.htmx import redirect_after_write, render
+from blueprints.params import form_text
 from db import request_session
 from models.accounts import ROLES, AccountError, Organization, add_member, change_role, list_members, remove_member
 from models.tokens import create_token, list_tokens, revoke_token
@@ -52,14 +53,14 @@ def _write(action, success: str, form=None):
 def add():
     """Add a member by email (creating the account when a password is given)."""
     form = request.form
-    email = form.get("email", "").strip()
+    email, role, password = form_text("email", 320), form_text("role", 20), form_text("password", 1000)
     if not email:
         require_role("owner")
         return _page(422, "Enter the new member's email.", form)
     org = request_session().get_one(Organization, g.org_id)
     return _write(
-        lambda s: add_member(s, org, email, form.get("role", ""), form.get("password") or None),
-        f"Added {email} as {form.get('role')}.",
+        lambda s: add_member(s, org, email, role, password or None),
+        f"Added {email} as {role}.",
         form,
     )
 
@@ -67,7 +68,7 @@ def add():
 @bp.post("/members/<uuid:membership_id>/role")
 def set_role(membership_id: uuid.UUID):
     """Change a member's role."""
-    role = request.form.get("role", "")
+    role = form_text("role", 20)
     return _write(lambda s: change_role(s, membership_id, role), f"Role changed to {role}.")
 
 
@@ -96,7 +97,7 @@ def tokens():
 @bp.post("/tokens")
 def create_token_view():
     """Create a token; it is shown on this page once and never again."""
-    name = request.form.get("name", "").strip()
+    name = form_text("name", 1000)
     if not name or len(name) > 200:
         return _tokens_page(422, error="Give the token a name of 1 to 200 characters.")
     session = request_session()
