@@ -35,7 +35,7 @@ from models.accounts import (
     load_session_user,
     load_token_user,
     log_in,
-    seconds_until_allowed,
+    reserve_login_attempt,
 )
 from queries.workers import unsandboxed_worker_running
 
@@ -207,19 +207,21 @@ def login():
         return render("auth/login.html", form=form)
     if not form.validate_on_submit():
         return render("auth/login.html", form=form, status=400)
-    email = form.email.data or ""
-    with get_database().session() as db, db.begin():
-        wait = seconds_until_allowed(db, email, request.remote_addr)
-        if wait:
-            response = render("auth/login.html", form=form, error=throttled_message(wait), status=429)
-            response.headers["Retry-After"] = str(wait)
+    email, address = form.email.data or "", request.remote_addr
+    with get_database().session() as db:
+        with db.begin():  # committed at once: concurrent attempts see this one in flight
+            attempt = reserve_login_attempt(db, email, address)
+        if attempt.id is None:
+            response = render("auth/login.html", form=form, error=throttled_message(attempt.retry_after), status=429)
+            response.headers["Retry-After"] = str(attempt.retry_after)
             return response
-        logged_in = log_in(
-            db, email, form.password.data or "", request.remote_addr, current_app.permanent_session_lifetime
-        )
-        token = logged_in[1] if logged_in else None
-        if token and current_user.is_authenticated:
-            close_auth_session(db, current_user.user.session_token)  # the old session id dies with the renewal
+        with db.begin():
+            logged_in = log_in(
+                db, attempt.id, email, form.password.data or "", address, current_app.permanent_session_lifetime
+            )
+            token = logged_in[1] if logged_in else None
+            if token and current_user.is_authenticated:
+                close_auth_session(db, current_user.user.session_token)  # the old session id dies with the renewal
     if token is None:
         return render("auth/login.html", form=form, error=LOGIN_FAILED, status=401)
     session.clear()  # renew: nothing from the anonymous session survives the login
