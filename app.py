@@ -8,19 +8,21 @@ import signal
 import threading
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
-from flask import Flask, jsonify, make_response, request, url_for
+from flask import Flask, Response, jsonify, make_response, request, url_for
 from flask_wtf.csrf import CSRFError
 from sqlalchemy import func, select
 from sqlalchemy.exc import DataError, OperationalError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, SecurityError
 
 import db
 from blueprints import register_blueprints, security
 from blueprints.auth import csrf
 from blueprints.htmx import render
 from blueprints.text import visible_control_characters
+from blueprints.urls import external_url_helpers, trusted_hosts
 from models.accounts import (
     ROLES,
     AccountError,
@@ -62,9 +64,16 @@ def create_app(test_config: dict | None = None) -> Flask:
         AGENTFORGE_MAX_TRIAL_TIMEOUT_S=float(
             os.environ.get("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", DEFAULT_MAX_TRIAL_TIMEOUT_S)
         ),
+        AGENTFORGE_BASE_URL=os.environ.get("AGENTFORGE_BASE_URL") or None,
+        AGENTFORGE_TRUSTED_HOSTS=os.environ.get("AGENTFORGE_TRUSTED_HOSTS") or None,
     )
     if test_config:
         app.config.update(test_config)
+    _check_base_url(app.config["AGENTFORGE_BASE_URL"])
+    if app.config.get("TRUSTED_HOSTS") is None:  # an untrusted Host header answers 400 (Flask checks it)
+        app.config["TRUSTED_HOSTS"] = trusted_hosts(
+            app.config["AGENTFORGE_BASE_URL"], app.config["AGENTFORGE_TRUSTED_HOSTS"]
+        )
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = _instance_secret_key(Path(app.instance_path))
 
@@ -79,10 +88,20 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.jinja_env.finalize = visible_control_characters
     register_blueprints(app)
     security.init_app(app)
+    external_url_helpers(app)
     csrf.init_app(app)
     _register_error_handlers(app)
     _register_commands(app)
     return app
+
+
+def _check_base_url(base_url: str | None) -> None:
+    """Refuse to start with an AGENTFORGE_BASE_URL that is not an absolute http(s) URL without query or fragment."""
+    if base_url is None:
+        return
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(f"AGENTFORGE_BASE_URL must look like https://agentforge.example.com, not {base_url!r}")
 
 
 def _instance_secret_key(instance: Path) -> str:
@@ -101,6 +120,13 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(CSRFError)
     def csrf_error(error: CSRFError):
         return respond(400, "CSRF token missing or invalid", f"{error.description} Reload the page and try again.")
+
+    @app.errorhandler(SecurityError)
+    def untrusted_host(error: SecurityError):
+        """A Host header outside TRUSTED_HOSTS: plain 400 (no URL can be built for it), the host never echoed."""
+        return Response(
+            "Bad Request: the Host header names a host this server does not serve.\n", 400, mimetype="text/plain"
+        )
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):

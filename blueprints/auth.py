@@ -21,11 +21,13 @@ from flask import (
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 from flask_wtf import FlaskForm
 from flask_wtf.csrf import CSRFProtect
-from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.exceptions import MethodNotAllowed, SecurityError
 from wtforms import EmailField, HiddenField, PasswordField
 from wtforms.validators import DataRequired
 
 from blueprints.htmx import render
+from blueprints.params import form_uuid
+from blueprints.urls import safe_redirect_target
 from db import get_database, request_session
 from models.accounts import (
     SessionUser,
@@ -34,7 +36,7 @@ from models.accounts import (
     load_token_user,
     log_in,
     mark_organization_used,
-    seconds_until_allowed,
+    reserve_login_attempt,
 )
 from queries.workers import unsandboxed_worker_running
 
@@ -137,6 +139,8 @@ def require_login_and_org():
     is re-checked against the user's memberships on every request, so a
     removed membership takes effect at once.
     """
+    if isinstance(request.routing_exception, SecurityError):
+        raise request.routing_exception  # a Host outside TRUSTED_HOSTS: 400 before anything builds a URL from it
     if isinstance(request.routing_exception, MethodNotAllowed):
         return None  # a known URL with a method it does not take: 405 for everyone, before any login check
     token = bearer_token()
@@ -194,13 +198,6 @@ class LoginForm(FlaskForm):
     next = HiddenField()
 
 
-def _safe_next(target: str | None) -> str:
-    """Return `target` when it is a path on this site, else the environments page (no open redirects)."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return url_for("environments.index")
-
-
 @bp.route("/login", methods=["GET", "POST"])
 @public
 def login():
@@ -208,29 +205,31 @@ def login():
     form = LoginForm(next=request.args.get("next", ""))
     if request.method == "GET":
         if current_user.is_authenticated:
-            return redirect(_safe_next(form.next.data))
+            return redirect(safe_redirect_target(form.next.data))
         return render("auth/login.html", form=form)
     if not form.validate_on_submit():
         return render("auth/login.html", form=form, status=400)
-    email = form.email.data or ""
-    with get_database().session() as db, db.begin():
-        wait = seconds_until_allowed(db, email, request.remote_addr)
-        if wait:
-            response = render("auth/login.html", form=form, error=throttled_message(wait), status=429)
-            response.headers["Retry-After"] = str(wait)
+    email, address = form.email.data or "", request.remote_addr
+    with get_database().session() as db:
+        with db.begin():  # committed at once: concurrent attempts see this one in flight
+            attempt = reserve_login_attempt(db, email, address)
+        if attempt.id is None:
+            response = render("auth/login.html", form=form, error=throttled_message(attempt.retry_after), status=429)
+            response.headers["Retry-After"] = str(attempt.retry_after)
             return response
-        logged_in = log_in(
-            db, email, form.password.data or "", request.remote_addr, current_app.permanent_session_lifetime
-        )
-        token = logged_in[1] if logged_in else None
-        if token and current_user.is_authenticated:
-            close_auth_session(db, current_user.user.session_token)  # the old session id dies with the renewal
+        with db.begin():
+            logged_in = log_in(
+                db, attempt.id, email, form.password.data or "", address, current_app.permanent_session_lifetime
+            )
+            token = logged_in[1] if logged_in else None
+            if token and current_user.is_authenticated:
+                close_auth_session(db, current_user.user.session_token)  # the old session id dies with the renewal
     if token is None:
         return render("auth/login.html", form=form, error=LOGIN_FAILED, status=401)
     session.clear()  # renew: nothing from the anonymous session survives the login
     session.permanent = True
     login_user(LoggedInUser(_load_user(token).user))  # type: ignore[union-attr]
-    return redirect(_safe_next(form.next.data), 303)
+    return redirect(safe_redirect_target(form.next.data), 303)
 
 
 @bp.post("/logout")
@@ -247,9 +246,8 @@ def logout():
 @bp.post("/orgs/switch")
 def switch_org():
     """Work in another organization the user belongs to; any other organization is refused with 403."""
-    try:
-        org_id = uuid.UUID(request.form.get("organization_id", ""))
-    except ValueError:
+    org_id = form_uuid("organization_id")
+    if org_id is None:
         abort(400, description="organization_id must be the id of one of your organizations.")
     membership = current_user.user.membership_in(org_id)
     if membership is None:

@@ -6,7 +6,8 @@ from flask import Blueprint, abort, g, redirect, request, url_for
 
 from blueprints.auth import require_role
 from blueprints.htmx import redirect_after_write, render
-from blueprints.params import optional_uuid, page_number
+from blueprints.params import form_text, form_uuid, optional_uuid, page_number, parse_int
+from blueprints.urls import external_url
 from db import request_session
 from models.runs import NotFoundInOrg, RunError, start_run
 from queries.environments import environment_detail, export_counts, find_environment, list_environments
@@ -55,12 +56,13 @@ def start(environment_id: uuid.UUID):
         ("environment_version_id", "an environment version"),
         ("evaluator_config_id", "an evaluator configuration"),
     ):
-        try:
-            ids[field] = uuid.UUID(form.get(field, ""))
-        except ValueError:
+        ids[field] = form_uuid(field)
+        if ids[field] is None:
             errors[field] = f"Choose {label}."
-    raw_count = form.get("attempt_count", "").strip()
-    attempt_count = int(raw_count) if raw_count.lstrip("-").isdigit() else raw_count or None
+    raw_count = form_text("attempt_count", 100)
+    attempt_count = parse_int(raw_count) if raw_count else None
+    if raw_count and attempt_count is None:
+        errors["attempt_count"] = f"Attempt count must be a whole number from 1 to 8, not {raw_count!r}."
     if not errors:
         session = request_session()
         try:
@@ -84,7 +86,7 @@ def export(environment_id: uuid.UUID):
     if environment is None:
         abort(404, description=f"No environment {environment_id} in this organization.")
     counts = export_counts(request_session(), g.org_id, environment_id, ALL_LIMIT)
-    base = url_for("api.export_rollouts", _external=True)
+    base = external_url("api.export_rollouts")
     kinds = [
         {
             "kind": kind,

@@ -1,26 +1,72 @@
-"""Query-string parsing for pages: malformed values answer 400 with a message, never a 500."""
+"""Query-string and form parsing, one helper per type: malformed values answer 400 with a message, never a 500."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from flask import abort, request
 
+_INTEGER = re.compile(r"-?[0-9]{1,12}")  # ASCII digits only: str.isdigit() also accepts "²" and "٣", int() not all
+
+
+def parse_int(value: str) -> int | None:
+    """`value` as an integer when it is ASCII digits (optionally after a minus), else None."""
+    value = value.strip(" \t")
+    return int(value) if _INTEGER.fullmatch(value) else None
+
+
+def parse_uuid(value: str) -> uuid.UUID | None:
+    """`value` as a UUID in its usual 36-character (or 32 hex digit) form, else None."""
+    value = value.strip(" \t")
+    if not re.fullmatch(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}", value):
+        return None
+    return uuid.UUID(value)
+
 
 def optional_uuid(name: str) -> uuid.UUID | None:
     """The query parameter `name` as a UUID, None when absent or empty, 400 when malformed."""
-    value = request.args.get(name, "").strip()
+    value = request.args.get(name, "").strip(" \t")
     if not value:
         return None
-    try:
-        return uuid.UUID(value)
-    except ValueError:
+    parsed = parse_uuid(value)
+    if parsed is None:
         abort(400, description=f"{name} must be an id (UUID), not {value!r}.")
+    return parsed
+
+
+def form_uuid(name: str) -> uuid.UUID | None:
+    """The form field `name` as a UUID, None when absent or malformed (the view says which choice is missing)."""
+    return parse_uuid(request.form.get(name, ""))
+
+
+def query_int(name: str, default: int, low: int, high: int) -> int:
+    """The query parameter `name` as an integer in low..high (`default` when absent), 400 otherwise."""
+    value = request.args.get(name)
+    if value is None:
+        return default
+    number = parse_int(value)
+    if number is None or not low <= number <= high:
+        abort(400, description=f"{name} must be a whole number from {low} to {high}, not {value!r}.")
+    return number
 
 
 def page_number() -> int:
     """The `page` query parameter (1 when absent), 400 when it is not a positive integer."""
-    value = request.args.get("page", "1")
-    if not value.isdigit() or int(value) < 1 or int(value) > 100_000:
-        abort(400, description=f"page must be a positive integer, not {value!r}.")
-    return int(value)
+    return query_int("page", 1, 1, 100_000)
+
+
+def query_text(name: str, limit: int) -> str | None:
+    """The query parameter `name` stripped, None when absent or empty, 400 when longer than `limit` or with NUL."""
+    value = request.args.get(name, "").strip()
+    if len(value) > limit or "\x00" in value:
+        abort(400, description=f"{name} must be text of at most {limit} characters without NUL.")
+    return value or None
+
+
+def form_text(name: str, limit: int = 10_000) -> str:
+    """The form field `name` stripped ('' when absent), 400 when longer than `limit` or with a NUL character."""
+    value = request.form.get(name, "").strip()
+    if len(value) > limit or "\x00" in value:
+        abort(400, description=f"{name} must be text of at most {limit} characters without NUL.")
+    return value

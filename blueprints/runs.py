@@ -2,10 +2,11 @@
 
 import uuid
 
-from flask import Blueprint, abort, g, request, url_for
+from flask import Blueprint, abort, g, url_for
 
 from blueprints.auth import require_role
 from blueprints.htmx import redirect_after_write, render
+from blueprints.params import form_text
 from db import request_session
 from models import EvaluationRun
 from models.runs import RunError, reset_run
@@ -32,7 +33,7 @@ def reset(run_id: uuid.UUID):
     if run is None:
         abort(404, description=f"No run {run_id} in this organization.")
     try:
-        new_run = reset_run(session, run, request.form.get("mode", ""))
+        new_run = reset_run(session, run, form_text("mode", 40))
     except RunError as error:
         abort(400, description=str(error))
     session.commit()

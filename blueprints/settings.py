@@ -7,6 +7,8 @@ from flask_login import current_user
 
 from blueprints.auth import require_role
 from blueprints.htmx import redirect_after_write, render
+from blueprints.params import form_text
+from blueprints.urls import external_url
 from db import request_session
 from models.accounts import ROLES, AccountError, change_role, list_members, remove_member
 from models.invitations import invite, list_pending_invitations, revoke_invitation
@@ -57,18 +59,18 @@ def add():
     """Invite someone by email with a role; the page shows the link to send them (same answer for any email)."""
     require_role("owner")
     form = request.form
-    email = form.get("email", "").strip()
+    email, role = form_text("email", 320), form_text("role", 20)
     if not email:
         return _page(422, "Enter the new member's email.", form)
     session = request_session()
     try:
-        _, token = invite(session, g.org_id, email, form.get("role", ""), current_user.user.id)
+        _, token = invite(session, g.org_id, email, role, current_user.user.id)
     except AccountError as error:
         session.rollback()
         return _page(422, str(error), form)
     session.commit()
-    link = url_for("invitations.show", token=token, _external=True)
-    flash(f"Invited {email.lower()} as {form.get('role')}. Send them the link below; it works once, for 7 days.")
+    link = external_url("invitations.show", token=token)
+    flash(f"Invited {email.lower()} as {role}. Send them the link below; it works once, for 7 days.")
     return _page(201, invitation_link=link)
 
 
@@ -87,7 +89,7 @@ def revoke_invitation_view(invitation_id: uuid.UUID):
 @bp.post("/members/<uuid:membership_id>/role")
 def set_role(membership_id: uuid.UUID):
     """Change a member's role."""
-    role = request.form.get("role", "")
+    role = form_text("role", 20)
     return _write(lambda s: change_role(s, membership_id, role), f"Role changed to {role}.")
 
 
@@ -119,7 +121,7 @@ def tokens():
 @bp.post("/tokens")
 def create_token_view():
     """Create a token; it is shown on this page once and never again."""
-    name = request.form.get("name", "").strip()
+    name = form_text("name", 1000)
     if not name or len(name) > 200:
         return _tokens_page(422, error="Give the token a name of 1 to 200 characters.")
     session = request_session()

@@ -2,10 +2,10 @@
 
 import uuid
 
-from flask import Blueprint, abort, request
+from flask import Blueprint, abort
 
 from blueprints.htmx import render
-from blueprints.params import optional_uuid
+from blueprints.params import optional_uuid, query_text
 from db import request_session
 from queries.trials import TrialFilters, list_trials, trial_detail
 
@@ -24,11 +24,8 @@ def show(trial_id: uuid.UUID):
 @bp.get("/trials")
 def index():
     """Trials filtered by failure category, environment, version or run; newest first, paged by keyset."""
-    category = request.args.get("failureCategory", "").strip() or None
-    if category is not None and len(category) > 64:
-        abort(400, description="failureCategory is at most 64 characters.")
     filters = TrialFilters(
-        failure_category=category,
+        failure_category=query_text("failureCategory", 64),
         environment_id=optional_uuid("environmentId"),
         environment_version_id=optional_uuid("environmentVersionId"),
         evaluation_run_id=optional_uuid("evaluationRunId"),

@@ -196,22 +196,53 @@ def derive_key(method_and_salt: str, password: str) -> str:
     raise ValueError(f"unknown password hash method {name!r}")
 
 
+@dataclass(frozen=True)
+class LoginAttempt:
+    """A reserved slot to check one password (id), or how many seconds to wait when the throttle is full."""
+
+    id: uuid.UUID | None
+    retry_after: int
+
+
+def reserve_login_attempt(session: Session, email: str, address: str | None) -> LoginAttempt:
+    """Reserve the right to check one password for `email` from `address`, atomically, or say how long to wait.
+
+    auth_login_begin() locks the account's and the address's throttle keys,
+    counts failures in the window (5 per account, 30 per address, 15 minutes)
+    plus attempts still being checked, and records this attempt when there is
+    room. Commit before checking the password, so concurrent requests see it.
+    """
+    row = session.execute(
+        text("SELECT attempt_id, retry_after FROM auth_login_begin(:email, :address)"),
+        {"email": email, "address": address},
+    ).one()
+    return LoginAttempt(row.attempt_id, row.retry_after)
+
+
 def log_in(
-    session: Session, email: str, password: str, address: str | None, lifetime: timedelta
+    session: Session, attempt: uuid.UUID, email: str, password: str, address: str | None, lifetime: timedelta
 ) -> tuple[uuid.UUID, str] | None:
-    """Check the password in the database and open a login session: (user id, session token), else None.
+    """Check the password of a reserved attempt in the database and open a login session: (user id, token), else None.
 
     The password hash never leaves PostgreSQL: the app gets the hash's method
     and salt, derives the key from the typed password and auth_login()
-    compares it, counts a failure against the throttle or opens the session.
-    Unknown emails take as long as wrong passwords.
+    compares it, counts a failure against the throttle or opens the session;
+    without a live reservation nothing is checked. Unknown emails take as long
+    as wrong passwords.
     """
     method_and_salt = session.scalar(text("SELECT auth_password_salt(:email)"), {"email": email})
     derived = derive_key(method_and_salt or _DUMMY_METHOD_AND_SALT, password)
     token = secrets.token_urlsafe(32)
     user_id = session.scalar(
-        text("SELECT auth_login(:email, :derived, :address, :digest, :lifetime)"),
-        {"email": email, "derived": derived, "address": address, "digest": _token_digest(token), "lifetime": lifetime},
+        text("SELECT auth_login(:attempt, :email, :derived, :address, :digest, :lifetime)"),
+        {
+            "attempt": attempt,
+            "email": email,
+            "derived": derived,
+            "address": address,
+            "digest": _token_digest(token),
+            "lifetime": lifetime,
+        },
     )
     return (user_id, token) if user_id else None
 
@@ -283,13 +314,16 @@ class LoginThrottle(Base):
     failures: Mapped[int]
 
 
-def seconds_until_allowed(session: Session, email: str, address: str | None) -> int:
-    """0 when a login may be tried now, else how many seconds until the busiest throttle window ends.
+class LoginAttemptInFlight(Base):
+    """A login attempt reserved by auth_login_begin() whose password is being checked (counts against the limits)."""
 
-    auth_login_wait() counts failures per account (5) and per address (30)
-    within 15 minutes; auth_login() refuses the same way and records failures.
-    """
-    return session.scalar(text("SELECT auth_login_wait(:email, :address)"), {"email": email, "address": address})
+    __tablename__ = "login_attempts"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    account_key: Mapped[str] = mapped_column(String(400), index=True)
+    address_key: Mapped[str] = mapped_column(String(400), index=True)
+    account_failures_seen: Mapped[int]
+    reserved_at: Mapped[datetime]
 
 
 @dataclass(frozen=True)

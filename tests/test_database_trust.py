@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 import db
-from models.accounts import log_in
+from models.accounts import log_in, reserve_login_attempt
 from models.tokens import create_token
 
 pytestmark = pytest.mark.leak
@@ -112,7 +112,8 @@ def two_orgs(make_member, database):
     bob = make_member("bob@globex.test", "Globex Research", "member")
     with database.session(alice.org.id) as session, session.begin():
         _, token = create_token(session, alice.org.id, alice.user.id, "ci")
-        logged_in = log_in(session, alice.email, alice.password, "10.0.0.1", timedelta(hours=1))
+        attempt = reserve_login_attempt(session, alice.email, "10.0.0.1")
+        logged_in = log_in(session, attempt.id, alice.email, alice.password, "10.0.0.1", timedelta(hours=1))
     assert logged_in is not None
     return alice, bob, logged_in[1], token
 
@@ -158,6 +159,8 @@ def test_no_setting_reveals_a_password_hash(two_orgs, attacker):
     [
         "SELECT * FROM auth_sessions",
         "SELECT * FROM login_throttle",
+        "SELECT * FROM login_attempts",
+        "DELETE FROM login_attempts",
         "SELECT token_sha256 FROM api_tokens",
         "SELECT * FROM api_tokens",
         "INSERT INTO auth_sessions (token_sha256, user_id, expires_at) "
@@ -181,7 +184,8 @@ def test_definer_functions_answer_ids_never_hashes(two_orgs, attacker):
         salt = attacker.execute(text("SELECT auth_password_salt(:e)"), {"e": alice.email}).scalar()
         found = attacker.execute(text("SELECT account_id_by_email(:e)"), {"e": alice.email}).scalar()
         wrong = attacker.execute(
-            text("SELECT auth_login(:e, :k, '10.0.0.2', sha256('forged'), '1 day')"), {"e": alice.email, "k": "00"}
+            text("SELECT auth_login(gen_random_uuid(), :e, :k, '10.0.0.2', sha256('forged'), '1 day')"),
+            {"e": alice.email, "k": "00"},
         ).scalar()
         forged = attacker.execute(text("SELECT * FROM auth_session_user(sha256('forged'))")).all()
         real = attacker.execute(

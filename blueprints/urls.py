@@ -1,0 +1,59 @@
+"""URLs the app hands out: same-origin redirect targets and external URLs that no Host header can steer."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote, urlsplit
+
+from flask import Flask, current_app, url_for
+
+# C0 controls, space and DEL: browsers drop TAB/CR/LF anywhere and strip the rest at the ends before parsing.
+_CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
+
+
+def same_origin_path(target: str | None) -> str | None:
+    """Return `target` when a browser would read it as a path on this site, else None.
+
+    Refused: a scheme or host, a backslash (browsers read it as a slash), a
+    control character or space (TAB, CR and LF are dropped by the browser, so
+    `/\\t/evil` becomes `//evil`), and anything not starting with one `/`, as
+    written or once percent-decoded.
+    """
+    if not target:
+        return None
+    for form in (target, unquote(target)):  # percent-encoded too, for anything that decodes it once more
+        if _CONTROL_OR_SPACE.search(form) or "\\" in form or not form.startswith("/") or form.startswith("//"):
+            return None
+        parts = urlsplit(form)
+        if parts.scheme or parts.netloc:
+            return None
+    return target
+
+
+def safe_redirect_target(target: str | None, endpoint: str = "environments.index") -> str:
+    """`target` when it is a same-origin path, else the URL of `endpoint` (no open redirects)."""
+    return same_origin_path(target) or url_for(endpoint)
+
+
+def external_url(endpoint: str, **values) -> str:
+    """An absolute URL for `endpoint`: under AGENTFORGE_BASE_URL when set, else the (trusted) request host."""
+    base = current_app.config.get("AGENTFORGE_BASE_URL")
+    if base:
+        return base.rstrip("/") + url_for(endpoint, **values)
+    return url_for(endpoint, _external=True, **values)
+
+
+def trusted_hosts(base_url: str | None, configured: str | None) -> list[str]:
+    """Flask's TRUSTED_HOSTS: the comma-separated list configured, else local names; plus the base URL's host."""
+    if configured:
+        hosts = [host.strip() for host in configured.split(",") if host.strip()]
+    else:
+        hosts = ["localhost", "127.0.0.1", "[::1]"]
+    if base_url and (base_host := urlsplit(base_url).hostname) and base_host not in hosts:
+        hosts.append(base_host)
+    return hosts
+
+
+def external_url_helpers(app: Flask) -> None:
+    """Make external_url available to templates."""
+    app.jinja_env.globals["external_url"] = external_url
