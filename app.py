@@ -233,8 +233,8 @@ def _register_commands(app: Flask) -> None:
         org = _existing_org(database(), org_name)
         with database().admin_session(org.id) as session, session.begin():
             row, token = _or_fail(lambda: invite(session, org.id, email, role, None))
-        with app.test_request_context(base_url=base_url):
-            link = url_for("invitations.show", token=token, _external=True)
+        with app.test_request_context():
+            link = base_url.rstrip("/") + url_for("invitations.show", token=token)
         click.echo(f"Invited {row.email} as {role} of {org.name}; send them this link (works once, for 7 days):")
         click.echo(link)
 

@@ -8,7 +8,7 @@ from flask_login import current_user, login_user
 from blueprints.auth import LoggedInUser, _load_user, public
 from blueprints.htmx import render
 from db import get_database
-from models.accounts import AccountError, log_in
+from models.accounts import AccountError, log_in, reserve_login_attempt
 from models.invitations import (
     AccountExists,
     InvitationOffer,
@@ -89,7 +89,9 @@ def create_account(token: str):
             return _page(offer, token, 422, f"{str(error).capitalize()}.")
         if email is None:
             abort(404, description=DEAD_LINK)
-        logged_in = log_in(db, email, password, request.remote_addr, current_app.permanent_session_lifetime)
+        attempt = reserve_login_attempt(db, email, request.remote_addr)  # the throttle still counts this login
+        lifetime = current_app.permanent_session_lifetime
+        logged_in = log_in(db, attempt.id, email, password, request.remote_addr, lifetime) if attempt.id else None
     session.clear()
     session.permanent = True
     if logged_in:
