@@ -23,8 +23,8 @@ from blueprints.auth import csrf
 from blueprints.htmx import render
 from blueprints.text import visible_control_characters
 from blueprints.urls import external_url_helpers, trusted_hosts
+from domain.vocabulary import ROLES
 from models.accounts import (
-    ROLES,
     AccountError,
     Membership,
     Organization,

@@ -23,9 +23,9 @@ from sqlalchemy import text
 
 from app import create_app
 from db import Database
+from domain.scoring import pass_at_k_table
 from models.accounts import add_membership, create_organization, create_user, find_organization
 from models.environments import create_environment, create_environment_version, create_evaluator_config
-from models.runs import pass_at_k_table
 
 os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
 

@@ -9,7 +9,8 @@ from blueprints.htmx import redirect_after_write, render
 from blueprints.params import form_text, form_uuid, optional_uuid, page_number, parse_int
 from blueprints.urls import external_url
 from db import request_session
-from models.runs import NotFoundInOrg, RunError, start_run
+from domain.errors import RunError
+from models.runs import NotFoundInOrg, start_run
 from queries.environments import environment_detail, export_counts, find_environment, list_environments
 from queries.exports import ALL_LIMIT, EXPORT_KINDS, export_filename
 

@@ -8,8 +8,9 @@ from blueprints.auth import require_role
 from blueprints.htmx import redirect_after_write, render
 from blueprints.params import form_text
 from db import request_session
+from domain.errors import RunError
 from models import EvaluationRun
-from models.runs import RunError, reset_run
+from models.runs import reset_run
 from queries.runs import run_detail
 
 bp = Blueprint("runs", __name__)

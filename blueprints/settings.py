@@ -10,7 +10,8 @@ from blueprints.htmx import redirect_after_write, render
 from blueprints.params import form_text
 from blueprints.urls import external_url
 from db import request_session
-from models.accounts import ROLES, AccountError, change_role, list_members, remove_member
+from domain.vocabulary import ROLES
+from models.accounts import AccountError, change_role, list_members, remove_member
 from models.invitations import invite, list_pending_invitations, revoke_invitation
 from models.tokens import create_token, list_org_tokens, list_tokens, revoke_token
 

@@ -23,10 +23,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, Session, mapped_column
 from werkzeug.security import generate_password_hash
 
+from domain.vocabulary import ROLES
 from models.base import Base, Timestamped, new_id
 from models.tokens import revoke_member_tokens
-
-ROLES = ("owner", "member", "viewer")
 
 
 class Organization(Timestamped, Base):

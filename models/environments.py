@@ -21,12 +21,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
+from domain.agents import validate_agent
+from domain.errors import AgentConfigError, SpecError
+from domain.specs import validate_spec
+from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS
 from models.base import Base, OrgRoot, OrgScoped, Timestamped, new_id
 from models.secret_env import HIDDEN, SecretsKey, digest_env, open_env, row_name, seal_env
-from worker.agents import AgentConfigError, validate_agent
-from worker.environments import SpecError, validate_spec
-
-MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 8
 
 
 class Environment(OrgRoot, Timestamped, Base):

@@ -22,11 +22,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS, RESET_MODES, RUN_STATUSES
 from models.base import Base, OrgRoot, OrgScoped, Timestamped
-from models.environments import MAX_ATTEMPTS, MIN_ATTEMPTS, EnvironmentVersion, EvaluatorConfig
+from models.environments import EnvironmentVersion, EvaluatorConfig
 
-RUN_STATUSES = ("queued", "running", "completed", "failed", "cancelled")
-RESET_MODES = ("initial", "new_workspace", "new_world")
 REWARD_RANGE = "reward IS NULL OR (reward >= 0 AND reward <= 1)"
 
 

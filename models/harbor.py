@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from models.environments import MAX_ATTEMPTS
+from domain.vocabulary import MAX_ATTEMPTS
 from models.ingest import IngestError, ParsedTrial, parse_trial
 
 TRIAL_FILES = ("agent/trajectory.json", "verifier/reward.json", "verifier/reward.txt")

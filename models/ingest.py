@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from domain.errors import SpecError
+from domain.outcome import LOG_CAP_CHARS, OBSERVATION_CAP_CHARS, TrialOutcome, command_text, truncate
+from domain.specs import validate_spec
 from models.base import new_id
 from models.environments import (
     MAX_ATTEMPTS,
@@ -33,8 +36,6 @@ from models.environments import (
 )
 from models.evaluations import EvaluationRun, EvaluationTrial
 from models.runs import bump_version_stats, complete_run, record_trial
-from worker.environments import SpecError, validate_spec
-from worker.trial import LOG_CAP_CHARS, OBSERVATION_CAP_CHARS, TrialOutcome, command_text, truncate
 
 
 class IngestError(ValueError):

@@ -20,7 +20,8 @@ from sqlalchemy import CheckConstraint, ForeignKey, Index, LargeBinary, String, 
 from sqlalchemy.orm import Mapped, Session, mapped_column
 from werkzeug.security import generate_password_hash
 
-from models.accounts import MIN_PASSWORD_LENGTH, ROLES, AccountError, User
+from domain.vocabulary import ROLES
+from models.accounts import MIN_PASSWORD_LENGTH, AccountError, User
 from models.base import Base, OrgRoot, Timestamped, new_id
 
 INVITATION_LIFETIME = timedelta(days=7)

@@ -7,51 +7,23 @@ import json
 import secrets
 import uuid
 from dataclasses import dataclass
-from math import prod
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from domain.errors import RunError
+from domain.outcome import TrialOutcome
+from domain.scoring import check_attempt_count, pass_at_k_table
+from domain.vocabulary import RESETS
 from models.base import new_id
-from models.environments import MAX_ATTEMPTS, MIN_ATTEMPTS, EnvironmentVersion, EvaluatorConfig
+from models.environments import EnvironmentVersion, EvaluatorConfig
 from models.evaluations import EvaluationRun, EvaluationTrial, Rollout
 from models.rollups import EnvironmentVersionStats
 
-if TYPE_CHECKING:
-    from worker.trial import TrialOutcome
-
 RUNS_CHANNEL = "agentforge_runs"
-RESET_MODES = ("new_workspace", "new_world")
 SEED_SPACE = 2**31
-
-
-class RunError(ValueError):
-    """A run request that cannot be carried out (message names the valid values)."""
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k of Chen et al. 2021: 1 - C(n-c, k) / C(n, k), as a stable product."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - prod(1.0 - k / i for i in range(n - c + 1, n + 1))
-
-
-def pass_at_k_table(n: int, successes: int) -> dict[str, float]:
-    """Return {"1": pass@1, …, "n": pass@n} for `successes` of `n` attempts."""
-    return {str(k): round(pass_at_k(n, successes, k), 6) for k in range(1, n + 1)}
-
-
-def check_attempt_count(value: Any) -> int:
-    """Return attemptCount as an int in 1..8 (JSON's 4.0 is the integer 4), or raise RunError naming the range."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not MIN_ATTEMPTS <= value <= MAX_ATTEMPTS:
-        raise RunError(f"attemptCount must be an integer from {MIN_ATTEMPTS} to {MAX_ATTEMPTS}, not {value!r}")
-    return value
 
 
 def notify_workers(session: Session) -> None:
@@ -96,8 +68,8 @@ def enqueue_run(
 
 def reset_run(session: Session, run: EvaluationRun, mode: str) -> EvaluationRun:
     """Enqueue a new run against the same environment_versions row: new_workspace keeps the world, new_world not."""
-    if mode not in RESET_MODES:
-        raise RunError(f"mode must be one of {', '.join(RESET_MODES)}, not {mode!r}")
+    if mode not in RESETS:
+        raise RunError(f"mode must be one of {', '.join(RESETS)}, not {mode!r}")
     version = session.get_one(EnvironmentVersion, (run.organization_id, run.environment_version_id))
     config = session.get_one(EvaluatorConfig, (run.organization_id, run.evaluator_config_id))
     return enqueue_run(session, version, config, run.attempt_count, reset_of=run, reset_mode=mode)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from bench.generate import ORGS, check_rollups, ensure_catalog, generate_runs
-from models.runs import pass_at_k_table
+from domain.scoring import pass_at_k_table
 
 
 def test_generated_history_is_consistent_and_the_check_catches_drift(database, auth, client):

@@ -11,8 +11,8 @@ import pytest
 from atif import Trajectory
 from sqlalchemy import text
 
+from domain.outcome import TrialOutcome
 from tests.factories import make_catalog, record_rewards
-from worker.trial import TrialOutcome
 
 STEPS = [
     {"step": 1, "tool": "list_inventory", "command": "list_inventory", "observation": "SKU-1042  USB-C cable  stock=3"},

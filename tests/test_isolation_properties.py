@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from domain.outcome import TrialOutcome
 from models.accounts import add_membership, create_organization, create_user
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards
-from worker.trial import TrialOutcome
 
 pytestmark = pytest.mark.leak
 

@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import event, text
 
+from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from models.runs import enqueue_run, record_trial
 from tests.factories import make_catalog
 from worker.loop import WorkerSettings, run_workers
-from worker.trial import TrialOutcome
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 

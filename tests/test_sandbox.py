@@ -25,7 +25,8 @@ import psutil
 import pytest
 from sqlalchemy import text
 
-from worker.sandbox import SandboxSettings, validate_limits
+from domain.limits import validate_limits
+from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
 
 ROOT = Path(__file__).resolve().parent.parent

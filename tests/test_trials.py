@@ -6,9 +6,12 @@ import json
 
 import pytest
 
+from domain.errors import SpecError
+from domain.outcome import LOG_CAP_CHARS
+from domain.specs import validate_spec
 from tests.factories import command_agent
-from worker.environments import SpecError, load, validate_spec
-from worker.trial import LOG_CAP_CHARS, run_trial
+from worker.environments import load
+from worker.trial import run_trial
 
 ADMIN = {"kind": "builtin", "environment": "admin-console", "params": {}}
 DESK = {"kind": "builtin", "environment": "support-desk", "params": {}}

@@ -23,13 +23,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db import Database, libpq_url
+from domain.errors import AgentConfigError, SpecError
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from models.environments import runnable_agent, runnable_spec
 from models.runs import RUNS_CHANNEL, complete_run, record_trial, recorded_trial_numbers, trial_seed
 from models.secret_env import SecretsKeyError
 from models.workers import announce_worker, retire_worker
-from worker.agents import AgentConfigError
-from worker.environments import SpecError
 from worker.masking import mask_outcome, secret_values
 from worker.sandbox import SandboxSettings
 from worker.trial import run_trial

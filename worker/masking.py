@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from worker.trial import TrialOutcome
+    from domain.outcome import TrialOutcome
 
 MASK = "***"
 MIN_MASKED_LENGTH = 4

@@ -8,44 +8,14 @@ abnormally, else what the environment diagnoses from its final state.
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from domain.outcome import LOG_CAP_CHARS, OBSERVATION_CAP_CHARS, TrialOutcome, command_text, truncate
 from worker import agents, environments
 from worker.agents import AgentFailure, Finish
 from worker.sandbox import LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox
-
-LOG_CAP_CHARS = 16 * 1024
-OBSERVATION_CAP_CHARS = 4 * 1024
-
-
-def truncate(text: str, cap: int, what: str) -> str:
-    """Return `text` cut to `cap` characters with a visible marker saying how much was dropped."""
-    if len(text) <= cap:
-        return text
-    return text[:cap] + f"\n… [{what} truncated: {len(text) - cap} more characters]"
-
-
-@dataclass
-class TrialOutcome:
-    """What one trial produced, ready to be recorded."""
-
-    status: str  # succeeded | failed | error
-    reward: float | None
-    failure_category: str | None
-    stages: dict[str, float]
-    steps: list[dict[str, Any]]
-    log: str
-    started_at: datetime
-    task: str = ""
-    finished_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-    def artifact_document(self) -> dict[str, Any]:
-        """Return trial-{n}-trajectory.json: schemaVersion, the truncated log, the steps as a JSON string."""
-        return {"schemaVersion": 1, "log": self.log, "trajectory": json.dumps({"steps": self.steps})}
 
 
 def _failure_words(error: Exception) -> str:
@@ -55,11 +25,6 @@ def _failure_words(error: Exception) -> str:
     if isinstance(error, LimitExceeded):
         return f"resource_limit: {error}"
     return f"{type(error).__name__}: {error}"
-
-
-def command_text(tool: str, args: dict[str, Any]) -> str:
-    """Render a tool call the way the trajectory viewer shows it: `restock {"sku": "SKU-1", "quantity": 3}`."""
-    return f"{tool} {json.dumps(args, ensure_ascii=False)}" if args else tool
 
 
 def run_trial(

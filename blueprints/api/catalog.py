@@ -12,12 +12,11 @@ from sqlalchemy.exc import IntegrityError
 from blueprints.api import ApiError, bp, json_object
 from blueprints.auth import require_role
 from db import request_session
+from domain.errors import AgentConfigError, RunError, SpecError
+from domain.scoring import check_attempt_count
 from models import Environment, EnvironmentVersion, EvaluatorConfig
 from models.environments import create_environment, create_environment_version, create_evaluator_config
-from models.runs import RunError, check_attempt_count
 from queries.environments import list_environments as environment_summaries
-from worker.agents import AgentConfigError
-from worker.environments import SpecError
 
 
 def _text_field(body: dict[str, Any], name: str, *, required: bool, limit: int) -> str:

@@ -10,8 +10,9 @@ from flask import g, jsonify, url_for
 from blueprints.api import ApiError, bp, json_object, uuid_field
 from blueprints.auth import require_role
 from db import request_session
+from domain.errors import RunError
 from models import EvaluationRun
-from models.runs import NotFoundInOrg, RunError, reset_run, start_run
+from models.runs import NotFoundInOrg, reset_run, start_run
 from queries.runs import RunDetail, run_detail
 
 

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+from domain.limits import describe
 from worker.agents.base import (
     Action,
     Agent,
@@ -28,7 +29,7 @@ from worker.agents.base import (
     Finish,
     ToolCall,
 )
-from worker.sandbox import Launch, OutputBudget, TrialSandbox, describe, kill_group, limit_breached
+from worker.sandbox import Launch, OutputBudget, TrialSandbox, kill_group, limit_breached
 
 MAX_LINE_BYTES = 64 * 1024
 STDERR_KEEP_BYTES = 8 * 1024

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.environments.base import Environment, Task, ToolError, ToolSpec, int_param, require_int
+from worker.environments.base import Environment, Task, ToolError, ToolSpec, require_int
 
 PRODUCTS = (
     "USB-C cable",
@@ -87,14 +87,6 @@ class AdminConsole(Environment):
         ),
         ToolSpec("checkout", "Place a draft order; needs enough stock.", {"order_id": "string"}),
     )
-
-    @classmethod
-    def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        """Accept `skus` (3-20) and `customers` (2-12): how big the world, and how many distractors."""
-        return {
-            "skus": int_param(params, "skus", 8, 3, len(PRODUCTS)),
-            "customers": int_param(params, "customers", 5, 2, len(CUSTOMERS)),
-        }
 
     def reset(self, world_seed: int) -> Task:
         """Draw inventory, customers and the task from `world_seed`."""

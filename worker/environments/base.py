@@ -7,10 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 
-class SpecError(ValueError):
-    """An environment version spec that does not describe a runnable environment (message says why)."""
-
-
 class ToolError(Exception):
     """A tool call the environment refuses (unknown tool, missing or bad argument); the agent sees the message."""
 
@@ -61,11 +57,6 @@ class Environment(ABC):
         """Release what the episode holds; return anything it printed on the side (bounded) for the log."""
         return ""
 
-    @classmethod
-    @abstractmethod
-    def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        """Return `params` with defaults filled in; raise SpecError naming the bad parameter."""
-
     @abstractmethod
     def reset(self, world_seed: int) -> Task:
         """Build the world for `world_seed` in a fresh workspace and return the task."""
@@ -104,12 +95,4 @@ def require_int(args_name: str, value: Any, minimum: int = 0) -> int:
     """Return `value` as an int of at least `minimum`, or raise ToolError naming the argument."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ToolError(f"{args_name} must be an integer >= {minimum}, not {value!r}")
-    return value
-
-
-def int_param(params: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
-    """Return integer parameter `name` (default when absent) or raise SpecError naming its range."""
-    value = params.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise SpecError(f"params.{name} must be an integer from {low} to {high}, not {value!r}")
     return value

@@ -13,6 +13,7 @@ import os
 
 from mcp.server.mcpserver import MCPServer
 
+from domain.specs import admin_console_params
 from worker.environments.admin_console import AdminConsole
 from worker.environments.base import ToolError
 
@@ -21,7 +22,7 @@ TASK_DATA_MARKER = "AGENTFORGE_TASK_DATA:"
 
 def build_server(world_seed: int, params: dict | None = None) -> MCPServer:
     """An MCP server around one admin-console world."""
-    console = AdminConsole(AdminConsole.validate_params(params or {}))
+    console = AdminConsole(admin_console_params(params or {}))
     task = console.reset(world_seed)
     server = MCPServer(
         "admin-console",

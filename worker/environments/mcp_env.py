@@ -20,59 +20,15 @@ import anyio
 from anyio.from_thread import start_blocking_portal
 from mcp import ClientSession
 
-from worker.environments.base import SpecError, Task
+from domain.limits import describe
+from worker.environments.base import Task
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
-from worker.sandbox import LimitExceeded, TrialSandbox, describe, limit_breached, run_bounded, sandbox_options
+from worker.sandbox import LimitExceeded, TrialSandbox, limit_breached, run_bounded
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DATA_MARKER = "AGENTFORGE_TASK_DATA:"
 STDERR_KEEP = 8 * 1024
 SCORE_GRACE_S = 10.0  # the verifier gets its own budget, even when the agent used up the trial's
-
-
-def _strings(value: Any, name: str, *, non_empty: bool = False) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) or (non_empty and not value):
-        raise SpecError(f"spec.{name} must be a non-empty list of strings")
-    return value
-
-
-def validate_mcp_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """Return the normalised MCP spec or raise SpecError naming the bad field."""
-    unknown = set(spec) - {"kind", "command", "cwd", "env", "verifier", "task", "params", "network", "limits"}
-    if unknown:
-        raise SpecError(f"unknown spec keys: {', '.join(sorted(unknown))}")
-    normalised: dict[str, Any] = {"kind": "mcp", "command": _strings(spec.get("command"), "command", non_empty=True)}
-    if "cwd" in spec:
-        cwd = spec["cwd"]
-        if not isinstance(cwd, str) or cwd.startswith("/") or ".." in Path(cwd).parts:
-            raise SpecError("spec.cwd must be a relative path inside the trial's workspace")
-        normalised["cwd"] = cwd
-    try:
-        normalised |= sandbox_options(spec, "spec")
-    except ValueError as error:
-        raise SpecError(str(error)) from None
-    env = spec.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise SpecError("spec.env must map names to strings")
-    normalised["env"] = env
-    verifier = spec.get("verifier")
-    if (
-        not isinstance(verifier, dict)
-        or len(verifier) != 1
-        or not ((isinstance(verifier.get("tool"), str) and verifier["tool"]) or "command" in verifier)
-    ):
-        raise SpecError('spec.verifier must be {"tool": "<name>"} or {"command": ["…"]}')
-    if "command" in verifier:
-        _strings(verifier["command"], "verifier.command", non_empty=True)
-    normalised["verifier"] = verifier
-    if not isinstance(spec.get("params", {}), dict):
-        raise SpecError("spec.params must be a JSON object")
-    normalised["params"] = spec.get("params", {})
-    if "task" in spec:
-        if not isinstance(spec["task"], str):
-            raise SpecError("spec.task must be text")
-        normalised["task"] = spec["task"]
-    return normalised
 
 
 def _argv(command: list[str]) -> list[str]:

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from worker.environments.base import Environment, SpecError, Task, ToolError, ToolSpec, int_param
+from worker.environments.base import Environment, Task, ToolError, ToolSpec
 
 TEAMS = ("billing", "shipping", "accounts", "technical")
 PRIORITIES = ("low", "normal", "high", "urgent")
@@ -52,14 +52,6 @@ class SupportDesk(Environment):
         ),
         ToolSpec("reply", "Send the customer a reply on the ticket.", {"ticket_id": "string", "message": "string"}),
     )
-
-    @classmethod
-    def validate_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        """Accept `tickets` (2-30) and `reference_prefix` (REF or CASE)."""
-        prefix = params.get("reference_prefix", "REF")
-        if prefix not in ("REF", "CASE"):
-            raise SpecError(f"params.reference_prefix must be 'REF' or 'CASE', not {prefix!r}")
-        return {"tickets": int_param(params, "tickets", 6, 2, 30), "reference_prefix": prefix}
 
     def reset(self, world_seed: int) -> Task:
         """Draw the ticket queue and the ticket to handle from `world_seed`."""

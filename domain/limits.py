@@ -1,0 +1,90 @@
+"""Resource limits of a sandboxed program: their names, defaults, the operator's ceilings, and how a config asks.
+
+A spec or an agent config may carry `"limits": {"memoryMb": 512, …}` and
+`"network": true`; both are checked here, once, for every place that takes
+them. Ceilings come from AGENTFORGE_MAX_* environment variables.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One resource limit: its key in a config's `limits`, default, default ceiling, and how it is enforced."""
+
+    key: str
+    default: int
+    ceiling: int
+    words: str  # "{n} CPU seconds", used in error and log lines
+    prlimit: str | None  # the prlimit option, None when the worker enforces it (output)
+    scale: int = 1
+
+    @property
+    def ceiling_variable(self) -> str:
+        """The operator's environment variable that lowers or raises the ceiling, e.g. AGENTFORGE_MAX_CPU_SECONDS."""
+        snake = "".join(f"_{c}" if c.isupper() else c for c in self.key).upper()
+        return f"AGENTFORGE_MAX_{snake}"
+
+
+LIMITS = (
+    Limit("cpuSeconds", 60, 600, "{n} CPU seconds", "--cpu"),
+    Limit("memoryMb", 1024, 8192, "{n} MB of memory", "--as", MIB),
+    Limit("processes", 64, 1024, "{n} processes", "--nproc"),
+    Limit("fileSizeMb", 64, 1024, "{n} MB per file", "--fsize", MIB),
+    Limit("openFiles", 256, 4096, "{n} open files", "--nofile"),
+    Limit("outputMb", 16, 256, "{n} MB of output", None, MIB),
+)
+LIMIT_BY_KEY = {limit.key: limit for limit in LIMITS}
+
+
+def ceilings(environ: dict[str, str] | os._Environ[str] | None = None) -> dict[str, int]:
+    """The operator's ceiling for every limit (AGENTFORGE_MAX_* variables, else the built-in ceilings)."""
+    environ = os.environ if environ is None else environ
+    result = {}
+    for limit in LIMITS:
+        raw = environ.get(limit.ceiling_variable, "")
+        result[limit.key] = int(raw) if raw.strip().isascii() and raw.strip().isdigit() else limit.ceiling
+    return result
+
+
+def validate_limits(value: Any, where: str) -> dict[str, int]:
+    """Return a config's `limits` object, or raise ValueError naming the bad key (unknown, not a positive int, over
+    the operator's ceiling)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}.limits must be a JSON object")
+    top = ceilings()
+    for key, number in value.items():
+        if key not in LIMIT_BY_KEY:
+            raise ValueError(f"{where}.limits.{key} is unknown; limits are {', '.join(LIMIT_BY_KEY)}")
+        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= top[key]:
+            raise ValueError(f"{where}.limits.{key} must be an integer from 1 to {top[key]}, not {number!r}")
+    return dict(value)
+
+
+def sandbox_options(config: dict[str, Any], where: str) -> dict[str, Any]:
+    """The sandbox options a spec or agent config sets (`network`, `limits`), checked; ValueError names the bad one."""
+    options: dict[str, Any] = {}
+    if "network" in config:
+        if not isinstance(config["network"], bool):
+            raise ValueError(f"{where}.network must be true or false")
+        options["network"] = config["network"]
+    if "limits" in config:
+        options["limits"] = validate_limits(config["limits"], where)
+    return options
+
+
+def resolve_limits(overrides: dict[str, int] | None) -> dict[str, int]:
+    """The limits one program runs under: defaults, the config's overrides, each held to the operator's ceiling."""
+    top = ceilings()
+    return {limit.key: min((overrides or {}).get(limit.key, limit.default), top[limit.key]) for limit in LIMITS}
+
+
+def describe(key: str, limits: dict[str, int]) -> str:
+    """`limits[key]` in words: "the limit of 64 processes"."""
+    return "the limit of " + LIMIT_BY_KEY[key].words.format(n=limits[key])

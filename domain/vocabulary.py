@@ -1,0 +1,33 @@
+"""The words of the domain, each defined once: roles, run and trial statuses, reset modes, failure categories."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Role = Literal["owner", "member", "viewer"]
+ROLES: tuple[Role, ...] = get_args(Role)
+
+RunStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+
+TrialStatus = Literal["succeeded", "failed", "error"]
+TRIAL_STATUSES: tuple[TrialStatus, ...] = get_args(TrialStatus)
+
+ResetMode = Literal["initial", "new_workspace", "new_world"]
+RESET_MODES: tuple[ResetMode, ...] = get_args(ResetMode)  # what a run records
+RESETS: tuple[ResetMode, ...] = ("new_workspace", "new_world")  # what a user may ask a reset for
+
+# How a trial's loop can end abnormally (the environment's own diagnoses, e.g. wrong_item, come from its world).
+LoopFailure = Literal[
+    "gave_up",
+    "tool_error",
+    "out_of_steps",
+    "timeout",
+    "agent_error",
+    "agent_protocol_error",
+    "environment_error",
+    "resource_limit",
+]
+LOOP_FAILURES: tuple[LoopFailure, ...] = get_args(LoopFailure)
+
+MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 8  # attemptCount: independent trials per run
