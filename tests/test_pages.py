@@ -20,11 +20,6 @@ NOVICE = {"kind": "scripted", "skill": 0.3}
 
 
 @pytest.fixture
-def member(make_member):
-    return make_member("ann@acme.test", "Acme RL", "member")
-
-
-@pytest.fixture
 def world(database, member):
     """Two environments with finished runs (written by the run factory; failures exist)."""
     admin = make_catalog(database, member.org.id, NOVICE, attempt_count=8, config_name="novice")
