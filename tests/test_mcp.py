@@ -18,6 +18,8 @@ from worker.environments import SpecError, validate_spec
 from worker.loop import WorkerSettings, run_workers
 from worker.trial import run_trial
 
+pytestmark = pytest.mark.slow  # MCP server processes
+
 FIRST_TOOL = [sys.executable, str(Path(__file__).parent / "agents" / "first_tool.py")]
 
 

@@ -108,6 +108,7 @@ def everything_a_user_can_read(client, runs: dict[str, dict]) -> str:
     return "\n".join(parts)
 
 
+@pytest.mark.slow
 @pytest.mark.leak
 @needs_bwrap
 def test_hostile_agent_mcp_server_and_verifier_get_nothing_and_leave_nothing(client, api, database_urls):
@@ -164,6 +165,7 @@ def limit_agent(mode: str, **limits) -> dict:
     return {"kind": "command", "argv": [sys.executable, str(HOSTILE / "agent.py"), mode], "limits": limits}
 
 
+@pytest.mark.slow
 @pytest.mark.fault
 @needs_bwrap
 def test_each_limit_ends_its_trial_as_resource_limit_naming_the_limit_and_the_worker_goes_on(
@@ -289,6 +291,7 @@ def owner_and_member_pages(client, auth, make_member, join):
     return pages
 
 
+@pytest.mark.slow
 def test_an_unsandboxed_worker_is_logged_at_start_and_owners_see_a_banner_while_it_runs(
     client, auth, make_member, join, database_urls
 ):
@@ -317,6 +320,7 @@ def test_an_unsandboxed_worker_is_logged_at_start_and_owners_see_a_banner_while_
     assert "Unsandboxed worker" not in pages()[0]  # a stopped worker retires its row
 
 
+@pytest.mark.slow
 def test_an_unknown_sandbox_mode_stops_the_worker_with_a_clear_error(database_urls):
     env = {**os.environ, "DATABASE_URL": database_urls.runtime, "ADMIN_DATABASE_URL": database_urls.admin}
     done = subprocess.run(
