@@ -181,6 +181,85 @@ def auth(client) -> AuthActions:
     return AuthActions(client)
 
 
+@pytest.fixture
+def acme(make_org) -> Organization:
+    """The organization the role fixtures (`member`, `viewer`, `owner`) belong to."""
+    return make_org("Acme RL")
+
+
+@pytest.fixture
+def member(make_member, acme) -> Member:
+    """A member of Acme RL: reads, starts runs, creates environments and configurations."""
+    return make_member("ann@acme.test", acme, "member")
+
+
+@pytest.fixture
+def viewer(make_member, acme) -> Member:
+    """A viewer of Acme RL: reads only."""
+    return make_member("vic@acme.test", acme, "viewer")
+
+
+@pytest.fixture
+def owner(make_member, acme) -> Member:
+    """An owner of Acme RL: also manages members, invitations and tokens."""
+    return make_member("olga@acme.test", acme, "owner")
+
+
+class ApiClient:
+    """A logged-in test client whose POSTs send the X-CSRFToken header, as htmx does."""
+
+    def __init__(self, client, member: Member) -> None:
+        self.client, self.member, self.org = client, member, member.org
+        auth = AuthActions(client)
+        auth.login(member.email)
+        self.token = auth.csrf()
+
+    def get(self, url: str, **kwargs):
+        """GET `url` with the session cookie."""
+        return self.client.get(url, **kwargs)
+
+    def post(self, url: str, body=None, **kwargs):
+        """POST `body` as JSON (or whatever `data=` holds) with the session's CSRF header."""
+        headers = {"X-CSRFToken": self.token, **kwargs.pop("headers", {})}
+        if body is not None:
+            kwargs["json"] = body
+        return self.client.post(url, headers=headers, **kwargs)
+
+
+@pytest.fixture
+def api(client, member) -> ApiClient:
+    """The member logged in on `client` (so `client` in the same test is that session)."""
+    return ApiClient(client, member)
+
+
+@pytest.fixture
+def viewer_api(app, viewer) -> ApiClient:
+    """The viewer logged in on a test client of their own."""
+    return ApiClient(app.test_client(), viewer)
+
+
+@pytest.fixture
+def owner_api(app, owner) -> ApiClient:
+    """The owner logged in on a test client of their own."""
+    return ApiClient(app.test_client(), owner)
+
+
+@pytest.fixture
+def count_rows(database, owner_engine):
+    """Count a table's rows as organization `org` sees them (runtime role), or with no `org` as the owner role
+    sees them (every organization's rows where an owner policy applies, none where only the tenant policy does)."""
+
+    def count(table: str, org: Organization | uuid.UUID | None = None, where: str = "true", **params) -> int:
+        sql = text(f"SELECT count(*) FROM {table} WHERE {where}")
+        if org is None:
+            with owner_engine.connect() as conn:
+                return conn.execute(sql, params).scalar()
+        with database.session(getattr(org, "id", org)) as session:
+            return session.execute(sql, params).scalar()
+
+    return count
+
+
 def new_uuid() -> uuid.UUID:
     """A random id that exists nowhere."""
     return uuid.uuid4()

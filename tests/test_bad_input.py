@@ -21,26 +21,28 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>\x07\x1b[31m' 
 
 
 @pytest.fixture
-def owner(client, auth, make_member):
-    member = make_member("olga@acme.test", "Acme RL", "owner")
-    auth.login(member.email)
-    return member
+def owner(client, auth, owner):
+    """The owner of Acme RL, logged in on `client`."""
+    auth.login(owner.email)
+    return owner
 
 
-def table_counts(owner_engine, org_id) -> dict[str, int]:
-    tables = (
-        "environments",
-        "environment_versions",
-        "evaluator_configs",
-        "evaluation_runs",
-        "evaluation_trials",
-        "rollouts",
-        "artifacts",
-        "memberships",
-    )
-    with owner_engine.begin() as conn:
-        conn.execute(text("SELECT set_config('app.current_org', :o, true)"), {"o": str(org_id)})
-        return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar() for t in tables}
+TABLES = (
+    "environments",
+    "environment_versions",
+    "evaluator_configs",
+    "evaluation_runs",
+    "evaluation_trials",
+    "rollouts",
+    "artifacts",
+    "memberships",
+)
+
+
+def table_counts(count_rows, org_id) -> dict[str, tuple[int, int]]:
+    """Rows of every table a request could write: as the organization sees them, and as the owner role sees them
+    (every organization's runs and memberships)."""
+    return {t: (count_rows(t, org_id), count_rows(t)) for t in TABLES}
 
 
 def uuid_routes(app):
@@ -51,8 +53,8 @@ def uuid_routes(app):
                 yield rule, method
 
 
-def test_unknown_ids_answer_404_on_every_route_and_write_nothing(app, client, auth, owner, owner_engine):
-    before = table_counts(owner_engine, owner.org.id)
+def test_unknown_ids_answer_404_on_every_route_and_write_nothing(app, client, auth, owner, count_rows):
+    before = table_counts(count_rows, owner.org.id)
     token, checked = auth.csrf(), 0
     for rule, method in uuid_routes(app):
         with app.test_request_context():
@@ -72,7 +74,7 @@ def test_unknown_ids_answer_404_on_every_route_and_write_nothing(app, client, au
             assert "<h1>Not Found</h1>" in response.text
         checked += 1
     assert checked >= 14
-    assert table_counts(owner_engine, owner.org.id) == before
+    assert table_counts(count_rows, owner.org.id) == before
 
 
 @pytest.mark.parametrize("bad", ["not-a-uuid", "1234", "'; DROP TABLE rollouts; --", "%00", "0" * 33])
@@ -119,16 +121,16 @@ def test_malformed_ids_in_query_strings_answer_400(client, owner, url, param, ba
         ("/settings/members", {}, 422, "Enter the new member"),
     ],
 )
-def test_forms_with_missing_fields_answer_4xx(client, auth, owner, owner_engine, url, data, status, text_):
-    before = table_counts(owner_engine, owner.org.id)
+def test_forms_with_missing_fields_answer_4xx(client, auth, owner, count_rows, url, data, status, text_):
+    before = table_counts(count_rows, owner.org.id)
     response = client.post(url, data={**data, "csrf_token": auth.csrf()})
     assert response.status_code == status and text_ in response.text.replace("&#39;", "'")
-    assert table_counts(owner_engine, owner.org.id) == before
+    assert table_counts(count_rows, owner.org.id) == before
 
 
-def test_run_forms_with_missing_fields(client, auth, owner, database, owner_engine):
+def test_run_forms_with_missing_fields(client, auth, owner, database, count_rows):
     catalog = make_catalog(database, owner.org.id, {"kind": "scripted"}, attempt_count=1)
-    before = table_counts(owner_engine, owner.org.id)
+    before = table_counts(count_rows, owner.org.id)
     empty = client.post(f"/environments/{catalog.environment_id}/runs", data={"csrf_token": auth.csrf()})
     assert empty.status_code == 422 and "Choose an environment version." in empty.text
     other = client.post(
@@ -140,31 +142,31 @@ def test_run_forms_with_missing_fields(client, auth, owner, database, owner_engi
         },
     )
     assert other.status_code == 422 and "Choose a version of this environment." in other.text
-    assert table_counts(owner_engine, owner.org.id) == before
+    assert table_counts(count_rows, owner.org.id) == before
 
 
 @pytest.mark.parametrize(
     "body",
     [b"{", b"[]", b"null", b"\xff\xfe", b'{"environmentVersionId": ' + b"[" * 5000, b'"string"', b"1e999"],
 )
-def test_invalid_json_bodies_answer_400(client, auth, owner, owner_engine, body):
-    before = table_counts(owner_engine, owner.org.id)
+def test_invalid_json_bodies_answer_400(client, auth, owner, count_rows, body):
+    before = table_counts(count_rows, owner.org.id)
     for url in ("/api/v1/evaluation-runs", "/api/v1/environments", "/api/v1/evaluator-configs"):
         response = client.post(url, data=body, content_type="application/json", headers={"X-CSRFToken": auth.csrf()})
         assert response.status_code == 400, (url, body[:20])
         assert response.is_json and response.json["error"]
-    assert table_counts(owner_engine, owner.org.id) == before
+    assert table_counts(count_rows, owner.org.id) == before
 
 
 @pytest.mark.parametrize("mode", ["", "NEW_WORLD", "new world", "initial", None, 1, ["new_world"]])
-def test_unknown_reset_modes_answer_400(client, auth, owner, database, owner_engine, mode):
+def test_unknown_reset_modes_answer_400(client, auth, owner, database, count_rows, mode):
     catalog = make_catalog(database, owner.org.id, {"kind": "scripted"}, attempt_count=1)
     run = client.post(
         "/api/v1/evaluation-runs",
         json={"environmentVersionId": str(catalog.version_id), "evaluatorConfigId": str(catalog.config_id)},
         headers={"X-CSRFToken": auth.csrf()},
     ).json
-    before = table_counts(owner_engine, owner.org.id)
+    before = table_counts(count_rows, owner.org.id)
     response = client.post(
         f"/api/v1/evaluation-runs/{run['id']}/reset", json={"mode": mode}, headers={"X-CSRFToken": auth.csrf()}
     )
@@ -172,7 +174,7 @@ def test_unknown_reset_modes_answer_400(client, auth, owner, database, owner_eng
     form_mode = "" if mode is None else json.dumps(mode) if not isinstance(mode, str) else mode
     form = client.post(f"/runs/{run['id']}/reset", data={"mode": form_mode, "csrf_token": auth.csrf()})
     assert form.status_code == 400
-    assert table_counts(owner_engine, owner.org.id) == before
+    assert table_counts(count_rows, owner.org.id) == before
 
 
 def test_hostile_names_and_text_render_escaped_and_readable_everywhere(client, auth, owner, database):
@@ -233,10 +235,10 @@ def test_very_long_lines_wrap_instead_of_overflowing(client, owner):
     assert re.search(r"pre \{[^}]*white-space: pre-wrap", css) and "overflow-wrap: anywhere" in css
 
 
-def test_nul_characters_answer_400_not_500(client, auth, owner, owner_engine):
-    before = table_counts(owner_engine, owner.org.id)
+def test_nul_characters_answer_400_not_500(client, auth, owner, count_rows):
+    before = table_counts(count_rows, owner.org.id)
     api = client.post("/api/v1/environments", json={"name": "a\x00b"}, headers={"X-CSRFToken": auth.csrf()})
     assert api.status_code == 400 and "NUL" in api.json["detail"]
     page = client.get("/trials", query_string={"failureCategory": "gave\x00up"})
     assert page.status_code == 400 and "NUL" in page.text
-    assert table_counts(owner_engine, owner.org.id) == before
+    assert table_counts(count_rows, owner.org.id) == before

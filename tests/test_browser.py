@@ -23,9 +23,13 @@ from worker.loop import WorkerSettings, run_workers
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives chromium
 if not Path(CHROMIUM).exists():
-    pytestmark = [pytest.mark.browser, pytest.mark.skip(reason="chromium is not installed (apt-get install chromium)")]
+    pytestmark = [
+        pytest.mark.browser,
+        pytest.mark.slow,
+        pytest.mark.skip(reason="chromium is not installed (apt-get install chromium)"),
+    ]
 
 
 @pytest.fixture

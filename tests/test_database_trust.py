@@ -89,6 +89,7 @@ def test_password_files_are_readable_by_the_service_user_only(embedded):
         assert len(path.read_text().strip()) >= 32
 
 
+@pytest.mark.slow
 def test_a_cluster_created_with_trust_is_upgraded_in_place(embedded, database_urls):
     """Earlier code left `trust` everywhere: the next start sets passwords, rewrites pg_hba.conf and reloads."""
     hba = embedded / "pg_hba.conf"

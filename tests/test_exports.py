@@ -46,14 +46,9 @@ def record_run(database, catalog, rewards, steps_for=lambda reward: STEPS):
 
 
 @pytest.fixture
-def member(make_member):
-    return make_member("ann@acme.test", "Acme RL", "viewer")
-
-
-@pytest.fixture
-def v1(database, member):
+def v1(database, viewer):
     """Version with rewards null, 0, 0.15, 0.5, 0.999, 1; the 0.5 trial has no steps."""
-    catalog = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 1.0}, attempt_count=6)
+    catalog = make_catalog(database, viewer.org.id, {"kind": "scripted", "skill": 1.0}, attempt_count=6)
     run_id, ids = record_run(
         database, catalog, [None, 0.0, 0.15, 0.5, 0.999, 1.0], steps_for=lambda reward: [] if reward == 0.5 else STEPS
     )
@@ -61,8 +56,8 @@ def v1(database, member):
 
 
 @pytest.fixture
-def logged_in(client, auth, member):
-    auth.login(member.email)
+def logged_in(client, auth, viewer):
+    auth.login(viewer.email)
     return client
 
 
@@ -162,10 +157,10 @@ def test_an_unknown_cursor_answers_404(logged_in, v1):
     assert response.status_code == 404 and str(missing) in response.json["detail"]
 
 
-def test_filters_narrow_by_environment_version_and_run(logged_in, database, v1, member):
+def test_filters_narrow_by_environment_version_and_run(logged_in, database, v1, viewer):
     catalog, _, _ = v1
     other = make_catalog(
-        database, member.org.id, {"kind": "scripted"}, attempt_count=2, environment="support-desk", config_name="second"
+        database, viewer.org.id, {"kind": "scripted"}, attempt_count=2, environment="support-desk", config_name="second"
     )
     other_run, _ = record_run(database, other, [0.0, 1.0])
     assert len(lines(export(logged_in, environmentId=catalog.environment_id))) == 6
@@ -217,11 +212,11 @@ def test_incremental_pulls_return_each_rollout_once(logged_in, database, v1):
     assert not set(seen) & {line["rolloutId"] for line in lines(more)}
 
 
-def test_preference_pairs_per_version_with_ties_broken_by_order(logged_in, database, v1, member):
+def test_preference_pairs_per_version_with_ties_broken_by_order(logged_in, database, v1, viewer):
     catalog, _, ids = v1
-    tied = make_catalog(database, member.org.id, {"kind": "scripted"}, attempt_count=2, config_name="tied")
+    tied = make_catalog(database, viewer.org.id, {"kind": "scripted"}, attempt_count=2, config_name="tied")
     record_run(database, tied, [0.5, 0.5])
-    ties = make_catalog(database, member.org.id, {"kind": "scripted"}, attempt_count=4, config_name="ties")
+    ties = make_catalog(database, viewer.org.id, {"kind": "scripted"}, attempt_count=4, config_name="ties")
     _, tie_ids = record_run(database, ties, [1.0, 0.0, 1.0, 0.0])
     pairs = {line["environmentVersionId"]: line for line in lines(export(logged_in, kind="preference"))}
     assert set(pairs) == {str(catalog.version_id), str(ties.version_id)}  # none for the all-tied version

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.fault
+pytestmark = [pytest.mark.fault, pytest.mark.slow]  # misbehaving agent processes
 
 
 @pytest.fixture

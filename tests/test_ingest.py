@@ -31,34 +31,20 @@ def ndjson(*lines: dict) -> str:
     return "\n".join(json.dumps(item) for item in lines) + "\n"
 
 
-@pytest.fixture
-def api(client, auth, make_member):
-    member = make_member("mike@acme.test", "Acme RL", "member")
-    auth.login(member.email)
-    token = auth.csrf()
-
-    def post(body: str):
-        return client.post(
-            "/api/v1/evaluation-runs/import",
-            data=body,
-            content_type="application/x-ndjson",
-            headers={"X-CSRFToken": token},
-        )
-
-    post.org = member.org
-    post.client = client
-    return post
+def import_ndjson(api, body: str):
+    """POST an NDJSON body to the import endpoint as the logged-in member."""
+    return api.post("/api/v1/evaluation-runs/import", data=body, content_type="application/x-ndjson")
 
 
-def counts(database, org_id) -> dict[str, int]:
-    with database.session(org_id) as session:
-        return {
-            t: session.execute(text(f"SELECT count(*) FROM {t}")).scalar()
-            for t in ("evaluation_runs", "evaluation_trials", "rollouts", "artifacts", "environments")
-        }
+IMPORTED_TABLES = ("evaluation_runs", "evaluation_trials", "rollouts", "artifacts", "environments")
 
 
-def test_import_writes_what_the_worker_writes(api, database):
+def counts(count_rows, org) -> dict[str, int]:
+    """Rows of every table an import writes, as the organization sees them."""
+    return {t: count_rows(t, org) for t in IMPORTED_TABLES}
+
+
+def test_import_writes_what_the_worker_writes(api, database, count_rows):
     body = ndjson(
         line("x-1", 1, 1.0, trajectory=ATIF),
         line(
@@ -66,7 +52,7 @@ def test_import_writes_what_the_worker_writes(api, database):
         ),
         line("x-3", 3, 0.0),
     )
-    response = api(body)
+    response = import_ndjson(api, body)
     assert response.status_code == 201, response.json
     assert response.json["imported"] == 3 and response.json["skipped"] == 0 and len(response.json["runs"]) == 1
     run = api.client.get(f"/api/v1/evaluation-runs/{response.json['runs'][0]}").json
@@ -74,7 +60,7 @@ def test_import_writes_what_the_worker_writes(api, database):
     assert run["passAtK"] == {"1": pytest.approx(1 / 3, abs=1e-6), "2": pytest.approx(2 / 3, abs=1e-6), "3": 1.0}
     assert [t["trialNumber"] for t in run["trials"]] == [1, 2, 3]
     assert run["trials"][1]["stages"] == {"stage_counted": 1.0, "stage_written": 0.5}
-    assert counts(database, api.org.id) == {
+    assert counts(count_rows, api.org.id) == {
         "evaluation_runs": 1,
         "evaluation_trials": 3,
         "rollouts": 3,
@@ -88,14 +74,14 @@ def test_import_writes_what_the_worker_writes(api, database):
     assert "wrong_answer" in gap
 
 
-def test_reposting_is_idempotent(api, database):
+def test_reposting_is_idempotent(api, count_rows):
     body = ndjson(line("x-1", 1, 1.0), line("x-2", 2, 0.0))
-    assert api(body).json["imported"] == 2
-    again = api(body)
+    assert import_ndjson(api, body).json["imported"] == 2
+    again = import_ndjson(api, body)
     assert again.status_code == 200 and again.json == {"imported": 0, "skipped": 2, "runs": []}
-    more = api(ndjson(line("x-1", 1, 1.0), line("x-3", 1, 0.5)))
+    more = import_ndjson(api, ndjson(line("x-1", 1, 1.0), line("x-3", 1, 0.5)))
     assert more.json["imported"] == 1 and more.json["skipped"] == 1
-    assert counts(database, api.org.id)["evaluation_trials"] == 3
+    assert counts(count_rows, api.org.id)["evaluation_trials"] == 3
 
 
 @pytest.mark.parametrize(
@@ -120,30 +106,30 @@ def test_reposting_is_idempotent(api, database):
         (lambda item: item.update(unexpected=True), "unexpected"),
     ],
 )
-def test_any_invalid_line_rejects_the_whole_request_naming_line_and_field(api, database, mutate, field):
+def test_any_invalid_line_rejects_the_whole_request_naming_line_and_field(api, mutate, field, count_rows):
     bad = line("x-2", 2, 0.5)
     mutate(bad)
-    response = api(ndjson(line("x-1", 1, 1.0), bad))
+    response = import_ndjson(api, ndjson(line("x-1", 1, 1.0), bad))
     assert response.status_code == 400, response.json
     assert response.json["line"] == 2 and response.json["field"].startswith(field)
     assert "line 2" in response.json["detail"]
-    assert counts(database, api.org.id)["evaluation_trials"] == 0
+    assert counts(count_rows, api.org.id)["evaluation_trials"] == 0
 
 
 @pytest.mark.parametrize("body", ["", "not json\n", "[1]\n", json.dumps(line("a", 1, 1.0)) + "\n{\n"])
-def test_unparseable_bodies_answer_400(api, database, body):
-    assert api(body).status_code == 400
-    assert counts(database, api.org.id)["evaluation_trials"] == 0
+def test_unparseable_bodies_answer_400(api, body, count_rows):
+    assert import_ndjson(api, body).status_code == 400
+    assert counts(count_rows, api.org.id)["evaluation_trials"] == 0
 
 
-def test_duplicate_attempts_in_one_run_are_refused(api, database):
-    response = api(ndjson(line("x-1", 1, 1.0), line("x-2", 1, 0.0)))
+def test_duplicate_attempts_in_one_run_are_refused(api, count_rows):
+    response = import_ndjson(api, ndjson(line("x-1", 1, 1.0), line("x-2", 1, 0.0)))
     assert response.status_code == 400 and response.json["field"] == "attempt" and response.json["line"] == 2
-    assert counts(database, api.org.id)["evaluation_trials"] == 0
+    assert counts(count_rows, api.org.id)["evaluation_trials"] == 0
 
 
 def test_imported_atif_round_trips_through_the_atif_export(api):
-    assert api(ndjson(line("x-1", 1, 0.5, trajectory=ATIF))).status_code == 201
+    assert import_ndjson(api, ndjson(line("x-1", 1, 0.5, trajectory=ATIF))).status_code == 201
     (exported,) = [json.loads(x) for x in api.client.get("/api/v1/rollouts?kind=all&format=atif").data.splitlines()]
     assert exported["steps"] == ATIF["steps"]
     assert exported["agent"] == ATIF["agent"] and exported["schema_version"] == ATIF["schema_version"]

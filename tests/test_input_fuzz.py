@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from tests.conftest import AuthActions
 from tests.factories import make_catalog
 
+pytestmark = pytest.mark.slow  # hypothesis fuzz
+
 # Text as a browser or script could send it: any code point but lone surrogates (not encodable in UTF-8),
 # control characters and digits from every script included, plus the values that broke things before.
 TRICKY = ["²", "٣", "¹²", "-²", "1²", "0", "-1", "99999999999999999999", "\x00", "\r\n", "\t1", " 1 ", "1.5", "\uff11"]

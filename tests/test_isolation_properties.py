@@ -21,7 +21,7 @@ from models.accounts import add_membership, create_organization, create_user
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards
 
-pytestmark = pytest.mark.leak
+pytestmark = [pytest.mark.leak, pytest.mark.slow]  # hypothesis property test
 
 REWARDS = st.lists(st.sampled_from([None, 0.0, 0.15, 0.5, 0.999, 1.0]), min_size=1, max_size=5)
 ROLES = st.sampled_from(["owner", "member", "viewer"])

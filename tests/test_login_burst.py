@@ -10,6 +10,8 @@ from sqlalchemy import text
 
 from tests.conftest import PASSWORD, csrf_token_from
 
+pytestmark = pytest.mark.slow  # concurrent scrypt bursts
+
 
 @pytest.fixture
 def mike(make_member):

@@ -19,6 +19,8 @@ from models.runs import enqueue_run, reset_run
 from worker.loop import WorkerSettings, run_workers
 from worker.trial import run_trial
 
+pytestmark = pytest.mark.slow  # MCP server processes
+
 FIRST_TOOL = [sys.executable, str(Path(__file__).parent / "agents" / "first_tool.py")]
 
 

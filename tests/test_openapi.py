@@ -13,6 +13,8 @@ from blueprints.api.openapi import OPENAPI
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog
 
+pytestmark = pytest.mark.slow  # schemathesis fuzz
+
 
 class AppUnderTest:
     """A WSGI callable the schema is bound to at import; the `logged_in` fixture plugs in the test app."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -15,35 +14,19 @@ from sqlalchemy import event, text
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from models.runs import enqueue_run, record_trial
-from tests.factories import make_catalog
-from worker.loop import WorkerSettings, run_workers
+from tests.factories import finish_runs, make_catalog
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 
 
-def run_catalog(database, catalog, runs=1) -> list[uuid.UUID]:
-    """Queue `runs` runs of the catalog and let the worker finish them."""
-    with database.session(catalog.org_id) as session, session.begin():
-        version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))
-        config = session.get_one(EvaluatorConfig, (catalog.org_id, catalog.config_id))
-        ids = [enqueue_run(session, version, config).id for _ in range(runs)]
-    run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True)
-    return ids
-
-
-@pytest.fixture
-def member(make_member):
-    return make_member("ann@acme.test", "Acme RL", "member")
-
-
 @pytest.fixture
 def world(database, member):
-    """Two environments with finished runs (a novice agent, so failures exist)."""
+    """Two environments with finished runs (written by the run factory; failures exist)."""
     admin = make_catalog(database, member.org.id, NOVICE, attempt_count=8, config_name="novice")
     desk = make_catalog(
         database, member.org.id, NOVICE, attempt_count=4, environment="support-desk", config_name="novice-desk"
     )
-    runs = run_catalog(database, admin, 2) + run_catalog(database, desk, 1)
+    runs = finish_runs(database, admin, 2) + finish_runs(database, desk, 1)
     with database.session(member.org.id) as session:
         trial_id = session.execute(text("SELECT id FROM evaluation_trials ORDER BY id LIMIT 1")).scalar()
     return {"admin": admin, "desk": desk, "run": runs[0], "trial": trial_id}
@@ -115,7 +98,7 @@ def test_full_page_fragment_and_boosted(page, world, name):
 def test_other_orgs_ids_answer_404_on_every_page(page, world, database, make_member):
     outsider = make_member("eve@globex.test", "Globex Research")
     theirs = make_catalog(database, outsider.org.id, NOVICE, attempt_count=1)
-    (their_run,) = run_catalog(database, theirs)
+    (their_run,) = finish_runs(database, theirs)
     with database.session(outsider.org.id) as session:
         their_trial = session.execute(text("SELECT id FROM evaluation_trials")).scalar()
     for url in (
@@ -320,12 +303,12 @@ def test_pages_issue_a_fixed_number_of_queries_whatever_the_history(page, world,
         return counts
 
     before = budget()
-    run_catalog(database, world["admin"], 3)
-    run_catalog(database, world["desk"], 2)
+    finish_runs(database, world["admin"], 3)
+    finish_runs(database, world["desk"], 2)
     extra = make_catalog(
         database, member.org.id, NOVICE, attempt_count=2, environment="support-desk", config_name="third"
     )
-    run_catalog(database, extra, 1)
+    finish_runs(database, extra, 1)
     after = budget()
     print("statements per page:", after)
     assert after == before

@@ -13,35 +13,12 @@ SCRIPTED = {"kind": "scripted", "skill": 1.0}
 
 
 @pytest.fixture
-def member(make_member):
-    return make_member("ann@acme.test", "Acme RL", "member")
-
-
-@pytest.fixture
 def catalog(database, member):
     return make_catalog(database, member.org.id, SCRIPTED, attempt_count=4)
 
 
-@pytest.fixture
-def api(client, auth, member):
-    """A logged-in client whose JSON POSTs carry the X-CSRFToken header, as the pages' htmx does."""
-    auth.login(member.email)
-    token = auth.csrf()
-
-    def post(url, body=None, **kwargs):
-        headers = {"X-CSRFToken": token, **kwargs.pop("headers", {})}
-        return client.post(url, json=body, headers=headers, **kwargs)
-
-    return post
-
-
-def run_count(owner_engine) -> int:
-    with owner_engine.connect() as conn:
-        return conn.execute(text("SELECT count(*) FROM evaluation_runs")).scalar()
-
-
 def test_create_run_answers_202_with_the_queued_run(api, client, catalog):
-    response = api(
+    response = api.post(
         "/api/v1/evaluation-runs",
         {"environmentVersionId": str(catalog.version_id), "evaluatorConfigId": str(catalog.config_id)},
     )
@@ -55,26 +32,26 @@ def test_create_run_answers_202_with_the_queued_run(api, client, catalog):
 
 def test_attempt_count_overrides_the_configuration(api, catalog):
     body = {"environmentVersionId": str(catalog.version_id), "evaluatorConfigId": str(catalog.config_id)}
-    assert api("/api/v1/evaluation-runs", {**body, "attemptCount": 8}).json["attemptCount"] == 8
+    assert api.post("/api/v1/evaluation-runs", {**body, "attemptCount": 8}).json["attemptCount"] == 8
 
 
 @pytest.mark.parametrize("attempts", [0, 9, -1, 1.5, 8.5, "x", "3", True, [1]])
 @pytest.mark.bad_input
-def test_bad_attempt_count_answers_400_naming_the_range_and_writes_nothing(api, catalog, owner_engine, attempts):
+def test_bad_attempt_count_answers_400_naming_the_range_and_writes_nothing(api, catalog, attempts, count_rows):
     body = {
         "environmentVersionId": str(catalog.version_id),
         "evaluatorConfigId": str(catalog.config_id),
         "attemptCount": attempts,
     }
-    response = api("/api/v1/evaluation-runs", body)
+    response = api.post("/api/v1/evaluation-runs", body)
     assert response.status_code == 400
     assert response.json["error"] == "invalid attemptCount"
     assert "from 1 to 8" in response.json["detail"]
-    assert run_count(owner_engine) == 0
+    assert count_rows("evaluation_runs") == 0
 
 
 @pytest.mark.bad_input
-def test_unknown_or_other_orgs_ids_answer_404_naming_the_id(api, catalog, database, make_member, owner_engine):
+def test_unknown_or_other_orgs_ids_answer_404_naming_the_id(api, catalog, database, make_member, count_rows):
     other = make_member("bob@globex.test", "Globex Research")
     theirs = make_catalog(database, other.org.id, SCRIPTED)
     missing = uuid.uuid4()
@@ -83,12 +60,12 @@ def test_unknown_or_other_orgs_ids_answer_404_naming_the_id(api, catalog, databa
         (theirs.version_id, catalog.config_id, theirs.version_id),
         (catalog.version_id, theirs.config_id, theirs.config_id),
     ):
-        response = api(
+        response = api.post(
             "/api/v1/evaluation-runs", {"environmentVersionId": str(version_id), "evaluatorConfigId": str(config_id)}
         )
         assert response.status_code == 404
         assert str(named) in response.json["detail"]
-    assert run_count(owner_engine) == 0
+    assert count_rows("evaluation_runs") == 0
 
 
 @pytest.mark.parametrize(
@@ -100,43 +77,41 @@ def test_unknown_or_other_orgs_ids_answer_404_naming_the_id(api, catalog, databa
     ],
 )
 @pytest.mark.bad_input
-def test_malformed_bodies_answer_400(api, catalog, owner_engine, body, error):
-    response = api("/api/v1/evaluation-runs", body)
+def test_malformed_bodies_answer_400(api, catalog, body, error, count_rows):
+    response = api.post("/api/v1/evaluation-runs", body)
     assert response.status_code == 400 and response.json["error"] == error
-    assert run_count(owner_engine) == 0
+    assert count_rows("evaluation_runs") == 0
 
 
 @pytest.mark.bad_input
-def test_invalid_json_answers_400(client, auth, member, catalog, owner_engine):
+def test_invalid_json_answers_400(client, auth, member, catalog, count_rows):
     auth.login(member.email)
     response = client.post(
         "/api/v1/evaluation-runs", data="{nope", content_type="application/json", headers={"X-CSRFToken": auth.csrf()}
     )
     assert response.status_code == 400 and response.json["error"] == "invalid JSON body"
-    assert run_count(owner_engine) == 0
+    assert count_rows("evaluation_runs") == 0
 
 
 @pytest.mark.bad_input
-def test_json_post_without_csrf_header_is_refused(client, auth, member, catalog, owner_engine):
+def test_json_post_without_csrf_header_is_refused(client, auth, member, catalog, count_rows):
     auth.login(member.email)
     body = {"environmentVersionId": str(catalog.version_id), "evaluatorConfigId": str(catalog.config_id)}
     response = client.post("/api/v1/evaluation-runs", json=body)
     assert response.status_code == 400 and response.is_json
-    assert run_count(owner_engine) == 0
+    assert count_rows("evaluation_runs") == 0
 
 
-def test_viewer_cannot_start_runs(client, auth, database, make_member, owner_engine):
-    viewer = make_member("val@acme.test", "Acme RL", "viewer")
-    catalog = make_catalog(database, viewer.org.id, SCRIPTED)
-    auth.login(viewer.email)
+def test_viewer_cannot_start_runs(viewer_api, database, count_rows):
+    catalog = make_catalog(database, viewer_api.org.id, SCRIPTED)
     body = {"environmentVersionId": str(catalog.version_id), "evaluatorConfigId": str(catalog.config_id)}
-    response = client.post("/api/v1/evaluation-runs", json=body, headers={"X-CSRFToken": auth.csrf()})
+    response = viewer_api.post("/api/v1/evaluation-runs", body)
     assert response.status_code == 403
-    assert run_count(owner_engine) == 0
+    assert count_rows("evaluation_runs") == 0
 
 
 def _queued_run(api, catalog) -> dict:
-    return api(
+    return api.post(
         "/api/v1/evaluation-runs",
         {"environmentVersionId": str(catalog.version_id), "evaluatorConfigId": str(catalog.config_id)},
     ).json
@@ -145,7 +120,7 @@ def _queued_run(api, catalog) -> dict:
 @pytest.mark.parametrize("mode", ["new_workspace", "new_world"])
 def test_reset_enqueues_a_new_run_on_the_same_version(api, catalog, owner_engine, mode):
     original = _queued_run(api, catalog)
-    response = api(f"/api/v1/evaluation-runs/{original['id']}/reset", {"mode": mode})
+    response = api.post(f"/api/v1/evaluation-runs/{original['id']}/reset", {"mode": mode})
     assert response.status_code == 202
     reset = response.json
     assert reset["id"] != original["id"] and reset["status"] == "queued"
@@ -158,18 +133,18 @@ def test_reset_enqueues_a_new_run_on_the_same_version(api, catalog, owner_engine
 
 @pytest.mark.parametrize("body", [{"mode": "sideways"}, {}, {"mode": None}])
 @pytest.mark.bad_input
-def test_reset_with_a_bad_mode_answers_400_and_writes_nothing(api, catalog, owner_engine, body):
+def test_reset_with_a_bad_mode_answers_400_and_writes_nothing(api, catalog, body, count_rows):
     original = _queued_run(api, catalog)
-    response = api(f"/api/v1/evaluation-runs/{original['id']}/reset", body)
+    response = api.post(f"/api/v1/evaluation-runs/{original['id']}/reset", body)
     assert response.status_code == 400
     assert response.json["error"] == "invalid mode"
     assert "new_workspace, new_world" in response.json["detail"]
-    assert run_count(owner_engine) == 1
+    assert count_rows("evaluation_runs") == 1
 
 
 def test_reset_or_get_of_an_unknown_run_answers_404(api, client, catalog):
     missing = uuid.uuid4()
-    assert api(f"/api/v1/evaluation-runs/{missing}/reset", {"mode": "new_world"}).status_code == 404
+    assert api.post(f"/api/v1/evaluation-runs/{missing}/reset", {"mode": "new_world"}).status_code == 404
     response = client.get(f"/api/v1/evaluation-runs/{missing}")
     assert response.status_code == 404 and response.json["error"] == "not found"
 
@@ -194,7 +169,7 @@ def test_start_run_form_redirects_to_the_run_page(client, auth, member, catalog)
 
 @pytest.mark.parametrize("value", ["0", "9", "x", "1.5"])
 @pytest.mark.bad_input
-def test_start_run_form_shows_errors_in_place_with_422(client, auth, member, catalog, owner_engine, value):
+def test_start_run_form_shows_errors_in_place_with_422(client, auth, member, catalog, value, count_rows):
     auth.login(member.email)
     response = client.post(
         f"/environments/{catalog.environment_id}/runs",
@@ -208,7 +183,7 @@ def test_start_run_form_shows_errors_in_place_with_422(client, auth, member, cat
     )
     assert response.status_code == 422
     assert "<html" not in response.text and "from 1 to 8" in response.text
-    assert run_count(owner_engine) == 0
+    assert count_rows("evaluation_runs") == 0
 
 
 def test_reset_buttons_enqueue_and_go_to_the_new_run(client, auth, api, catalog):

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sqlalchemy import text
 
 from domain.limits import validate_limits
 from worker.sandbox import SandboxSettings
@@ -39,34 +38,25 @@ BWRAP_PROBLEM = SandboxSettings(mode="bwrap").problem()
 needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"bubblewrap cannot run here: {BWRAP_PROBLEM}")
 
 
-@pytest.fixture
-def api(client, auth, make_member):
-    """A logged-in member's JSON POST (CSRF header set), with the member on `api.member`."""
-    member = make_member("mallory@acme.test", "Acme RL", "member")
-    auth.login(member.email)
-    token = auth.csrf()
-
-    def post(url, body):
-        response = client.post(url, json=body, headers={"X-CSRFToken": token})
-        assert response.status_code in (201, 202), response.text
-        return response.json
-
-    post.member = member
-    return post
+def created(api, url: str, body: dict) -> dict:
+    """POST `body` as the logged-in member and return the created (201) or accepted (202) resource."""
+    response = api.post(url, body)
+    assert response.status_code in (201, 202), response.text
+    return response.json
 
 
 def catalog(api, name: str, spec: dict, agent: dict, *, timeout_s: float = 30, max_steps: int = 6):
     """Create an environment, its version and an evaluator config through the public API; return their ids."""
-    env = api("/api/v1/environments", {"name": name})
-    version = api(f"/api/v1/environments/{env['id']}/versions", {"spec": spec})
+    env = created(api, "/api/v1/environments", {"name": name})
+    version = created(api, f"/api/v1/environments/{env['id']}/versions", {"spec": spec})
     body = {"name": name, "agent": agent, "attemptCount": 1, "maxSteps": max_steps, "timeoutS": timeout_s}
-    config = api("/api/v1/evaluator-configs", body)
+    config = created(api, "/api/v1/evaluator-configs", body)
     return version["id"], config["id"]
 
 
 def enqueue(api, ids) -> str:
     """Queue a run of one trial; return its id."""
-    return api("/api/v1/evaluation-runs", {"environmentVersionId": ids[0], "evaluatorConfigId": ids[1]})["id"]
+    return created(api, "/api/v1/evaluation-runs", {"environmentVersionId": ids[0], "evaluatorConfigId": ids[1]})["id"]
 
 
 def start_worker(database_urls, sentinel: str) -> subprocess.Popen:
@@ -119,6 +109,7 @@ def everything_a_user_can_read(client, runs: dict[str, dict]) -> str:
     return "\n".join(parts)
 
 
+@pytest.mark.slow
 @pytest.mark.leak
 @needs_bwrap
 def test_hostile_agent_mcp_server_and_verifier_get_nothing_and_leave_nothing(client, api, database_urls):
@@ -175,6 +166,7 @@ def limit_agent(mode: str, **limits) -> dict:
     return {"kind": "command", "argv": [sys.executable, str(HOSTILE / "agent.py"), mode], "limits": limits}
 
 
+@pytest.mark.slow
 @pytest.mark.fault
 @needs_bwrap
 def test_each_limit_ends_its_trial_as_resource_limit_naming_the_limit_and_the_worker_goes_on(
@@ -267,21 +259,11 @@ def test_the_program_gets_only_the_allow_listed_environment_and_its_workspace():
         ([], "agent.limits must be a JSON object"),
     ],
 )
-def test_limits_over_the_operator_ceiling_or_unknown_answer_400_and_write_nothing(
-    client, auth, make_member, owner_engine, limits, detail
-):
-    member = make_member("mike@acme.test", "Acme RL", "member")
-    auth.login(member.email)
+def test_limits_over_the_operator_ceiling_or_unknown_answer_400_and_write_nothing(api, count_rows, limits, detail):
     agent = {"kind": "command", "argv": ["agent"], "limits": limits}
-    response = client.post(
-        "/api/v1/evaluator-configs",
-        json={"name": "c", "agent": agent, "attemptCount": 1},
-        headers={"X-CSRFToken": auth.csrf()},
-    )
+    response = api.post("/api/v1/evaluator-configs", {"name": "c", "agent": agent, "attemptCount": 1})
     assert response.status_code == 400 and detail in response.json["detail"]
-    with owner_engine.begin() as conn:
-        conn.execute(text("SELECT set_config('app.current_org', :o, true)"), {"o": str(member.org.id)})
-        assert conn.execute(text("SELECT count(*) FROM evaluator_configs")).scalar() == 0
+    assert count_rows("evaluator_configs", api.org) == 0
 
 
 def test_an_operator_ceiling_lowers_what_configs_may_ask_for(monkeypatch):
@@ -310,6 +292,7 @@ def owner_and_member_pages(client, auth, make_member, join):
     return pages
 
 
+@pytest.mark.slow
 def test_an_unsandboxed_worker_is_logged_at_start_and_owners_see_a_banner_while_it_runs(
     client, auth, make_member, join, database_urls
 ):
@@ -338,6 +321,7 @@ def test_an_unsandboxed_worker_is_logged_at_start_and_owners_see_a_banner_while_
     assert "Unsandboxed worker" not in pages()[0]  # a stopped worker retires its row
 
 
+@pytest.mark.slow
 def test_an_unknown_sandbox_mode_stops_the_worker_with_a_clear_error(database_urls):
     env = {**os.environ, "DATABASE_URL": database_urls.runtime, "ADMIN_DATABASE_URL": database_urls.admin}
     done = subprocess.run(

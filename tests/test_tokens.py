@@ -11,11 +11,6 @@ from sqlalchemy import text
 from tests.factories import make_catalog
 
 
-@pytest.fixture
-def owner(make_member):
-    return make_member("olga@acme.test", "Acme RL", "owner")
-
-
 def create_token(runner, email: str, org: str) -> str:
     result = runner.invoke(args=["create-token", email, "--org", org, "--name", "nightly"])
     assert result.exit_code == 0, result.output

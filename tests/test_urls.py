@@ -33,12 +33,6 @@ HOSTILE_TARGETS = [
 ]
 
 
-@pytest.fixture
-def member(make_member):
-    """A member of one organization."""
-    return make_member("mike@acme.test", "Acme RL", "member")
-
-
 def landed_on_default_page(response) -> bool:
     """True when a redirect goes to the environments page of this site."""
     return response.status_code in (302, 303) and response.headers["Location"] == "/environments"

@@ -243,6 +243,7 @@ def wait_for(predicate, timeout=30.0):
     raise AssertionError("condition not reached in time")
 
 
+@pytest.mark.slow
 @pytest.mark.fault
 def test_a_sigkilled_worker_loses_nothing(database, database_urls, org):
     slow = {"kind": "scripted", "skill": 1.0, "stepDelayS": 0.08}
@@ -265,6 +266,7 @@ def test_a_sigkilled_worker_loses_nothing(database, database_urls, org):
     assert rows(database, org.id, "SELECT count(*) FROM artifacts")[0][0] == 8
 
 
+@pytest.mark.slow
 @pytest.mark.fault
 def test_sigterm_finishes_the_trial_in_hand_and_hands_the_run_back(database, database_urls, org):
     slow = {"kind": "scripted", "skill": 1.0, "stepDelayS": 0.1}
@@ -284,6 +286,7 @@ def test_sigterm_finishes_the_trial_in_hand_and_hands_the_run_back(database, dat
     assert rows(database, org.id, "SELECT count(*) FROM evaluation_trials")[0][0] == 8
 
 
+@pytest.mark.slow
 @pytest.mark.fault
 def test_two_workers_on_20_queued_runs_claim_each_once(database, database_urls, org):
     catalog = make_catalog(database, org.id, {"kind": "scripted", "skill": 0.7, "stepDelayS": 0.01}, attempt_count=2)
@@ -303,6 +306,7 @@ def test_two_workers_on_20_queued_runs_claim_each_once(database, database_urls, 
     assert {(r.status, r.attempts, r.trials) for r in runs} == {("completed", 1, 2)}
 
 
+@pytest.mark.slow
 def test_an_enqueued_run_wakes_an_idle_worker(database, database_urls, org):
     catalog = make_catalog(database, org.id, PERFECT, attempt_count=1)
     worker = worker_process(database_urls, "--poll-seconds", "60")
