@@ -4,43 +4,25 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
-import threading
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import click
-from flask import Flask, Response, jsonify, make_response, request, url_for
+from flask import Flask, Response, jsonify, make_response, request
 from flask_wtf.csrf import CSRFError
-from sqlalchemy import func, select
 from sqlalchemy.exc import DataError, OperationalError
 from werkzeug.exceptions import HTTPException, SecurityError
 
 import db
-from blueprints import register_blueprints, security
+from blueprints import register_blueprints
 from blueprints.auth import csrf
-from blueprints.htmx import render
-from blueprints.text import visible_control_characters
-from blueprints.urls import external_url_helpers, trusted_hosts
-from domain.vocabulary import ROLES
-from models.accounts import (
-    AccountError,
-    Membership,
-    Organization,
-    add_membership,
-    create_organization,
-    create_user,
-    find_account,
-    find_organization,
-)
-from models.demo import create_demo
-from models.harbor import read_harbor_job
-from models.ingest import IngestError, ingest
-from models.invitations import invite
-from models.secret_env import create_once, load_secrets_key
-from models.tokens import create_token
-from worker.loop import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S, WorkerSettings, run_workers
+from cli import register_commands
+from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
+from domain.secret_env import create_once, load_secrets_key
+from web import security
+from web.htmx import render
+from web.text import visible_control_characters
+from web.urls import external_url_helpers, trusted_hosts
 
 
 def create_app(test_config: dict | None = None) -> Flask:
@@ -91,7 +73,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     external_url_helpers(app)
     csrf.init_app(app)
     _register_error_handlers(app)
-    _register_commands(app)
+    register_commands(app)
     return app
 
 
@@ -154,175 +136,3 @@ def _register_error_handlers(app: Flask) -> None:
             response = make_response(page, 503)
         response.headers["Retry-After"] = "5"
         return response
-
-
-def _register_commands(app: Flask) -> None:
-    """`init-db`, `create-org`, `create-user`, `add-member`, `invite`, `demo`, …: bad input prints one line, exits 1."""
-
-    def database() -> db.Database:
-        return app.extensions["agentforge_db"]
-
-    def worker_settings(**options) -> WorkerSettings:
-        """Worker settings with the operator's per-organization cap and trial time ceiling from the config."""
-        return WorkerSettings(
-            max_runs_per_org=app.config["AGENTFORGE_MAX_RUNS_PER_ORG"],
-            max_trial_timeout_s=app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"],
-            **options,
-        )
-
-    @app.cli.command("init-db")
-    def init_db() -> None:
-        """Migrate the database to the newest schema (safe to run twice)."""
-        db.migrate(database().urls, database().secrets_key)
-        click.echo("Database is at the newest schema.")
-
-    @app.cli.command("create-org")
-    @click.argument("name")
-    def create_org(name: str) -> None:
-        """Create an organization called NAME."""
-        with database().admin_session() as session, session.begin():
-            org = _or_fail(lambda: create_organization(session, name))
-        click.echo(f"Created organization {org.name} ({org.id}).")
-
-    @app.cli.command("create-user")
-    @click.argument("email")
-    @click.option("--org", "org_name", required=True, help="Organization the user joins.")
-    @click.option("--role", default="member", help="owner, member or viewer.")
-    @click.option("--password", default=None, help="Prompted for when not given.")
-    def create_user_command(email: str, org_name: str, role: str, password: str | None) -> None:
-        """Create a user with EMAIL as a ROLE of organization ORG."""
-        if role not in ROLES:
-            _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-        org = _existing_org(database(), org_name)
-        if password is None:
-            password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
-        with database().admin_session(org.id) as session, session.begin():
-            user = _or_fail(lambda: create_user(session, email, password))
-            add_membership(session, user, org, role)
-        click.echo(f"Created {user.email} as {role} of {org.name}.")
-
-    @app.cli.command("add-member")
-    @click.argument("email")
-    @click.option("--org", "org_name", required=True, help="Organization the user joins.")
-    @click.option("--role", default="member", help="owner, member or viewer.")
-    def add_member(email: str, org_name: str, role: str) -> None:
-        """Give the existing user EMAIL a ROLE in another organization ORG."""
-        if role not in ROLES:
-            _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-        org = _existing_org(database(), org_name)
-        with database().admin_session(org.id) as session, session.begin():
-            user = find_account(session, email)
-            if user is None:
-                _fail(f"no user with email {email!r}")
-            _or_fail(lambda: add_membership(session, user, org, role))
-        click.echo(f"{user.email} is now {role} of {org.name}.")
-
-    @app.cli.command("invite")
-    @click.argument("email")
-    @click.option("--org", "org_name", required=True, help="Organization the person is invited to.")
-    @click.option("--role", default="member", help="owner, member or viewer.")
-    @click.option(
-        "--base-url",
-        default=lambda: os.environ.get("AGENTFORGE_BASE_URL", "http://127.0.0.1:5000"),
-        help="Where the dashboard is served (default $AGENTFORGE_BASE_URL or http://127.0.0.1:5000).",
-    )
-    def invite_command(email: str, org_name: str, role: str, base_url: str) -> None:
-        """Invite EMAIL to ORG as ROLE; the single-use link (7 days) is printed on the last line."""
-        if role not in ROLES:
-            _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-        org = _existing_org(database(), org_name)
-        with database().admin_session(org.id) as session, session.begin():
-            row, token = _or_fail(lambda: invite(session, org.id, email, role, None))
-        with app.test_request_context():
-            link = base_url.rstrip("/") + url_for("invitations.show", token=token)
-        click.echo(f"Invited {row.email} as {role} of {org.name}; send them this link (works once, for 7 days):")
-        click.echo(link)
-
-    @app.cli.command("create-token")
-    @click.argument("email")
-    @click.option("--org", "org_name", required=True, help="Organization the token is bound to.")
-    @click.option("--name", default="cli", help="A name to recognise the token by.")
-    def create_token_command(email: str, org_name: str, name: str) -> None:
-        """Create an API token for EMAIL in ORG; the token alone is printed on the last line."""
-        org = _existing_org(database(), org_name)
-        with database().admin_session(org.id) as session, session.begin():
-            user = find_account(session, email)
-            member = user and session.scalar(
-                select(Membership.id).where(Membership.user_id == user.id, Membership.organization_id == org.id)
-            )
-            if not member:
-                _fail(f"{email!r} is not a member of {org.name}")
-            row, token = create_token(session, org.id, user.id, name)
-        click.echo(f"Created token {row.prefix}… for {user.email} in {org.name}; it is shown once:")
-        click.echo(token)
-
-    @app.cli.command("import-harbor")
-    @click.argument("path", type=click.Path(path_type=Path))
-    @click.option("--org", "org_name", required=True, help="Organization the results belong to.")
-    def import_harbor(path: Path, org_name: str) -> None:
-        """Import a Harbor job directory: each task an environment, its attempts runs, rewards and ATIF kept."""
-        org = _existing_org(database(), org_name)
-        try:
-            trials = read_harbor_job(path)
-            with database().session(org.id) as session, session.begin():
-                result = ingest(session, org.id, trials)
-        except IngestError as error:
-            _fail(f"{error.field}: {error.detail}" if error.line == 0 else str(error))
-        click.echo(
-            f"Imported {result.imported} trials into {len(result.run_ids)} runs ({result.skipped} already there)."
-        )
-
-    @app.cli.command("demo")
-    @click.option("--if-empty", is_flag=True, help="Do nothing when any organization exists.")
-    def demo(if_empty: bool) -> None:
-        """Create the demo organizations, users, environments and runs, then run the worker until idle."""
-        with database().admin_session() as session:
-            has_orgs = session.scalar(select(func.count()).select_from(Organization))
-        if has_orgs and if_empty:
-            click.echo("Database already has data; log in with your existing account.")
-            return
-        logins = create_demo(database())
-        processed = run_workers(database(), worker_settings(), threading.Event(), concurrency=2, until_idle=True)
-        click.echo(f"Ran {processed} queued evaluation runs.")
-        for login in logins:
-            click.echo(f"Demo login: {login.email} / {login.password} (organization {login.organization})")
-
-    @app.cli.command("worker")
-    @click.option("--until-idle", is_flag=True, help="Exit when no run is queued.")
-    @click.option("--concurrency", default=1, type=click.IntRange(1, 32), help="Runs processed at once.")
-    @click.option("--lease-seconds", default=30, type=click.IntRange(2, 3600), help="Lease on a claimed run.")
-    @click.option("--poll-seconds", default=5.0, type=click.FloatRange(0.1, 300), help="Idle poll interval.")
-    def worker(until_idle: bool, concurrency: int, lease_seconds: int, poll_seconds: float) -> None:
-        """Claim queued evaluation runs and run their trials until SIGTERM/SIGINT (the trial in hand finishes)."""
-        stop = threading.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
-        try:
-            settings = worker_settings(lease_seconds=lease_seconds, poll_seconds=poll_seconds)
-        except ValueError as error:  # AGENTFORGE_SANDBOX names no mode
-            _fail(str(error))
-        click.echo(f"Worker started (concurrency {concurrency}, sandbox {settings.sandbox.mode}); waiting for runs.")
-        processed = run_workers(database(), settings, stop, concurrency, until_idle)
-        click.echo(f"Worker stopped after {processed} runs.")
-
-
-def _fail(message: str) -> None:
-    """Print `message` as the command's one error line and exit 1."""
-    raise click.ClickException(message)
-
-
-def _or_fail(action):
-    """Run `action`; turn an AccountError into the command's one error line."""
-    try:
-        return action()
-    except AccountError as error:
-        _fail(str(error))
-
-
-def _existing_org(database: db.Database, name: str) -> Organization:
-    """Return the organization called `name`, or fail with a clear line."""
-    with database.admin_session() as session:
-        org = find_organization(session, name)
-    if org is None:
-        _fail(f"no organization named {name!r}")
-    return org

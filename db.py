@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 if TYPE_CHECKING:
-    from models.secret_env import SecretsKey
+    from domain.secret_env import SecretsKey
 
 OWNER_ROLE = "agentforge_owner"
 RUNTIME_ROLE = "agentforge_app"

@@ -22,10 +22,10 @@ import uuid
 from sqlalchemy import text
 
 from app import create_app
+from commands.accounts import add_membership, create_organization, create_user, find_organization
+from commands.environments import create_environment, create_environment_version, create_evaluator_config
 from db import Database
 from domain.scoring import pass_at_k_table
-from models.accounts import add_membership, create_organization, create_user, find_organization
-from models.environments import create_environment, create_environment_version, create_evaluator_config
 
 os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
 

@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, insert, update
 
+from commands.environments import create_evaluator_config
+from commands.runs import enqueue_run, record_trial
 from db import Database
 from models import Artifact, EnvironmentVersion, EvaluationRun, EvaluationTrial, EvaluatorConfig, Rollout
 from models.base import new_id
-from models.environments import create_evaluator_config
-from models.runs import enqueue_run, record_trial
 from worker.loop import WorkerSettings, renew_lease, run_workers
 from worker.trial import run_trial
 

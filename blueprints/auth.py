@@ -25,11 +25,7 @@ from werkzeug.exceptions import MethodNotAllowed, SecurityError
 from wtforms import EmailField, HiddenField, PasswordField
 from wtforms.validators import DataRequired
 
-from blueprints.htmx import render
-from blueprints.params import form_uuid
-from blueprints.urls import safe_redirect_target
-from db import get_database, request_session
-from models.accounts import (
+from commands.accounts import (
     SessionUser,
     close_auth_session,
     load_session_user,
@@ -38,7 +34,11 @@ from models.accounts import (
     mark_organization_used,
     reserve_login_attempt,
 )
+from db import get_database, request_session
 from queries.workers import unsandboxed_worker_running
+from web.htmx import render
+from web.params import form_uuid
+from web.urls import safe_redirect_target
 
 bp = Blueprint("auth", __name__)
 csrf = CSRFProtect()  # checks run from the login guard below, so bearer-token API calls can skip them

@@ -5,14 +5,14 @@ import uuid
 from flask import Blueprint, abort, g, redirect, request, url_for
 
 from blueprints.auth import require_role
-from blueprints.htmx import redirect_after_write, render
-from blueprints.params import form_text, form_uuid, optional_uuid, page_number, parse_int
-from blueprints.urls import external_url
+from commands.runs import NotFoundInOrg, start_run
 from db import request_session
 from domain.errors import RunError
-from models.runs import NotFoundInOrg, start_run
 from queries.environments import environment_detail, export_counts, find_environment, list_environments
 from queries.exports import ALL_LIMIT, EXPORT_KINDS, export_filename
+from web.htmx import redirect_after_write, render
+from web.params import form_text, form_uuid, optional_uuid, page_number, parse_int
+from web.urls import external_url
 
 bp = Blueprint("environments", __name__)
 

@@ -4,10 +4,10 @@ import uuid
 
 from flask import Blueprint, abort
 
-from blueprints.htmx import render, wants_fragment
-from blueprints.params import optional_uuid
 from db import request_session
 from queries.insights import capability_gap, version_options, version_stages
+from web.htmx import render, wants_fragment
+from web.params import optional_uuid
 
 bp = Blueprint("insights", __name__)
 

@@ -6,16 +6,16 @@ from flask import Blueprint, abort, current_app, flash, redirect, request, sessi
 from flask_login import current_user, login_user
 
 from blueprints.auth import LoggedInUser, _load_user, public
-from blueprints.htmx import render
-from db import get_database
-from models.accounts import AccountError, log_in, reserve_login_attempt
-from models.invitations import (
+from commands.accounts import AccountError, log_in, reserve_login_attempt
+from commands.invitations import (
     AccountExists,
     InvitationOffer,
     accept_as_logged_in,
     accept_with_new_account,
     find_invitation,
 )
+from db import get_database
+from web.htmx import render
 
 bp = Blueprint("invitations", __name__, url_prefix="/invitations")
 DEAD_LINK = (

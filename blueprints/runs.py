@@ -5,13 +5,13 @@ import uuid
 from flask import Blueprint, abort, g, url_for
 
 from blueprints.auth import require_role
-from blueprints.htmx import redirect_after_write, render
-from blueprints.params import form_text
+from commands.runs import reset_run
 from db import request_session
 from domain.errors import RunError
 from models import EvaluationRun
-from models.runs import reset_run
 from queries.runs import run_detail
+from web.htmx import redirect_after_write, render
+from web.params import form_text
 
 bp = Blueprint("runs", __name__)
 

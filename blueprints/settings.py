@@ -6,14 +6,14 @@ from flask import Blueprint, abort, flash, g, request, url_for
 from flask_login import current_user
 
 from blueprints.auth import require_role
-from blueprints.htmx import redirect_after_write, render
-from blueprints.params import form_text
-from blueprints.urls import external_url
+from commands.accounts import AccountError, change_role, list_members, remove_member
+from commands.invitations import invite, list_pending_invitations, revoke_invitation
+from commands.tokens import create_token, list_org_tokens, list_tokens, revoke_token
 from db import request_session
 from domain.vocabulary import ROLES
-from models.accounts import AccountError, change_role, list_members, remove_member
-from models.invitations import invite, list_pending_invitations, revoke_invitation
-from models.tokens import create_token, list_org_tokens, list_tokens, revoke_token
+from web.htmx import redirect_after_write, render
+from web.params import form_text
+from web.urls import external_url
 
 bp = Blueprint("settings", __name__, url_prefix="/settings")
 

@@ -4,10 +4,10 @@ import uuid
 
 from flask import Blueprint, abort
 
-from blueprints.htmx import render
-from blueprints.params import optional_uuid, query_text
 from db import request_session
 from queries.trials import TrialFilters, list_trials, trial_detail
+from web.htmx import render
+from web.params import optional_uuid, query_text
 
 bp = Blueprint("trials", __name__)
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MIB = 1024 * 1024
+DEFAULT_MAX_RUNS_PER_ORG = 4  # runs one organization may have in progress at once (AGENTFORGE_MAX_RUNS_PER_ORG)
+DEFAULT_MAX_TRIAL_TIMEOUT_S = 3600.0  # the most seconds any trial gets (AGENTFORGE_MAX_TRIAL_TIMEOUT_S)
 
 
 @dataclass(frozen=True)

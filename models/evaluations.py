@@ -190,7 +190,7 @@ class Rollout(OrgScoped, Timestamped, Base):
     evaluation_trial_id: Mapped[uuid.UUID]
     seed: Mapped[int] = mapped_column(Integer)
     reward: Mapped[float | None]
-    # Export cursor: assigned in commit order within an organization (see models.runs.record_trial).
+    # Export cursor: assigned in commit order within an organization (see commands.runs.record_trial).
     seq: Mapped[int] = mapped_column(
         BigInteger, Sequence("rollouts_seq"), server_default=text("nextval('rollouts_seq')")
     )

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, Text, delete, func
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy import CheckConstraint, Text, func
+from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base
-
-PRESENCE_TTL_S = 60  # a worker not seen for this long is gone
 
 
 class WorkerPresence(Base):
@@ -23,18 +20,3 @@ class WorkerPresence(Base):
     sandbox_mode: Mapped[str] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(server_default=func.now())
     last_seen_at: Mapped[datetime] = mapped_column(server_default=func.now())
-
-
-def announce_worker(session: Session, name: str, sandbox_mode: str) -> None:
-    """Record (or refresh) that worker `name` is alive and how it sandboxes."""
-    statement = insert(WorkerPresence).values(name=name, sandbox_mode=sandbox_mode)
-    session.execute(
-        statement.on_conflict_do_update(
-            index_elements=[WorkerPresence.name], set_={"last_seen_at": func.now(), "sandbox_mode": sandbox_mode}
-        )
-    )
-
-
-def retire_worker(session: Session, name: str) -> None:
-    """Forget worker `name` (it stopped)."""
-    session.execute(delete(WorkerPresence).where(WorkerPresence.name == name))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from models.workers import PRESENCE_TTL_S, WorkerPresence
+from commands.workers import PRESENCE_TTL_S
+from models.workers import WorkerPresence
 
 
 def unsandboxed_worker_running(session: Session) -> bool:

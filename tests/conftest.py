@@ -14,8 +14,9 @@ from sqlalchemy import create_engine, text
 
 import db
 from app import create_app
+from commands.accounts import add_membership, create_organization, create_user
 from models import Base
-from models.accounts import Organization, User, add_membership, create_organization, create_user
+from models.accounts import Organization, User
 from worker.sandbox import SandboxSettings
 
 # Without a working bubblewrap (no package, namespaces refused, not root to install it) the suite runs tenant

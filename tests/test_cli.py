@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from models.demo import DEMO_PASSWORD
+from commands.demo import DEMO_PASSWORD
 
 
 def counts(owner_engine) -> tuple[int, int]:

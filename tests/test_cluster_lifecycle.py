@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from models.secret_env import SecretsKey
+from domain.secret_env import SecretsKey
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]

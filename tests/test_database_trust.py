@@ -20,8 +20,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 import db
-from models.accounts import log_in, reserve_login_attempt
-from models.tokens import create_token
+from commands.accounts import log_in, reserve_login_attempt
+from commands.tokens import create_token
 
 pytestmark = pytest.mark.leak
 

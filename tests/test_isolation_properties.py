@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from commands.accounts import add_membership, create_organization, create_user
 from domain.outcome import TrialOutcome
-from models.accounts import add_membership, create_organization, create_user
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards
 

@@ -11,11 +11,11 @@ import psutil
 import pytest
 from sqlalchemy import text
 
+from commands.demo import MCP_SPEC
+from commands.environments import create_environment, create_environment_version, create_evaluator_config
+from commands.runs import enqueue_run, reset_run
 from domain.errors import SpecError
 from domain.specs import validate_spec
-from models.demo import MCP_SPEC
-from models.environments import create_environment, create_environment_version, create_evaluator_config
-from models.runs import enqueue_run, reset_run
 from worker.loop import WorkerSettings, run_workers
 from worker.trial import run_trial
 

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import event, text
 
+from commands.runs import enqueue_run, record_trial
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
-from models.runs import enqueue_run, record_trial
 from tests.factories import finish_runs, make_catalog
 
 NOVICE = {"kind": "scripted", "skill": 0.3}

@@ -18,8 +18,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 import db
 from app import create_app
-from models import Base, EnvironmentVersion, EvaluatorConfig
-from models.environments import (
+from commands.environments import (
     create_environment,
     create_environment_version,
     create_evaluator_config,
@@ -27,8 +26,9 @@ from models.environments import (
     runnable_spec,
     spec_sha256,
 )
-from models.runs import enqueue_run
-from models.secret_env import HIDDEN, SecretsKey, SecretsKeyError, create_once, load_secrets_key
+from commands.runs import enqueue_run
+from domain.secret_env import HIDDEN, SecretsKey, SecretsKeyError, create_once, load_secrets_key
+from models import Base, EnvironmentVersion, EvaluatorConfig
 from queries.exports import EXPORT_FORMATS, EXPORT_KINDS
 from tests.factories import command_agent, make_catalog
 from worker.loop import WorkerSettings, run_workers

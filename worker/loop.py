@@ -22,13 +22,14 @@ from sqlalchemy import func, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from commands.environments import runnable_agent, runnable_spec
+from commands.runs import RUNS_CHANNEL, complete_run, record_trial, recorded_trial_numbers, trial_seed
+from commands.workers import announce_worker, retire_worker
 from db import Database, libpq_url
 from domain.errors import AgentConfigError, SpecError
+from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
+from domain.secret_env import SecretsKeyError
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
-from models.environments import runnable_agent, runnable_spec
-from models.runs import RUNS_CHANNEL, complete_run, record_trial, recorded_trial_numbers, trial_seed
-from models.secret_env import SecretsKeyError
-from models.workers import announce_worker, retire_worker
 from worker.masking import mask_outcome, secret_values
 from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
@@ -38,10 +39,6 @@ log = logging.getLogger("agentforge.worker")
 
 class LeaseLost(Exception):
     """Another worker took the run over (our lease expired); stop working on it."""
-
-
-DEFAULT_MAX_RUNS_PER_ORG = 4
-DEFAULT_MAX_TRIAL_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from sqlalchemy.exc import IntegrityError
 
 from blueprints.api import ApiError, bp, json_object
 from blueprints.auth import require_role
+from commands.environments import create_environment, create_environment_version, create_evaluator_config
 from db import request_session
 from domain.errors import AgentConfigError, RunError, SpecError
 from domain.scoring import check_attempt_count
 from models import Environment, EnvironmentVersion, EvaluatorConfig
-from models.environments import create_environment, create_environment_version, create_evaluator_config
 from queries.environments import list_environments as environment_summaries
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from blueprints.api import ApiError, bp
 from blueprints.auth import require_role
 from db import request_session
-from models.ingest import IngestError, ingest, parse_trial
+from importers.ingest import IngestError, ingest, parse_trial
 
 MAX_LINES = 5000
 

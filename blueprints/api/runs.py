@@ -9,10 +9,10 @@ from flask import g, jsonify, url_for
 
 from blueprints.api import ApiError, bp, json_object, uuid_field
 from blueprints.auth import require_role
+from commands.runs import NotFoundInOrg, reset_run, start_run
 from db import request_session
 from domain.errors import RunError
 from models import EvaluationRun
-from models.runs import NotFoundInOrg, reset_run, start_run
 from queries.runs import RunDetail, run_detail
 
 

@@ -18,8 +18,8 @@ import json
 import sqlalchemy as sa
 from alembic import context, op
 
-from models.environments import spec_sha256
-from models.secret_env import SecretsKeyError, open_env, row_name, seal_env
+from commands.environments import spec_sha256
+from domain.secret_env import SecretsKeyError, open_env, row_name, seal_env
 
 revision = "0012"
 down_revision = "0011"

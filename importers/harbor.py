@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.vocabulary import MAX_ATTEMPTS
-from models.ingest import IngestError, ParsedTrial, parse_trial
+from importers.ingest import IngestError, ParsedTrial, parse_trial
 
 TRIAL_FILES = ("agent/trajectory.json", "verifier/reward.json", "verifier/reward.txt")
 

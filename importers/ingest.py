@@ -17,15 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from domain.errors import SpecError
-from domain.outcome import LOG_CAP_CHARS, OBSERVATION_CAP_CHARS, TrialOutcome, command_text, truncate
-from domain.specs import validate_spec
-from models.base import new_id
-from models.environments import (
-    MAX_ATTEMPTS,
-    Environment,
-    EnvironmentVersion,
-    EvaluatorConfig,
+from commands.environments import (
     create_environment,
     create_environment_version,
     create_evaluator_config,
@@ -34,8 +26,13 @@ from models.environments import (
     secrets_key_of,
     spec_sha256,
 )
+from commands.runs import bump_version_stats, complete_run, record_trial
+from domain.errors import SpecError
+from domain.outcome import LOG_CAP_CHARS, OBSERVATION_CAP_CHARS, TrialOutcome, command_text, truncate
+from domain.specs import validate_spec
+from models.base import new_id
+from models.environments import MAX_ATTEMPTS, Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import EvaluationRun, EvaluationTrial
-from models.runs import bump_version_stats, complete_run, record_trial
 
 
 class IngestError(ValueError):

@@ -1,0 +1,314 @@
+"""Accounts and login: organizations, users, memberships, the atomic login throttle, login sessions, members."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import (
+    func,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.orm import Session
+from werkzeug.security import generate_password_hash
+
+from commands.tokens import revoke_member_tokens
+from domain.vocabulary import ROLES
+from models.accounts import Membership, Organization, User
+from models.base import new_id
+
+MIN_PASSWORD_LENGTH = 8
+
+# Derived from when the email is unknown, so a miss costs the same time as a wrong password.
+_DUMMY_METHOD_AND_SALT = generate_password_hash("agentforge-timing-equaliser").rsplit("$", 1)[0]
+
+
+class AccountError(ValueError):
+    """A request to create or change an account that cannot be carried out (message says why)."""
+
+
+@dataclass(frozen=True)
+class MembershipView:
+    """One organization a logged-in user belongs to, with their role there."""
+
+    organization_id: uuid.UUID
+    organization_name: str
+    organization_slug: str
+    role: str
+    last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SessionUser:
+    """The user behind a live login session, with every membership (re-read on each request)."""
+
+    id: uuid.UUID
+    email: str
+    name: str
+    session_token: str
+    memberships: tuple[MembershipView, ...]
+
+    def membership_in(self, org_id: uuid.UUID | None) -> MembershipView | None:
+        """Return the membership in `org_id`, or None when the user is not a member there."""
+        return next((m for m in self.memberships if m.organization_id == org_id), None)
+
+    def landing_membership(self) -> MembershipView | None:
+        """The organization used last (a login lands there), else the first by name; None without memberships."""
+        used = [m for m in self.memberships if m.last_used_at is not None]
+        if used:
+            return max(used, key=lambda m: m.last_used_at)  # type: ignore[arg-type, return-value]
+        return self.memberships[0] if self.memberships else None
+
+
+def slugify(name: str) -> str:
+    """Return a URL-safe slug for an organization name."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "org"
+
+
+def create_organization(session: Session, name: str) -> Organization:
+    """Add an organization named `name`; raise AccountError when the name is empty or taken."""
+    name = name.strip()
+    if not name:
+        raise AccountError("organization name must not be empty")
+    if session.scalar(select(Organization.id).where(func.lower(Organization.name) == name.lower())):
+        raise AccountError(f"organization {name!r} already exists")
+    org = Organization(id=new_id(), name=name, slug=slugify(name))
+    session.add(org)
+    session.flush()
+    return org
+
+
+def find_organization(session: Session, name: str) -> Organization | None:
+    """Return the organization named `name` (case-insensitive), as visible to this session."""
+    return session.scalar(select(Organization).where(func.lower(Organization.name) == name.strip().lower()))
+
+
+def create_user(session: Session, email: str, password: str, name: str = "") -> User:
+    """Add a user with a hashed password; raise AccountError for a malformed or taken email or short password."""
+    email = email.strip().lower()
+    if not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
+        raise AccountError(f"{email!r} is not an email address")
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise AccountError(f"password must be at least {MIN_PASSWORD_LENGTH} characters")
+    user = User(id=new_id(), email=email, password_hash=generate_password_hash(password), name=name or email)
+    # Through the definer function: the runtime role cannot see (or write) accounts outside its organization.
+    created = session.scalar(
+        text("SELECT create_account(:id, :email, :hash, :name)"),
+        {"id": user.id, "email": user.email, "hash": user.password_hash, "name": user.name},
+    )
+    if not created:
+        raise AccountError(f"a user with email {email!r} already exists")
+    return user
+
+
+def find_account(session: Session, email: str) -> User | None:
+    """The account with `email`, whichever organizations it belongs to (id and email only); None when unknown."""
+    email = email.strip().lower()
+    user_id = session.scalar(text("SELECT account_id_by_email(:email)"), {"email": email})
+    return User(id=user_id, email=email) if user_id else None
+
+
+def add_membership(session: Session, user: User, org: Organization, role: str) -> Membership:
+    """Make `user` a member of `org` with `role`; the session must be scoped to `org`."""
+    if role not in ROLES:
+        raise AccountError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    if session.scalar(select(Membership.id).where(Membership.organization_id == org.id, Membership.user_id == user.id)):
+        raise AccountError(f"{user.email} is already a member of {org.name}")
+    membership = Membership(organization_id=org.id, id=new_id(), user_id=user.id, role=role)
+    session.add(membership)
+    session.flush()
+    return membership
+
+
+def derive_key(method_and_salt: str, password: str) -> str:
+    """The key werkzeug's generate_password_hash stores after `method$salt$` (scrypt or pbkdf2), for `password`."""
+    method, salt = method_and_salt.split("$", 1)
+    name, *args = method.split(":")
+    if name == "scrypt":
+        n, r, p = map(int, args) if args else (2**15, 8, 1)
+        return hashlib.scrypt(password.encode(), salt=salt.encode(), n=n, r=r, p=p, maxmem=132 * n * r * p).hex()
+    if name == "pbkdf2":
+        hash_name, iterations = (args + ["sha256", "1000000"][len(args) :])[:2]
+        return hashlib.pbkdf2_hmac(hash_name, password.encode(), salt.encode(), int(iterations)).hex()
+    raise ValueError(f"unknown password hash method {name!r}")
+
+
+@dataclass(frozen=True)
+class LoginAttempt:
+    """A reserved slot to check one password (id), or how many seconds to wait when the throttle is full."""
+
+    id: uuid.UUID | None
+    retry_after: int
+
+
+def reserve_login_attempt(session: Session, email: str, address: str | None) -> LoginAttempt:
+    """Reserve the right to check one password for `email` from `address`, atomically, or say how long to wait.
+
+    auth_login_begin() locks the account's and the address's throttle keys,
+    counts failures in the window (5 per account, 30 per address, 15 minutes)
+    plus attempts still being checked, and records this attempt when there is
+    room. Commit before checking the password, so concurrent requests see it.
+    """
+    row = session.execute(
+        text("SELECT attempt_id, retry_after FROM auth_login_begin(:email, :address)"),
+        {"email": email, "address": address},
+    ).one()
+    return LoginAttempt(row.attempt_id, row.retry_after)
+
+
+def log_in(
+    session: Session, attempt: uuid.UUID, email: str, password: str, address: str | None, lifetime: timedelta
+) -> tuple[uuid.UUID, str] | None:
+    """Check the password of a reserved attempt in the database and open a login session: (user id, token), else None.
+
+    The password hash never leaves PostgreSQL: the app gets the hash's method
+    and salt, derives the key from the typed password and auth_login()
+    compares it, counts a failure against the throttle or opens the session;
+    without a live reservation nothing is checked. Unknown emails take as long
+    as wrong passwords.
+    """
+    method_and_salt = session.scalar(text("SELECT auth_password_salt(:email)"), {"email": email})
+    derived = derive_key(method_and_salt or _DUMMY_METHOD_AND_SALT, password)
+    token = secrets.token_urlsafe(32)
+    user_id = session.scalar(
+        text("SELECT auth_login(:attempt, :email, :derived, :address, :digest, :lifetime)"),
+        {
+            "attempt": attempt,
+            "email": email,
+            "derived": derived,
+            "address": address,
+            "digest": _token_digest(token),
+            "lifetime": lifetime,
+        },
+    )
+    return (user_id, token) if user_id else None
+
+
+def _token_digest(token: str) -> bytes:
+    """Return the sha256 of a session token, the only form the database stores."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+def close_auth_session(session: Session, token: str) -> None:
+    """End the login session `token` belongs to; the cookie stops working everywhere."""
+    session.execute(text("SELECT auth_close_session(:digest)"), {"digest": _token_digest(token)})
+
+
+_SESSION_USER = text(
+    """
+    SELECT u.id, u.email, u.name,
+           COALESCE((SELECT json_agg(m) FROM auth_memberships(u.id) m), '[]'::json) AS memberships
+    FROM auth_session_user(:digest) u
+    """
+)
+
+_TOKEN_USER = text(
+    """
+    SELECT u.id, u.email, u.name, u.organization_id,
+           COALESCE((SELECT json_agg(m) FROM auth_memberships(u.id) m), '[]'::json) AS memberships
+    FROM auth_token_user(:digest) u
+    """
+)
+
+
+def _session_user(row, token: str) -> SessionUser:
+    memberships = tuple(
+        MembershipView(
+            uuid.UUID(m["organization_id"]),
+            m["organization_name"],
+            m["organization_slug"],
+            m["role"],
+            datetime.fromisoformat(m["last_used_at"]) if m.get("last_used_at") else None,
+        )
+        for m in row.memberships
+    )
+    return SessionUser(row.id, row.email, row.name, token, memberships)
+
+
+def load_session_user(session: Session, token: str) -> SessionUser | None:
+    """Return the user of a live session token with all memberships, in one query; None when expired or unknown."""
+    row = session.execute(_SESSION_USER, {"digest": _token_digest(token)}).one_or_none()
+    return _session_user(row, token) if row else None
+
+
+def load_token_user(session: Session, token: str) -> tuple[SessionUser, uuid.UUID] | None:
+    """The user behind a live API token and the organization it is bound to; None when unknown, revoked or expired.
+
+    Marks the token as used (last_used_at), so the caller commits.
+    """
+    row = session.execute(_TOKEN_USER, {"digest": _token_digest(token)}).one_or_none()
+    return (_session_user(row, ""), row.organization_id) if row else None
+
+
+@dataclass(frozen=True)
+class MemberRow:
+    """One member of the current organization."""
+
+    membership_id: uuid.UUID
+    user_id: uuid.UUID
+    email: str
+    name: str
+    role: str
+    joined_at: datetime
+
+
+def list_members(session: Session) -> list[MemberRow]:
+    """Every member of the session's organization, by email."""
+    rows = session.execute(
+        select(Membership.id, User.id, User.email, User.name, Membership.role, Membership.created_at)
+        .join(User, User.id == Membership.user_id)
+        .order_by(User.email)
+    )
+    return [MemberRow(*row) for row in rows]
+
+
+def mark_organization_used(session: Session, user_id: uuid.UUID) -> None:
+    """Remember the session's organization as the one `user_id` used last, so their next login lands there."""
+    session.execute(update(Membership).where(Membership.user_id == user_id).values(last_used_at=func.now()))
+
+
+def _membership(session: Session, membership_id: uuid.UUID) -> Membership:
+    membership = session.scalar(select(Membership).where(Membership.id == membership_id))
+    if membership is None:
+        raise LookupError(f"no member {membership_id} in this organization")
+    return membership
+
+
+def _owners_left_after(session: Session, membership: Membership) -> int:
+    owners = session.scalar(select(func.count()).select_from(Membership).where(Membership.role == "owner"))
+    return owners - (1 if membership.role == "owner" else 0)
+
+
+def change_role(session: Session, membership_id: uuid.UUID, role: str) -> Membership:
+    """Give a member another role; the organization always keeps at least one owner."""
+    if role not in ROLES:
+        raise AccountError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    membership = _membership(session, membership_id)
+    if role != "owner" and _owners_left_after(session, membership) == 0:
+        raise AccountError("an organization needs at least one owner; make someone else owner first")
+    membership.role = role
+    session.flush()
+    return membership
+
+
+def remove_member(session: Session, membership_id: uuid.UUID) -> None:
+    """Remove a member (their account stays); never the last owner. Their tokens here and login sessions end for good.
+
+    Tokens are revoked, not hidden, so re-adding the user never brings one back;
+    their login sessions end (a session is not bound to one organization), so
+    they log in again to reach their other organizations.
+    """
+    membership = _membership(session, membership_id)
+    if _owners_left_after(session, membership) == 0:
+        raise AccountError("an organization needs at least one owner; make someone else owner first")
+    user_id = membership.user_id
+    session.delete(membership)
+    session.flush()
+    revoke_member_tokens(session, user_id)
+    session.execute(text("SELECT auth_end_removed_sessions(:user)"), {"user": user_id})
