@@ -8,7 +8,6 @@ from sqlalchemy.orm import Session
 
 from models.workers import WorkerPresence
 
-PRESENCE_TTL_S = 60  # a worker not seen for this long is gone
 
 
 def announce_worker(session: Session, name: str, sandbox_mode: str) -> None:

@@ -9,6 +9,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base
 
+PRESENCE_TTL_S = 60  # a worker not seen for this long is gone
+
 
 class WorkerPresence(Base):
     """One running worker process and its AGENTFORGE_SANDBOX mode (bwrap or none)."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from commands.workers import PRESENCE_TTL_S
-from models.workers import WorkerPresence
+from models.workers import PRESENCE_TTL_S, WorkerPresence
 
 
 def unsandboxed_worker_running(session: Session) -> bool:
