@@ -9,7 +9,6 @@ from sqlalchemy.orm import Session
 from models.workers import WorkerPresence
 
 
-
 def announce_worker(session: Session, name: str, sandbox_mode: str) -> None:
     """Record (or refresh) that worker `name` is alive and how it sandboxes."""
     statement = insert(WorkerPresence).values(name=name, sandbox_mode=sandbox_mode)
