@@ -1,4 +1,7 @@
-"""A client generated from /api/v1/openapi.json calls every operation of a served app and parses every answer."""
+"""A client generated from /api/v1/openapi.json calls every operation of a served app and parses every answer.
+
+Request bodies are inline in the document, so the generator names their models <operationId><BodyModel>.
+"""
 
 from __future__ import annotations
 
@@ -95,22 +98,26 @@ def test_a_generated_client_calls_every_operation(served, generated, runner, mak
     me = call("me")
     assert me.status_code == 200 and me.parsed.email == "olga@acme.test" and me.parsed.role == "owner"
 
-    created = call("create_environment", body=models.EnvironmentCreate(name="support", description="tickets"))
+    created = call(
+        "create_environment", body=models.CreateEnvironmentEnvironmentCreate(name="support", description="tickets")
+    )
     assert created.status_code == 201 and created.parsed.name == "support" and created.parsed.latest_version is None
-    taken = call("create_environment", body=models.EnvironmentCreate(name="support"))
+    taken = call("create_environment", body=models.CreateEnvironmentEnvironmentCreate(name="support"))
     assert taken.status_code == 409 and isinstance(taken.parsed, models.Error)
 
     spec = models.BuiltinSpec.from_dict({"kind": "builtin", "environment": "support-desk", "params": {"tickets": 4}})
     version = call(
         "create_environment_version",
         environment_id=created.parsed.id,
-        body=models.EnvironmentVersionCreate(spec=spec),
+        body=models.CreateEnvironmentVersionEnvironmentVersionCreate(spec=spec),
     )
     assert version.status_code == 201 and version.parsed.version == 1
     assert isinstance(version.parsed.spec, models.BuiltinSpec) and version.parsed.spec.environment == "support-desk"
     mcp = models.McpSpec.from_dict({"kind": "mcp", "command": ["python", "-m", "srv"], "verifier": {"tool": "score"}})
     mcp_version = call(
-        "create_environment_version", environment_id=created.parsed.id, body=models.EnvironmentVersionCreate(spec=mcp)
+        "create_environment_version",
+        environment_id=created.parsed.id,
+        body=models.CreateEnvironmentVersionEnvironmentVersionCreate(spec=mcp),
     )
     assert mcp_version.status_code == 201 and isinstance(mcp_version.parsed.spec, models.McpSpec)
 
@@ -121,13 +128,15 @@ def test_a_generated_client_calls_every_operation(served, generated, runner, mak
     agent = models.CommandAgent.from_dict({"kind": "command", "argv": ["python3", "agent.py"], "env": {"KEY": "s"}})
     config = call(
         "create_evaluator_config",
-        body=models.EvaluatorConfigCreate(name="cmd", attempt_count=3, agent=agent, max_steps=10, timeout_s=5),
+        body=models.CreateEvaluatorConfigEvaluatorConfigCreate(
+            name="cmd", attempt_count=3, agent=agent, max_steps=10, timeout_s=5
+        ),
     )
     assert config.status_code == 201 and config.parsed.attempt_count == 3
     assert isinstance(config.parsed.agent, models.CommandAgent) and config.parsed.agent.env["KEY"] == "***"
     bad = call(
         "create_evaluator_config",
-        body=models.EvaluatorConfigCreate(
+        body=models.CreateEvaluatorConfigEvaluatorConfigCreate(
             name="bad", attempt_count=9, agent=models.ScriptedAgent.from_dict({"kind": "scripted"})
         ),
     )
@@ -135,7 +144,7 @@ def test_a_generated_client_calls_every_operation(served, generated, runner, mak
 
     run = call(
         "create_evaluation_run",
-        body=models.EvaluationRunCreate(
+        body=models.CreateEvaluationRunEvaluationRunCreate(
             environment_version_id=catalog.version_id, evaluator_config_id=catalog.config_id, attempt_count=2
         ),
     )
@@ -146,7 +155,9 @@ def test_a_generated_client_calls_every_operation(served, generated, runner, mak
     reset = call(
         "reset_evaluation_run",
         run_id=run.parsed.id,
-        body=models.EvaluationRunReset(mode=models.EvaluationRunResetMode.NEW_WORLD),
+        body=models.ResetEvaluationRunEvaluationRunReset(
+            mode=models.ResetEvaluationRunEvaluationRunResetMode.NEW_WORLD
+        ),
     )
     assert reset.status_code == 202 and reset.parsed.reset_mode == "new_world"
     assert reset.parsed.reset_of_run_id == run.parsed.id

@@ -189,6 +189,10 @@ def build_document(app: Flask, prefix: str = "/api/v1") -> dict[str, Any]:
         definitions[name] = _hoist(schema, definitions)
     ceiling = app.config.get("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", schemas.DEFAULT_MAX_TRIAL_TIMEOUT_S)
     definitions["EvaluatorConfigCreate"]["properties"]["timeoutS"]["maximum"] = ceiling
+    for entry in (entry for methods in paths.values() for entry in methods.values()):
+        body = entry.get("requestBody", {}).get("content", {}).get("application/json")
+        if body is not None:  # request bodies inline, so a reader sees the fields where the operation is
+            body["schema"] = definitions.pop(body["schema"]["$ref"].removeprefix(REF.format(model="")))
     return {
         "openapi": "3.1.0",
         "info": {
