@@ -9,7 +9,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import positive_data_acceptance
 
-from blueprints.api.openapi import OPENAPI
+from blueprints.api.contract import standalone_document
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog
 
@@ -26,7 +26,7 @@ class AppUnderTest:
 
 
 APP = AppUnderTest()
-schema = schemathesis.openapi.from_dict(OPENAPI)
+schema = schemathesis.openapi.from_dict(standalone_document())
 schema.app, schema.location = APP, "/api/v1/openapi.json"  # as from_wsgi would: calls go to the app in process
 LOGIN: dict[str, str] = {}
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from flask import Blueprint, g, jsonify, request
-from flask_login import current_user
+from flask import Blueprint, jsonify, request
 from werkzeug.exceptions import BadRequest, HTTPException
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -36,36 +34,4 @@ def json_object() -> dict[str, Any]:
     return body
 
 
-def parse_uuid(name: str, value: Any) -> uuid.UUID:
-    """Return `value` as a UUID, or answer 400 naming the field."""
-    try:
-        return uuid.UUID(str(value))
-    except ValueError as error:
-        raise ApiError(400, f"invalid {name}", f"{name} must be a UUID, not {value!r}") from error
-
-
-def uuid_field(body: dict[str, Any], name: str) -> uuid.UUID:
-    """Return `body[name]` as a UUID, or answer 400 naming the missing or malformed field."""
-    if name not in body:
-        raise ApiError(400, f"missing {name}", f"{name} is required")
-    return parse_uuid(name, body[name])
-
-
-@bp.get("/me")
-def me():
-    """Who is logged in, the organization requests are scoped to, and every membership."""
-    user = current_user.user
-    return jsonify(
-        id=str(user.id),
-        email=user.email,
-        name=user.name,
-        organizationId=str(g.org_id),
-        role=g.membership.role,
-        memberships=[
-            {"organizationId": str(m.organization_id), "organizationName": m.organization_name, "role": m.role}
-            for m in user.memberships
-        ],
-    )
-
-
-from blueprints.api import catalog, ingest, openapi, rollouts, runs  # noqa: E402, F401  (register their routes on bp)
+from blueprints.api import account, catalog, ingest, openapi, rollouts, runs  # noqa: E402, F401  (register their routes on bp)

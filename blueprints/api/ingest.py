@@ -8,14 +8,32 @@ from flask import g, jsonify, request
 from sqlalchemy.exc import IntegrityError
 
 from blueprints.api import ApiError, bp
+from blueprints.api.contract import NDJSON, Reply, operation
+from blueprints.api.schemas import ImportResult
 from blueprints.auth import require_role
 from db import request_session
 from importers.ingest import IngestError, ingest, parse_trial
 
 MAX_LINES = 5000
+IMPORT_LINES = {
+    "type": "string",
+    "description": f"NDJSON: one trial per line, each an IngestTrial (components/schemas/IngestTrial); at most "
+    f"{MAX_LINES} lines",
+}
+IMPORTED = Reply("Imported", ImportResult)
 
 
 @bp.post("/evaluation-runs/import")
+@operation(
+    "importEvaluationRuns",
+    {200: Reply("Nothing new: every externalId was known", ImportResult), 201: IMPORTED},
+    body=Reply("Trials of another harness", IMPORT_LINES, NDJSON),
+    errors=(400, 403, 409, 413),
+    error_reasons={
+        400: "A line that does not validate (`line` and `field` name it); nothing was written",
+        409: "Some of these externalIds were imported concurrently; post again",
+    },
+)
 def import_runs():
     """Validate every line, then write runs, trials, rollouts, artifacts and rollups; any bad line writes nothing."""
     require_role("member")
@@ -51,5 +69,5 @@ def import_runs():
         ) from error
     except IntegrityError as error:
         raise ApiError(409, "conflict", "some of these externalIds were imported concurrently; post again") from error
-    body = {"imported": result.imported, "skipped": result.skipped, "runs": [str(r) for r in result.run_ids]}
-    return jsonify(body), 201 if result.imported else 200
+    answer = ImportResult(imported=result.imported, skipped=result.skipped, runs=result.run_ids)
+    return jsonify(answer.to_json()), 201 if result.imported else 200

@@ -8,20 +8,17 @@ from typing import Any
 
 import orjson
 from flask import Response, g, jsonify, request
-from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from blueprints.api import ApiError, bp, parse_uuid
+from blueprints.api import ApiError, bp
+from blueprints.api.contract import NDJSON, Reply, operation
+from blueprints.api.schemas import Rollout, RolloutExportQuery, TrajectoryArtifact, validated
 from db import get_database, request_session
 from models import Artifact
 from queries.exports import (
-    EXPORT_FORMATS,
-    EXPORT_KINDS,
     ExportFilters,
     Query,
-    RolloutExportFormatSchema,
-    RolloutExportKindSchema,
     cursor_seq_of,
     export_filename,
     next_cursor,
@@ -37,31 +34,37 @@ from queries.exports import (
 from queries.training_formats import atif_document, trl_conversation, trl_preference
 
 PRIVATE = {"X-Privacy-Class": "PRIVATE", "Cache-Control": "no-store"}
-FILTERS = {
-    "environmentId": "environment_id",
-    "environmentVersionId": "environment_version_id",
-    "evaluationRunId": "evaluation_run_id",
+EXPORT_LINES = {
+    "type": "string",
+    "description": "NDJSON: one JSON object per line, a rollout (atif-shaped, an ATIF document or a TRL "
+    "conversation, by format) or, for kind=preference, a preference pair",
 }
 
 
-def _choice(schema: TypeAdapter, name: str, value: str, valid: tuple[str, ...]) -> str:
-    """Validate a query parameter against its schema; 400 {"error": "invalid <name>", "valid": [...]} otherwise."""
-    try:
-        return schema.validate_python(value)
-    except ValidationError as error:
-        raise ApiError(
-            400, f"invalid {name}", f"{name} must be one of {', '.join(valid)}, not {value!r}", valid=list(valid)
-        ) from error
-
-
 @bp.get("/rollouts")
+@operation(
+    "exportRollouts",
+    {
+        200: Reply(
+            "The rollouts, newest first (oldest first after a cursor)",
+            EXPORT_LINES,
+            NDJSON,
+            ("Content-Disposition", "X-Privacy-Class", "Cache-Control", "X-Next-Cursor"),
+        )
+    },
+    query=RolloutExportQuery,
+    errors=(400, 404),
+    error_reasons={404: "No rollout `after` names in this organization"},
+)
 def export_rollouts():
     """Stream the organization's rollouts of one kind as NDJSON (PRIVATE), in one snapshot with flat memory."""
-    args = request.args
-    kind = _choice(RolloutExportKindSchema, "kind", args.get("kind", "all"), EXPORT_KINDS)
-    export_format = _choice(RolloutExportFormatSchema, "format", args.get("format", "atif-shaped"), EXPORT_FORMATS)
-    filters = ExportFilters(**{field: parse_uuid(name, args[name]) for name, field in FILTERS.items() if name in args})
-    after = parse_uuid("after", args["after"]) if "after" in args else None
+    query = validated(RolloutExportQuery, request.args.to_dict())
+    kind, export_format, after = query.kind, query.format, query.after
+    filters = ExportFilters(
+        environment_id=query.environment_id,
+        environment_version_id=query.environment_version_id,
+        evaluation_run_id=query.evaluation_run_id,
+    )
     session = get_database().session(g.org_id)
     try:
         # One REPEATABLE READ transaction: the cursor header and the streamed lines see the same snapshot.
@@ -136,27 +139,40 @@ def _closing(lines: Iterable[bytes], session: Session) -> Iterator[bytes]:
 
 
 @bp.get("/rollouts/<uuid:rollout_id>")
+@operation("getRollout", {200: Reply("The rollout", Rollout, headers=("X-Privacy-Class",))}, errors=(404,))
 def get_rollout(rollout_id: uuid.UUID):
     """One rollout with its seed, reward, ids and the stage_* values the worker wrote."""
     detail = rollout_detail(request_session(), rollout_id)
     if detail is None:
         raise ApiError(404, "not found", f"no rollout {rollout_id}")
-    response = jsonify(
-        id=str(detail.id),
+    answer = Rollout(
+        id=detail.id,
         seed=detail.seed,
         reward=detail.reward,
-        environmentVersionId=str(detail.environment_version_id),
-        evaluationRunId=str(detail.evaluation_run_id),
+        environment_version_id=detail.environment_version_id,
+        evaluation_run_id=detail.evaluation_run_id,
         stages=detail.stages,
-        trialNumber=detail.trial_number,
-        failureCategory=detail.failure_category,
-        trajectoryArtifactId=str(detail.trajectory_artifact_id) if detail.trajectory_artifact_id else None,
+        trial_number=detail.trial_number,
+        failure_category=detail.failure_category,
+        trajectory_artifact_id=detail.trajectory_artifact_id,
     )
+    response = jsonify(answer.to_json())
     response.headers.update(PRIVATE)
     return response
 
 
 @bp.get("/artifacts/<uuid:artifact_id>")
+@operation(
+    "getArtifact",
+    {
+        200: Reply(
+            "The stored file (trial-{n}-trajectory.json)",
+            TrajectoryArtifact,
+            headers=("Content-Disposition", "X-Privacy-Class", "Cache-Control"),
+        )
+    },
+    errors=(404,),
+)
 def get_artifact(artifact_id: uuid.UUID):
     """Download a stored artifact (trial-{n}-trajectory.json) under its own filename."""
     artifact = request_session().get(Artifact, (g.org_id, artifact_id))

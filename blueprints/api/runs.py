@@ -3,67 +3,76 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from flask import g, jsonify, url_for
 
-from blueprints.api import ApiError, bp, json_object, uuid_field
+from blueprints.api import ApiError, bp, json_object
+from blueprints.api.contract import Reply, operation
+from blueprints.api.schemas import EvaluationRun, EvaluationRunCreate, EvaluationRunReset, Trial, validated
 from blueprints.auth import require_role
 from commands.runs import NotFoundInOrg, reset_run, start_run
 from db import request_session
 from domain.errors import RunError
-from models import EvaluationRun
+from models import EvaluationRun as EvaluationRunRow
 from queries.runs import RunDetail, run_detail
 
+QUEUED = {202: Reply("Queued", EvaluationRun, headers=("Location",))}
+NOT_FOUND_VERSION_OR_CONFIG = {404: "No such environment version or evaluator configuration in this organization"}
 
-def run_json(detail: RunDetail) -> dict[str, Any]:
+
+def run_answer(detail: RunDetail) -> EvaluationRun:
     """A run as the API shows it: status, attemptCount, resetMode, ids, passAtK and every trial."""
     run = detail.run
-    return {
-        "id": str(run.id),
-        "status": run.status,
-        "attemptCount": run.attempt_count,
-        "resetMode": run.reset_mode,
-        "resetOfRunId": str(run.reset_of_run_id) if run.reset_of_run_id else None,
-        "environmentVersionId": str(run.environment_version_id),
-        "evaluatorConfigId": str(run.evaluator_config_id),
-        "passAtK": run.pass_at_k,
-        "stagePassAtK": run.stage_pass_at_k,
-        "error": run.error,
-        "createdAt": run.created_at.isoformat(),
-        "trials": [
-            {
-                "id": str(t.id),
-                "trialNumber": t.trial_number,
-                "status": t.status,
-                "reward": t.reward,
-                "failureCategory": t.failure_category,
-                "stages": t.stages,
-            }
+    return EvaluationRun(
+        id=run.id,
+        status=run.status,
+        attempt_count=run.attempt_count,
+        reset_mode=run.reset_mode,
+        reset_of_run_id=run.reset_of_run_id,
+        environment_version_id=run.environment_version_id,
+        evaluator_config_id=run.evaluator_config_id,
+        pass_at_k=run.pass_at_k,
+        stage_pass_at_k=run.stage_pass_at_k,
+        error=run.error,
+        created_at=run.created_at,
+        trials=[
+            Trial(
+                id=t.id,
+                trial_number=t.trial_number,
+                status=t.status,
+                reward=t.reward,
+                failure_category=t.failure_category,
+                stages=t.stages,
+            )
             for t in detail.trials
         ],
-    }
+    )
 
 
-def _accepted(run: EvaluationRun):
+def _accepted(run: EvaluationRunRow):
     """Answer 202 with the queued run and its URL."""
     detail = run_detail(request_session(), run.id)
-    response = jsonify(run_json(detail))
+    response = jsonify(run_answer(detail).to_json())
     response.status_code = 202
     response.headers["Location"] = url_for("api.get_run", run_id=run.id)
     return response
 
 
 @bp.post("/evaluation-runs")
+@operation(
+    "createEvaluationRun",
+    QUEUED,
+    body=EvaluationRunCreate,
+    errors=(400, 403, 404, 413),
+    error_reasons=NOT_FOUND_VERSION_OR_CONFIG,
+)
 def create_run():
     """Queue a run: {"environmentVersionId", "evaluatorConfigId", "attemptCount"?} → 202 with the run."""
     require_role("member")
-    body = json_object()
-    version_id = uuid_field(body, "environmentVersionId")
-    config_id = uuid_field(body, "evaluatorConfigId")
+    body = validated(EvaluationRunCreate, json_object())
     session = request_session()
     try:
-        run = start_run(session, version_id, config_id, body.get("attemptCount"))
+        run = start_run(session, body.environment_version_id, body.evaluator_config_id, body.attempt_count)
     except RunError as error:
         raise ApiError(400, "invalid attemptCount", str(error)) from error
     except NotFoundInOrg as error:
@@ -73,25 +82,28 @@ def create_run():
 
 
 @bp.get("/evaluation-runs/<uuid:run_id>")
+@operation("getEvaluationRun", {200: Reply("The run", EvaluationRun)}, errors=(404,))
 def get_run(run_id: uuid.UUID):
     """A run with its status, passAtK and trials."""
     detail = run_detail(request_session(), run_id)
     if detail is None:
         raise ApiError(404, "not found", f"no evaluation run {run_id}")
-    return jsonify(run_json(detail))
+    return jsonify(run_answer(detail).to_json())
 
 
 @bp.post("/evaluation-runs/<uuid:run_id>/reset")
+@operation("resetEvaluationRun", QUEUED, body=EvaluationRunReset, errors=(400, 403, 404, 413))
 def reset(run_id: uuid.UUID):
     """Enqueue a new run on the same environment version: {"mode": "new_workspace" | "new_world"} → 202."""
     require_role("member")
-    body = json_object()
+    raw = json_object()
     session = request_session()
-    run = session.get(EvaluationRun, (g.org_id, run_id))
+    run = session.get(EvaluationRunRow, (g.org_id, run_id))
     if run is None:
         raise ApiError(404, "not found", f"no evaluation run {run_id}")
+    body = validated(EvaluationRunReset, raw)
     try:
-        new_run = reset_run(session, run, body.get("mode"))
+        new_run = reset_run(session, run, body.mode)
     except RunError as error:
         raise ApiError(400, "invalid mode", str(error)) from error
     session.commit()

@@ -1,0 +1,371 @@
+"""The /api/v1 contract: request and response bodies as pydantic models, the source of /api/v1/openapi.json."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from blueprints.api import ApiError
+from blueprints.api.spec_schemas import AGENT_SCHEMA, SPEC_SCHEMA  # hooks: the domain's EnvironmentSpec/AgentConfig
+from domain.agents import validate_agent
+from domain.errors import AgentConfigError, RunError, SpecError
+from domain.scoring import check_attempt_count
+from domain.specs import validate_spec
+from domain.vocabulary import RESETS
+from importers.ingest import IngestTrial
+from queries.exports import EXPORT_FORMATS, EXPORT_KINDS, RolloutExportFormat, RolloutExportKind
+
+NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold NUL characters (the database answers 400)
+NAME_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"  # some text besides spaces, no NUL
+DEFAULT_MAX_TRIAL_TIMEOUT_S = 3600.0
+M = TypeVar("M", bound="ApiModel")
+ImportLine = IngestTrial  # one line of POST /evaluation-runs/import
+
+
+class ReportMissing:
+    """Marks a field whose absence answers `missing <field>` rather than its validator's `invalid <field>`."""
+
+
+REPORT_MISSING = ReportMissing()
+
+
+def _refuse(detail: str, **extra: Any) -> PydanticCustomError:
+    """A validation error whose message is `detail` as it is (the field's `invalid <field>` answer)."""
+    return PydanticCustomError("api", "{detail}", {"detail": detail, **extra})
+
+
+def text(name: str, limit: int, *, required: bool) -> BeforeValidator:
+    """Text of at most `limit` characters (non-blank when required), stripped."""
+
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or (required and not value.strip()) or len(value) > limit:
+            raise _refuse(f"{name} must be text of 1 to {limit} characters")
+        return value.strip()
+
+    return BeforeValidator(check)
+
+
+def integer(name: str, low: int, high: int) -> BeforeValidator:
+    """An integer in low..high (JSON's 4.0 is the integer 4)."""
+
+    def check(value: Any) -> int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise _refuse(f"{name} must be an integer from {low} to {high}, not {value!r}")
+        return value
+
+    return BeforeValidator(check)
+
+
+def choice(name: str, valid: tuple[str, ...]) -> BeforeValidator:
+    """One of `valid`; the answer lists them (also as `valid`)."""
+
+    def check(value: Any) -> str:
+        if value not in valid:
+            raise _refuse(f"{name} must be one of {', '.join(valid)}, not {value!r}", valid=list(valid))
+        return value
+
+    return BeforeValidator(check)
+
+
+def uuid_of(name: str) -> BeforeValidator:
+    """A UUID."""
+
+    def check(value: Any) -> uuid.UUID:
+        try:
+            return uuid.UUID(str(value))
+        except ValueError:
+            raise _refuse(f"{name} must be a UUID, not {value!r}") from None
+
+    return BeforeValidator(check)
+
+
+def _attempt_count(value: Any) -> int:
+    try:
+        return check_attempt_count(value)
+    except RunError as error:
+        raise _refuse(str(error)) from None
+
+
+def _optional_attempt_count(value: Any) -> int | None:
+    return None if value is None else _attempt_count(value)
+
+
+def _timeout_s(value: Any, info: ValidationInfo) -> float:
+    ceiling = (info.context or {}).get("max_trial_timeout_s", DEFAULT_MAX_TRIAL_TIMEOUT_S)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= ceiling:
+        raise _refuse(f"timeoutS must be a number of seconds from 0 to {ceiling:g}, not {value!r}")
+    return float(value)
+
+
+def _spec(value: Any) -> dict[str, Any]:
+    try:
+        return validate_spec(value)
+    except SpecError as error:
+        raise _refuse(str(error)) from None
+
+
+def _agent(value: Any) -> dict[str, Any]:
+    try:
+        return validate_agent(value)
+    except AgentConfigError as error:
+        raise _refuse(str(error)) from None
+
+
+class ApiModel(BaseModel):
+    """A body of this API: camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The body as JSON types, with the API's (camelCase) names."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+Spec = Annotated[dict[str, Any], BeforeValidator(_spec), WithJsonSchema(SPEC_SCHEMA)]
+Agent = Annotated[dict[str, Any], BeforeValidator(_agent), WithJsonSchema(AGENT_SCHEMA)]
+StoredSpec = Annotated[dict[str, Any], WithJsonSchema(SPEC_SCHEMA)]
+StoredAgent = Annotated[dict[str, Any], WithJsonSchema(AGENT_SCHEMA)]
+Name = Annotated[
+    str,
+    text("name", 200, required=True),
+    # The pattern is documented only: a NUL reaches PostgreSQL, whose refusal (400) names it.
+    Field(min_length=1, max_length=200, json_schema_extra={"pattern": NAME_PATTERN}),
+]
+Stages = dict[str, float]
+
+
+# Requests
+
+
+class EnvironmentCreate(ApiModel):
+    """POST /environments: a new environment of the organization."""
+
+    name: Name
+    description: Annotated[
+        str, text("description", 2000, required=False), Field(max_length=2000, json_schema_extra={"pattern": NO_NUL})
+    ] = ""
+
+
+class EnvironmentVersionCreate(ApiModel):
+    """POST /environments/{environmentId}/versions: the spec a new immutable version pins."""
+
+    spec: Annotated[Spec, REPORT_MISSING]
+
+
+class EvaluatorConfigCreate(ApiModel):
+    """POST /evaluator-configs: an agent and how many attempts, steps and seconds each run gives it."""
+
+    name: Name
+    attempt_count: Annotated[int, BeforeValidator(_attempt_count), Field(ge=1, le=8)]
+    max_steps: Annotated[int, integer("maxSteps", 1, 500), Field(ge=1, le=500)] = 30
+    timeout_s: Annotated[
+        float,
+        BeforeValidator(_timeout_s),
+        Field(gt=0, json_schema_extra={"maximum": DEFAULT_MAX_TRIAL_TIMEOUT_S}, description="Seconds per trial"),
+    ] = 60
+    agent: Agent
+
+
+class EvaluationRunCreate(ApiModel):
+    """POST /evaluation-runs: run an evaluator configuration against an environment version."""
+
+    environment_version_id: Annotated[uuid.UUID, uuid_of("environmentVersionId"), REPORT_MISSING]
+    evaluator_config_id: Annotated[uuid.UUID, uuid_of("evaluatorConfigId"), REPORT_MISSING]
+    attempt_count: Annotated[
+        Annotated[int, Field(ge=1, le=8)] | None,
+        BeforeValidator(_optional_attempt_count),
+        Field(description="Defaults to the configuration's attemptCount"),
+    ] = None
+
+
+class EvaluationRunReset(ApiModel):
+    """POST /evaluation-runs/{runId}/reset: how the new run starts over."""
+
+    mode: Annotated[Literal["new_workspace", "new_world"], choice("mode", RESETS)]
+
+
+class RolloutExportQuery(ApiModel):
+    """GET /rollouts: which rollouts, in which format, after which cursor."""
+
+    kind: Annotated[
+        RolloutExportKind,
+        choice("kind", EXPORT_KINDS),
+        Field(description="Which rollouts, or preference pairs of them"),
+    ] = "all"
+    format: Annotated[RolloutExportFormat, choice("format", EXPORT_FORMATS), Field(description="Line format")] = (
+        "atif-shaped"
+    )
+    environment_id: Annotated[uuid.UUID | None, uuid_of("environmentId")] = None
+    environment_version_id: Annotated[uuid.UUID | None, uuid_of("environmentVersionId")] = None
+    evaluation_run_id: Annotated[uuid.UUID | None, uuid_of("evaluationRunId")] = None
+    after: Annotated[
+        uuid.UUID | None,
+        uuid_of("after"),
+        Field(description="The X-Next-Cursor of an earlier export: only rollouts committed since"),
+    ] = None
+
+
+# Responses
+
+
+class Error(ApiModel):
+    """Every 4xx/5xx of this API: what went wrong, and in `detail` the valid values."""
+
+    error: str
+    detail: str
+    valid: list[str] | None = Field(default=None, description="The valid values, when there is a fixed set")
+    line: int | None = Field(default=None, description="The NDJSON line an import refused")
+    field: str | None = Field(default=None, description="The field of that line")
+
+
+class Membership(ApiModel):
+    """One organization the user belongs to, with the role there."""
+
+    organization_id: uuid.UUID
+    organization_name: str
+    role: Literal["owner", "member", "viewer"]
+
+
+class Me(ApiModel):
+    """The authenticated user, the organization requests are scoped to, and every membership."""
+
+    id: uuid.UUID
+    email: str
+    name: str
+    organization_id: uuid.UUID
+    role: Literal["owner", "member", "viewer"]
+    memberships: list[Membership]
+
+
+class Environment(ApiModel):
+    """An environment with its latest version number (null before the first version)."""
+
+    id: uuid.UUID
+    name: str
+    description: str
+    latest_version: int | None
+
+
+class EnvironmentVersion(ApiModel):
+    """An immutable environment version: its number, spec (secrets masked) and the spec's hash."""
+
+    id: uuid.UUID
+    environment_id: uuid.UUID
+    version: int = Field(ge=1)
+    spec: StoredSpec
+    spec_sha256: str = Field(
+        pattern="^[0-9a-f]{64}$",
+        description="sha256 of the canonical spec JSON, each env value replaced by its HMAC-SHA256 under the "
+        "server's secrets key",
+    )
+
+
+class EvaluatorConfig(ApiModel):
+    """An evaluator configuration: the agent (secrets masked), attempts per run, step and time budget."""
+
+    id: uuid.UUID
+    name: str
+    agent: StoredAgent
+    attempt_count: int = Field(ge=1, le=8)
+    max_steps: int
+    timeout_s: float
+
+
+class Trial(ApiModel):
+    """One attempt of a run: status, reward, failure category and stage_* credit."""
+
+    id: uuid.UUID
+    trial_number: int = Field(ge=1)
+    status: str
+    reward: float | None
+    failure_category: str | None
+    stages: Stages
+
+
+class EvaluationRun(ApiModel):
+    """A run: its status, pass@k, per-stage pass@k and every trial written so far."""
+
+    id: uuid.UUID
+    status: Literal["queued", "running", "completed", "failed", "cancelled"]
+    attempt_count: int = Field(ge=1, le=8)
+    reset_mode: Literal["initial", "new_workspace", "new_world"]
+    reset_of_run_id: uuid.UUID | None
+    environment_version_id: uuid.UUID
+    evaluator_config_id: uuid.UUID
+    pass_at_k: dict[str, float] | None
+    stage_pass_at_k: dict[str, dict[str, float]] | None
+    error: str | None
+    created_at: datetime
+    trials: list[Trial]
+
+
+class ImportResult(ApiModel):
+    """What an import wrote: trials imported, trials already known (by externalId), the runs written."""
+
+    imported: int
+    skipped: int
+    runs: list[uuid.UUID]
+
+
+class Rollout(ApiModel):
+    """One rollout: seed, reward, stage_* values and where its trajectory artifact is."""
+
+    id: uuid.UUID
+    seed: int
+    reward: float | None
+    environment_version_id: uuid.UUID
+    evaluation_run_id: uuid.UUID
+    stages: Stages
+    trial_number: int
+    failure_category: str | None
+    trajectory_artifact_id: uuid.UUID | None
+
+
+class TrajectoryArtifact(BaseModel):
+    """The stored trial-{n}-trajectory.json: the seed's fields, richer fields beside them."""
+
+    model_config = ConfigDict(extra="allow")
+    schemaVersion: int
+    log: str
+    trajectory: str = Field(description='JSON text of {"steps": [{step, tool, command, observation}, …]}')
+
+
+def validated(model: type[M], data: Any, **context: Any) -> M:
+    """`data` as `model`, or answer 400 naming the first bad field the way the rest of the API does."""
+    try:
+        return model.model_validate(data, context=context)
+    except ValidationError as error:
+        raise _api_error(model, error.errors()[0]) from error
+
+
+def _api_error(model: type[ApiModel], first: Any) -> ApiError:
+    name = str(first["loc"][0]) if first["loc"] else "body"
+    field = next((f for key, f in model.model_fields.items() if name in (key, f.alias)), None)
+    if first["type"] == "missing" and field is not None:
+        if REPORT_MISSING in field.metadata:
+            return ApiError(400, f"missing {name}", f"{name} is required")
+        checks: list[Callable[..., Any]] = [m.func for m in field.metadata if isinstance(m, BeforeValidator)]
+        try:
+            for check in checks:
+                check(None)
+        except PydanticCustomError as refused:
+            return _api_error(model, {"loc": (name,), "type": "api", "msg": refused.message(), "ctx": refused.context})
+        return ApiError(400, f"missing {name}", f"{name} is required")
+    extra = {"valid": first["ctx"]["valid"]} if "valid" in (first.get("ctx") or {}) else {}
+    return ApiError(400, f"invalid {name}", first["msg"], **extra)
