@@ -109,7 +109,20 @@ def assert_cluster_stopped(data_dir: Path, output: str = "", within: float = 10.
     # start sees that its pid no longer runs and starts afresh, so only a live pid there would be stale.
     leftover = data_dir / "postmaster.pid"
     if leftover.exists():
-        assert not psutil.pid_exists(int(leftover.read_text().split()[0])), output
+        assert not serves(int(leftover.read_text().split()[0]), data_dir), output
+
+
+def serves(pid: int, data_dir: Path) -> bool:
+    """Whether `pid` is a live postgres of `data_dir` (not a zombie, not a reused pid of another program)."""
+    try:
+        process = psutil.Process(pid)
+        return (
+            process.status() != psutil.STATUS_ZOMBIE
+            and process.name() == "postgres"
+            and str(data_dir.resolve()) in process.cmdline()
+        )
+    except psutil.Error:
+        return False
 
 
 def test_five_cold_starts_of_three_processes_at_once_all_come_up(data_dir):
