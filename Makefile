@@ -35,6 +35,8 @@ sandbox:
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint sandbox
 	$(BIN)/pytest

@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from flask import Flask, url_for
@@ -127,7 +128,7 @@ def register_commands(app: Flask) -> None:
             member = user and session.scalar(
                 select(Membership.id).where(Membership.user_id == user.id, Membership.organization_id == org.id)
             )
-            if not member:
+            if user is None or not member:
                 _fail(f"{email!r} is not a member of {org.name}")
             row, token = create_token(session, org.id, user.id, name)
         click.echo(f"Created token {row.prefix}… for {user.email} in {org.name}; it is shown once:")
@@ -183,7 +184,7 @@ def register_commands(app: Flask) -> None:
         click.echo(f"Worker stopped after {processed} runs.")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     """Print `message` as the command's one error line and exit 1."""
     raise click.ClickException(message)
 

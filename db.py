@@ -22,13 +22,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import psutil
 import psycopg
 from flask import Flask, current_app, g
 from psycopg import sql
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
@@ -271,7 +271,7 @@ def ensure_embedded_roles_and_database(superuser_url: str, database: str) -> Dat
     URLs carry the passwords read from the files beside the data directory.
     """
     with psycopg.connect(libpq_url(superuser_url), autocommit=True) as conn:
-        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+        data_dir = conn.execute("SHOW data_directory").fetchone()[0]  # type: ignore[index]  # SHOW always answers
         with embedded_passwords(data_dir) as passwords:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
             if not exists:
@@ -401,3 +401,8 @@ def _close_request_session(_exc: BaseException | None) -> None:
     session = g.pop("db_session", None)
     if session is not None:
         session.close()
+
+
+def rows_changed(result: Any) -> int:
+    """How many rows an UPDATE or DELETE touched (its CursorResult's rowcount, which Result's type hides)."""
+    return cast("CursorResult[Any]", result).rowcount

@@ -228,7 +228,7 @@ def login():
         return render("auth/login.html", form=form, error=LOGIN_FAILED, status=401)
     session.clear()  # renew: nothing from the anonymous session survives the login
     session.permanent = True
-    login_user(LoggedInUser(_load_user(token).user))  # type: ignore[union-attr]
+    login_user(LoggedInUser(_load_user(token).user))
     return redirect(safe_redirect_target(form.next.data), 303)
 
 

@@ -64,12 +64,13 @@ def start(environment_id: uuid.UUID):
     attempt_count = parse_int(raw_count) if raw_count else None
     if raw_count and attempt_count is None:
         errors["attempt_count"] = f"Attempt count must be a whole number from 1 to 8, not {raw_count!r}."
-    if not errors:
+    version_id, config_id = ids["environment_version_id"], ids["evaluator_config_id"]
+    if not errors and version_id and config_id:
         session = request_session()
         try:
-            if ids["environment_version_id"] not in {v.id for v in detail.versions}:
+            if version_id not in {v.id for v in detail.versions}:
                 raise NotFoundInOrg("Choose a version of this environment.")
-            run = start_run(session, ids["environment_version_id"], ids["evaluator_config_id"], attempt_count)
+            run = start_run(session, version_id, config_id, attempt_count)
         except RunError as error:
             errors["attempt_count"] = str(error)
         except NotFoundInOrg as error:

@@ -95,5 +95,5 @@ def create_account(token: str):
     session.clear()
     session.permanent = True
     if logged_in:
-        login_user(LoggedInUser(_load_user(logged_in[1]).user))  # type: ignore[union-attr]
+        login_user(LoggedInUser(_load_user(logged_in[1]).user))
     return _land_in(offer.organization_id, offer.organization_name)

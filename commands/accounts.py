@@ -282,7 +282,7 @@ def _membership(session: Session, membership_id: uuid.UUID) -> Membership:
 
 def _owners_left_after(session: Session, membership: Membership) -> int:
     owners = session.scalar(select(func.count()).select_from(Membership).where(Membership.role == "owner"))
-    return owners - (1 if membership.role == "owner" else 0)
+    return (owners or 0) - (1 if membership.role == "owner" else 0)
 
 
 def change_role(session: Session, membership_id: uuid.UUID, role: str) -> Membership:

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from werkzeug.security import generate_password_hash
 
 from commands.accounts import MIN_PASSWORD_LENGTH, AccountError
+from db import rows_changed
 from domain.vocabulary import ROLES
 from models.accounts import User
 from models.base import new_id
@@ -84,7 +85,7 @@ def revoke_invitation(session: Session, invitation_id: uuid.UUID) -> bool:
         .where(Invitation.id == invitation_id, Invitation.accepted_at.is_(None), Invitation.revoked_at.is_(None))
         .values(revoked_at=func.now())
     )
-    return result.rowcount == 1
+    return rows_changed(result) == 1
 
 
 @dataclass(frozen=True)

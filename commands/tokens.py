@@ -11,6 +11,7 @@ from datetime import datetime
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
+from db import rows_changed
 from models.base import new_id
 from models.tokens import ApiToken
 
@@ -82,7 +83,7 @@ def revoke_token(session: Session, user_id: uuid.UUID | None, token_id: uuid.UUI
     statement = update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))
     if user_id is not None:
         statement = statement.where(ApiToken.user_id == user_id)
-    return session.execute(statement.values(revoked_at=func.now())).rowcount == 1
+    return rows_changed(session.execute(statement.values(revoked_at=func.now()))) == 1
 
 
 def revoke_member_tokens(session: Session, user_id: uuid.UUID) -> int:
@@ -90,7 +91,7 @@ def revoke_member_tokens(session: Session, user_id: uuid.UUID) -> int:
     result = session.execute(
         update(ApiToken).where(ApiToken.user_id == user_id, ApiToken.revoked_at.is_(None)).values(revoked_at=func.now())
     )
-    return result.rowcount
+    return rows_changed(result)
 
 
 @dataclass(frozen=True)

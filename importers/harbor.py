@@ -122,6 +122,7 @@ def harbor_line(trial_dir: Path, job_name: str, files: HarborFiles | None = None
     stages = {(k if k.startswith("stage_") else f"stage_{k}"): min(1.0, max(0.0, v)) for k, v in numeric.items()}
     if reward is None and numeric:
         reward = sum(stages.values()) / len(stages)
+    category: str | None
     exception = result.get("exception_info") or {}
     if exception.get("exception_type"):
         category = snake_case(exception["exception_type"])
@@ -171,7 +172,7 @@ def read_harbor_job(path: Path) -> list[ParsedTrial]:
     by_task: dict[str, list[dict[str, Any]]] = {}
     for line in lines:
         by_task.setdefault(line["environment"]["name"], []).append(line)
-    parsed = []
+    parsed: list[ParsedTrial] = []
     for task, attempts in by_task.items():
         for index, line in enumerate(sorted(attempts, key=lambda item: item.pop("_trial_name"))):
             line["attempt"] = index % MAX_ATTEMPTS + 1

@@ -156,7 +156,8 @@ def parse_trial(raw: Any, line: int) -> ParsedTrial:
         raise IngestError(line, "environment.spec", str(error)) from error
     if hidden_env_names(spec):
         raise IngestError(line, "environment.spec", resubmitted_mask("spec", hidden_env_names(spec)))
-    steps, task, atif = [], trial.task, None
+    steps: list[dict[str, Any]] = []
+    task, atif = trial.task, None
     if isinstance(trial.trajectory, dict) and "schema_version" in trial.trajectory:
         steps, atif_task, atif = steps_from_atif(trial.trajectory, line)
         task = task or atif_task

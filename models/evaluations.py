@@ -22,7 +22,15 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS, RESET_MODES, RUN_STATUSES
+from domain.vocabulary import (
+    MAX_ATTEMPTS,
+    MIN_ATTEMPTS,
+    RESET_MODES,
+    RUN_STATUSES,
+    ResetMode,
+    RunStatus,
+    TrialStatus,
+)
 from models.base import Base, OrgRoot, OrgScoped, Timestamped
 from models.environments import EnvironmentVersion, EvaluatorConfig
 
@@ -82,11 +90,11 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
     environment_version_id: Mapped[uuid.UUID]
     evaluator_config_id: Mapped[uuid.UUID]
     attempt_count: Mapped[int] = mapped_column(Integer)
-    reset_mode: Mapped[str] = mapped_column(String(20), default="initial")
+    reset_mode: Mapped[ResetMode] = mapped_column(String(20), default="initial")
     reset_of_run_id: Mapped[uuid.UUID | None]
     world_seed: Mapped[int] = mapped_column(Integer, server_default="0")
     base_seed: Mapped[int] = mapped_column(Integer, server_default="0")
-    status: Mapped[str] = mapped_column(String(20), default="queued")
+    status: Mapped[RunStatus] = mapped_column(String(20), default="queued")
     pass_at_k: Mapped[dict[str, float] | None] = mapped_column(JSONB)
     mean_reward: Mapped[float | None]
     stage_pass_at_k: Mapped[dict[str, dict[str, float]] | None] = mapped_column(JSONB)
@@ -149,7 +157,7 @@ class EvaluationTrial(OrgScoped, Base):
     environment_version_id: Mapped[uuid.UUID]
     trial_number: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(20))
+    status: Mapped[TrialStatus] = mapped_column(String(20))
     reward: Mapped[float | None]
     failure_category: Mapped[str | None] = mapped_column(String(64))
     metrics: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)

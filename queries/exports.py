@@ -227,7 +227,8 @@ def stream_scalars(session: Session, sql: str, params: dict[str, Any]) -> Iterat
     result = session.execute(
         text(sql), params, execution_options={"stream_results": True, "max_row_buffer": STREAM_BATCH}
     )
-    yield from result.scalars().partitions(STREAM_BATCH)
+    for batch in result.scalars().partitions(STREAM_BATCH):
+        yield list(batch)
 
 
 def stream_rows(session: Session, sql: str, params: dict[str, Any]) -> Iterator[Any]:

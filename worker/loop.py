@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from commands.environments import runnable_agent, runnable_spec
 from commands.runs import RUNS_CHANNEL, complete_run, record_trial, recorded_trial_numbers, trial_seed
 from commands.workers import announce_worker, retire_worker
-from db import Database, libpq_url
+from db import Database, libpq_url, rows_changed
 from domain.errors import AgentConfigError, SpecError
 from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.secret_env import SecretsKeyError
@@ -210,7 +210,7 @@ def renew_lease(session: Session, org_id: uuid.UUID, run_id: uuid.UUID, owner: s
         )
         .values(lease_expires_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds))
     )
-    return renewed.rowcount == 1
+    return rows_changed(renewed) == 1
 
 
 class Heartbeat:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from domain.outcome import LOG_CAP_CHARS, OBSERVATION_CAP_CHARS, TrialOutcome, command_text, truncate
+from domain.vocabulary import TrialStatus
 from worker import agents, environments
 from worker.agents import AgentFailure, Finish
 from worker.sandbox import LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox
@@ -155,6 +156,7 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline
         )
     reward = round(sum(stages.values()) / len(stages), 6)
     if reward == 1:
+        status: TrialStatus
         status, category = "succeeded", None
     else:
         status, category = "failed", env.diagnose() if ended == "finished" else ended

@@ -10,7 +10,7 @@ from typing import Any, TypeVar, get_args, get_origin
 from flask import Flask
 from pydantic import BaseModel
 from pydantic.alias_generators import to_camel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from blueprints.api import schemas
 
@@ -74,8 +74,8 @@ def operation(operation_id: str, replies: dict[int, Reply], **details: Any) -> C
     return declare
 
 
-def _models(operations: list[Operation]) -> list[tuple[type[BaseModel], str]]:
-    found: dict[tuple[type[BaseModel], str], None] = {(schemas.ImportLine, "validation"): None}
+def _models(operations: list[Operation]) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
+    found: dict[tuple[type[BaseModel], JsonSchemaMode], None] = {(schemas.ImportLine, "validation"): None}
     for op in operations:
         if isinstance(op.body, type):
             found[(op.body, "validation")] = None

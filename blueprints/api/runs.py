@@ -52,6 +52,8 @@ def run_answer(detail: RunDetail) -> EvaluationRun:
 def _accepted(run: EvaluationRunRow):
     """Answer 202 with the queued run and its URL."""
     detail = run_detail(request_session(), run.id)
+    if detail is None:  # the run was just written in this transaction
+        raise RuntimeError(f"run {run.id} vanished")
     response = jsonify(run_answer(detail).to_json())
     response.status_code = 202
     response.headers["Location"] = url_for("api.get_run", run_id=run.id)

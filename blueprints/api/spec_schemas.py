@@ -23,7 +23,7 @@ LIMIT_SCHEMA = {
         for limit in LIMITS
     },
 }
-PARAM_SCHEMAS = {
+PARAM_SCHEMAS: dict[str, dict[str, dict[str, Any]]] = {
     "admin-console": {
         name: {"type": "integer", "minimum": low, "maximum": high, "default": default}
         for name, (default, low, high) in ADMIN_CONSOLE_LIMITS.items()

@@ -9,6 +9,7 @@ with one line: `{"tool": name, "args": {â€¦}}` or `{"finish": true, "summary": â
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import selectors
@@ -168,7 +169,9 @@ class CommandAgent(Agent):
 
     def _drain_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
-        for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):  # type: ignore[union-attr]
+        stderr = self.proc.stderr
+        assert isinstance(stderr, io.BufferedReader)  # Popen's pipes are buffered unless bufsize=0
+        for chunk in iter(lambda: stderr.read1(65536), b""):
             self.stderr.write(chunk)
             if not self.budget.spend(len(chunk)):
                 kill_group(self.proc)

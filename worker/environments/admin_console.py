@@ -106,7 +106,7 @@ class AdminConsole(Environment):
         customer = rng.choice(sorted(self.world.customers))
         quantity = self.world.stock[sku] + rng.randint(2, 6)
         restock = quantity - self.world.stock[sku] + rng.randint(0, 5)
-        self.goal = {"sku": sku, "restock": restock, "customer_id": customer, "quantity": quantity}
+        self.goal: dict[str, Any] = {"sku": sku, "restock": restock, "customer_id": customer, "quantity": quantity}
         self.note(
             f"opened admin-console (world {world_seed}): {len(self.world.stock)} SKUs, "
             f"{len(self.world.customers)} customers"

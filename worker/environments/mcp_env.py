@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession
 
 from domain.limits import describe
@@ -62,7 +62,7 @@ class MCPEnvironment:
         self.failure_category: str | None = None
         self.tool_list: list[dict[str, Any]] = []
         self._contexts: list[Any] = []
-        self._portal = None
+        self._portal: BlockingPortal | None = None
         self.output: ServerOutput | None = None
         self.launch_limits: dict[str, int] = {}
 
@@ -74,10 +74,16 @@ class MCPEnvironment:
             with anyio.fail_after(remaining):
                 return await function(*args)
 
-        return self._portal.call(bounded)
+        return self._started_portal().call(bounded)
+
+    def _started_portal(self) -> BlockingPortal:
+        """The portal reset() started (calling the server before reset is a bug)."""
+        if self._portal is None:
+            raise RuntimeError("the MCP server has not been started (reset first)")
+        return self._portal
 
     def _enter(self, manager: Any) -> Any:
-        wrapped = self._portal.wrap_async_context_manager(manager)
+        wrapped = self._started_portal().wrap_async_context_manager(manager)
         value = wrapped.__enter__()
         self._contexts.append(wrapped)
         return value

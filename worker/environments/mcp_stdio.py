@@ -59,6 +59,8 @@ async def sandboxed_stdio(launch: Launch, output: ServerOutput) -> AsyncIterator
         cwd=launch.cwd,
         start_new_session=True,
     )
+    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
+    assert stdin is not None and stdout is not None and stderr is not None  # all three are pipes
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -70,7 +72,7 @@ async def sandboxed_stdio(launch: Launch, output: ServerOutput) -> AsyncIterator
         buffer = bytearray()
         async with read_writer:
             with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                async for chunk in process.stdout:
+                async for chunk in stdout:
                     if not output.budget.spend(len(chunk)):
                         stop()
                         return
@@ -87,7 +89,7 @@ async def sandboxed_stdio(launch: Launch, output: ServerOutput) -> AsyncIterator
 
     async def stderr_reader() -> None:
         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            async for chunk in process.stderr:
+            async for chunk in stderr:
                 room = output.keep - len(output.stderr)
                 output.stderr += chunk[: max(0, room)]
                 output.dropped += max(0, len(chunk) - max(0, room))
@@ -100,7 +102,7 @@ async def sandboxed_stdio(launch: Launch, output: ServerOutput) -> AsyncIterator
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 async for message in write_reader:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())
+                    await stdin.send(data.encode())
         await read_writer.aclose()
 
     async with anyio.create_task_group() as tasks:
