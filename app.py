@@ -1,4 +1,4 @@
-"""AgentForge: the application factory and its command-line interface (`flask --app app …`)."""
+"""AgentForge: the application factory (config, database, blueprints, error pages); the CLI lives in cli.py."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from cli import register_commands
 from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.secret_env import create_once, load_secrets_key
 from web import security
+from web.forms import form_helpers
 from web.htmx import render
 from web.text import visible_control_characters
 from web.urls import external_url_helpers, trusted_hosts
@@ -71,6 +72,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     register_blueprints(app)
     security.init_app(app)
     external_url_helpers(app)
+    form_helpers(app)
     csrf.init_app(app)
     _register_error_handlers(app)
     register_commands(app)
