@@ -17,6 +17,7 @@ import db
 from blueprints import register_blueprints
 from blueprints.auth import csrf
 from cli import register_commands
+from domain.errors import DomainError
 from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.secret_env import create_once, load_secrets_key
 from web import security
@@ -100,6 +101,13 @@ def _register_error_handlers(app: Flask) -> None:
         if request.path.startswith("/api/"):
             return jsonify(error=title.lower(), detail=detail), status
         return render("error.html", status=status, title=title, detail=detail)
+
+    @app.errorhandler(DomainError)
+    def domain_error(error: DomainError):
+        """Input the domain refused: its status, and the reason (JSON `{"error", "detail"}` under /api/)."""
+        if request.path.startswith("/api/"):
+            return jsonify(error=error.error, detail=str(error)), error.status
+        return render("error.html", status=error.status, title=error.error.capitalize(), detail=str(error))
 
     @app.errorhandler(CSRFError)
     def csrf_error(error: CSRFError):

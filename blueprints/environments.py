@@ -5,9 +5,9 @@ import uuid
 from flask import Blueprint, abort, g, redirect, request, url_for
 
 from blueprints.auth import require_role
-from commands.runs import NotFoundInOrg, start_run
+from commands.runs import start_run
 from db import request_session
-from domain.errors import RunError
+from domain.errors import NotFoundInOrg, RunError
 from queries.environments import environment_detail, export_counts, find_environment, list_environments
 from queries.exports import ALL_LIMIT, EXPORT_KINDS, export_filename
 from web.htmx import redirect_after_write, render

@@ -13,7 +13,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from domain.errors import RunError
+from domain.errors import NotFoundInOrg, RunError
 from domain.outcome import TrialOutcome
 from domain.scoring import check_attempt_count, pass_at_k_table
 from domain.vocabulary import RESETS
@@ -69,7 +69,7 @@ def enqueue_run(
 def reset_run(session: Session, run: EvaluationRun, mode: str) -> EvaluationRun:
     """Enqueue a new run against the same environment_versions row: new_workspace keeps the world, new_world not."""
     if mode not in RESETS:
-        raise RunError(f"mode must be one of {', '.join(RESETS)}, not {mode!r}")
+        raise RunError(f"mode must be one of {', '.join(RESETS)}, not {mode!r}", error="invalid mode")
     version = session.get_one(EnvironmentVersion, (run.organization_id, run.environment_version_id))
     config = session.get_one(EvaluatorConfig, (run.organization_id, run.evaluator_config_id))
     return enqueue_run(session, version, config, run.attempt_count, reset_of=run, reset_mode=mode)
@@ -285,10 +285,6 @@ def complete_run(session: Session, run: EvaluationRun) -> None:
             lease_expires_at=None,
         )
     )
-
-
-class NotFoundInOrg(LookupError):
-    """An id that does not exist in the current organization (or exists only in another one)."""
 
 
 def start_run(

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 
 class DomainError(ValueError):
-    """Input the domain refuses; `status` and `error` say how the web answers it (the message says why)."""
+    """Input the domain refuses; `status` and `error` say how the web answers it (the message says why).
+
+    One handler maps every DomainError to its answer: JSON `{"error", "detail"}` under /api/, a page elsewhere.
+    """
 
     status = 400
     error = "invalid input"
+
+    def __init__(self, detail: str, *, error: str | None = None) -> None:
+        super().__init__(detail)
+        if error is not None:
+            self.error = error
 
 
 class SpecError(DomainError):
@@ -26,3 +34,10 @@ class RunError(DomainError):
     """A run request that cannot be carried out (message names the valid values)."""
 
     error = "invalid run"
+
+
+class NotFoundInOrg(DomainError, LookupError):
+    """An id that does not exist in the current organization (or exists only in another one): 404, like a miss."""
+
+    status = 404
+    error = "not found"

@@ -28,5 +28,8 @@ def check_attempt_count(value: Any) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not MIN_ATTEMPTS <= value <= MAX_ATTEMPTS:
-        raise RunError(f"attemptCount must be an integer from {MIN_ATTEMPTS} to {MAX_ATTEMPTS}, not {value!r}")
+        raise RunError(
+            f"attemptCount must be an integer from {MIN_ATTEMPTS} to {MAX_ATTEMPTS}, not {value!r}",
+            error="invalid attemptCount",
+        )
     return value

@@ -22,7 +22,6 @@ from blueprints.api.schemas import (
 from blueprints.auth import require_role
 from commands.environments import create_environment, create_environment_version, create_evaluator_config
 from db import request_session
-from domain.errors import AgentConfigError, SpecError
 from models import Environment as EnvironmentRow
 from queries.environments import list_environments as environment_summaries
 
@@ -79,10 +78,7 @@ def create_version(environment_id: uuid.UUID):
     if env is None:
         raise ApiError(404, "not found", f"no environment {environment_id}")
     body = validated(EnvironmentVersionCreate, raw)
-    try:
-        version = create_environment_version(session, env, body.spec)
-    except SpecError as error:
-        raise ApiError(400, "invalid spec", str(error)) from error
+    version = create_environment_version(session, env, body.spec)
     session.commit()
     answer = EnvironmentVersion(
         id=version.id,
@@ -119,8 +115,6 @@ def create_config():
             timeout_s=body.timeout_s,
         )
         session.commit()
-    except AgentConfigError as error:
-        raise ApiError(400, "invalid agent", str(error)) from error
     except IntegrityError as error:
         raise ApiError(409, "name taken", f"an evaluator configuration named {body.name!r} already exists") from error
     answer = EvaluatorConfig(

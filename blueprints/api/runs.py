@@ -10,9 +10,8 @@ from blueprints.api import ApiError, bp, json_object
 from blueprints.api.contract import Reply, operation
 from blueprints.api.schemas import EvaluationRun, EvaluationRunCreate, EvaluationRunReset, Trial, validated
 from blueprints.auth import require_role
-from commands.runs import NotFoundInOrg, reset_run, start_run
+from commands.runs import reset_run, start_run
 from db import request_session
-from domain.errors import RunError
 from models import EvaluationRun as EvaluationRunRow
 from queries.runs import RunDetail, run_detail
 
@@ -73,12 +72,7 @@ def create_run():
     require_role("member")
     body = validated(EvaluationRunCreate, json_object())
     session = request_session()
-    try:
-        run = start_run(session, body.environment_version_id, body.evaluator_config_id, body.attempt_count)
-    except RunError as error:
-        raise ApiError(400, "invalid attemptCount", str(error)) from error
-    except NotFoundInOrg as error:
-        raise ApiError(404, "not found", str(error)) from error
+    run = start_run(session, body.environment_version_id, body.evaluator_config_id, body.attempt_count)
     session.commit()
     return _accepted(run)
 
@@ -104,9 +98,6 @@ def reset(run_id: uuid.UUID):
     if run is None:
         raise ApiError(404, "not found", f"no evaluation run {run_id}")
     body = validated(EvaluationRunReset, raw)
-    try:
-        new_run = reset_run(session, run, body.mode)
-    except RunError as error:
-        raise ApiError(400, "invalid mode", str(error)) from error
+    new_run = reset_run(session, run, body.mode)
     session.commit()
     return _accepted(new_run)
