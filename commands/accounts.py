@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import secrets
 import uuid
@@ -26,7 +27,17 @@ from models.base import new_id
 MIN_PASSWORD_LENGTH = 8
 
 # Derived from when the email is unknown, so a miss costs the same time as a wrong password.
-_DUMMY_METHOD_AND_SALT = generate_password_hash("agentforge-timing-equaliser").rsplit("$", 1)[0]
+# werkzeug's method for new password hashes: scrypt by default; the test suite sets a cheap pbkdf2 through
+# AGENTFORGE_PASSWORD_METHOD so that hundreds of logins do not each cost a tenth of a second.
+PASSWORD_METHOD = os.environ.get("AGENTFORGE_PASSWORD_METHOD", "scrypt")
+
+
+def hash_password(password: str) -> str:
+    """The stored form of a new password (werkzeug's `method$salt$key`)."""
+    return generate_password_hash(password, method=PASSWORD_METHOD)
+
+
+_DUMMY_METHOD_AND_SALT = hash_password("agentforge-timing-equaliser").rsplit("$", 1)[0]
 
 
 class AccountError(ValueError):
@@ -96,7 +107,7 @@ def create_user(session: Session, email: str, password: str, name: str = "") -> 
         raise AccountError(f"{email!r} is not an email address")
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AccountError(f"password must be at least {MIN_PASSWORD_LENGTH} characters")
-    user = User(id=new_id(), email=email, password_hash=generate_password_hash(password), name=name or email)
+    user = User(id=new_id(), email=email, password_hash=hash_password(password), name=name or email)
     # Through the definer function: the runtime role cannot see (or write) accounts outside its organization.
     created = session.scalar(
         text("SELECT create_account(:id, :email, :hash, :name)"),

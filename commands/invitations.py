@@ -11,9 +11,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
-from werkzeug.security import generate_password_hash
 
-from commands.accounts import MIN_PASSWORD_LENGTH, AccountError
+from commands.accounts import MIN_PASSWORD_LENGTH, AccountError, hash_password
 from db import rows_changed
 from domain.vocabulary import ROLES
 from models.accounts import User
@@ -124,7 +123,7 @@ def accept_with_new_account(session: Session, token: str, password: str, name: s
     """Create the invitee's account with the password they chose and join; the email, or None for a dead link."""
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AccountError(f"password must be at least {MIN_PASSWORD_LENGTH} characters")
-    user = User(id=new_id(), password_hash=generate_password_hash(password))
+    user = User(id=new_id(), password_hash=hash_password(password))
     email = session.scalar(
         text("SELECT accept_invitation_with_account(:digest, :id, :hash, :name)"),
         {"digest": invitation_digest(token), "id": user.id, "hash": user.password_hash, "name": name[:200]},

@@ -81,6 +81,7 @@ def test_add_member_gives_a_second_membership(runner, client, auth):
     assert roles == {"Acme RL": "member", "Globex Research": "viewer"}
 
 
+@pytest.mark.slow
 def test_demo_creates_logins_and_real_runs_once(runner, auth, owner_engine):
     first = runner.invoke(args=["demo", "--if-empty"])
     assert first.exit_code == 0, first.output
