@@ -77,7 +77,6 @@ class LoginThrottle(Base):
     key: Mapped[str] = mapped_column(String(400), primary_key=True)
     window_started_at: Mapped[datetime]
     failures: Mapped[int]
-    refused_at: Mapped[datetime | None]  # the last refusal (429) in the window: a success then resets nothing
 
 
 class LoginAttemptInFlight(Base):

@@ -45,23 +45,23 @@ def failures(owner_engine, key: str) -> int:
         return conn.execute(text("SELECT failures FROM login_throttle WHERE key = :k"), {"k": key}).scalar() or 0
 
 
-def test_a_burst_of_wrong_passwords_and_the_right_one_checks_at_most_five(app, mike, owner_engine):
+def test_a_burst_of_wrong_passwords_and_the_right_one_checks_at_most_five_wrong(app, mike, owner_engine):
     attempts = [(mike.email, f"wrong password {n}") for n in range(30)]
     attempts.insert(17, (mike.email, PASSWORD))
     responses = burst(app, attempts)
     codes = Counter(r.status_code for r in responses)
     assert set(codes) <= {303, 401, 429}, codes
-    assert codes[401] + codes[303] <= 5, codes
-    assert codes[429] >= 26, codes
+    assert codes[401] <= 5 and codes[303] <= 1, codes  # at most five wrong passwords checked, whatever the order
+    assert codes[429] >= 25, codes
     right = responses[17].status_code
-    assert right in (303, 429)  # in only if it was one of the five checked
+    assert right in (303, 429)  # in only if it was checked before the fifth failure
     for response in responses:
         if response.status_code == 429:
             assert int(response.headers["Retry-After"]) > 0
             assert "Too many failed logins. Try again in" in response.text
     assert failures(owner_engine, "address:127.0.0.1") == codes[401]  # every failure counted
-    if right == 429:
-        assert failures(owner_engine, f"account:{mike.email}") == codes[401]
+    assert failures(owner_engine, f"account:{mike.email}") == codes[401]  # a success erases none
+    if codes[401] == 5:
         after = app.test_client()
         token = csrf_token_from(after.get("/login").text)
         late = after.post("/login", data={"email": mike.email, "password": PASSWORD, "csrf_token": token})
