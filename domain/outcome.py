@@ -25,7 +25,7 @@ def truncate(text: str, cap: int, what: str) -> str:
     return text[:cap] + f"\n… [{what} truncated: {len(text) - cap} more characters]"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrialOutcome:
     """What one trial produced, ready to be recorded."""
 
@@ -47,3 +47,17 @@ class TrialOutcome:
 def command_text(tool: str, args: dict[str, Any]) -> str:
     """Render a tool call the way the trajectory viewer shows it: `restock {"sku": "SKU-1", "quantity": 3}`."""
     return f"{tool} {json.dumps(args, ensure_ascii=False)}" if args else tool
+
+
+def tool_step(number: int, tool: str, name: str, args: dict[str, Any], observation: str) -> dict[str, Any]:
+    """One step of a trajectory: `{"step", "tool", "command", "observation"}`, the observation capped.
+
+    `tool` is what the step is filed under (an MCP environment files every call under "mcp"), `name` and `args`
+    the call itself.
+    """
+    return {
+        "step": number,
+        "tool": tool,
+        "command": command_text(name, args),
+        "observation": truncate(observation, OBSERVATION_CAP_CHARS, "observation"),
+    }

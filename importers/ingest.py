@@ -28,7 +28,7 @@ from commands.environments import (
 )
 from commands.runs import bump_version_stats, complete_run, record_trial
 from domain.errors import SpecError
-from domain.outcome import LOG_CAP_CHARS, OBSERVATION_CAP_CHARS, TrialOutcome, command_text, truncate
+from domain.outcome import LOG_CAP_CHARS, TrialOutcome, tool_step, truncate
 from domain.specs import validate_spec
 from models.base import new_id
 from models.environments import MAX_ATTEMPTS, Environment, EnvironmentVersion, EvaluatorConfig
@@ -129,13 +129,9 @@ def steps_from_atif(document: dict[str, Any], line: int) -> tuple[list[dict[str,
             r.source_call_id: _content_text(r.content) for r in (step.observation.results if step.observation else [])
         }
         for call in step.tool_calls or []:
+            observation = results.get(call.tool_call_id, "")
             steps.append(
-                {
-                    "step": len(steps) + 1,
-                    "tool": call.function_name,
-                    "command": command_text(call.function_name, call.arguments or {}),
-                    "observation": truncate(results.get(call.tool_call_id, ""), OBSERVATION_CAP_CHARS, "observation"),
-                }
+                tool_step(len(steps) + 1, call.function_name, call.function_name, call.arguments or {}, observation)
             )
     return steps, task, document
 
@@ -237,14 +233,14 @@ def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> In
         for parsed in sorted(group, key=lambda p: p.trial.attempt):
             trial = parsed.trial
             outcome = TrialOutcome(
-                "error" if trial.reward is None else "succeeded" if trial.reward == 1 else "failed",
-                trial.reward,
-                None if trial.reward == 1 else trial.failureCategory or "unknown",
-                trial.stages,
-                parsed.steps,
-                truncate(trial.log, LOG_CAP_CHARS, "log"),
-                datetime.now(UTC),
-                parsed.task,
+                status="error" if trial.reward is None else "succeeded" if trial.reward == 1 else "failed",
+                reward=trial.reward,
+                failure_category=None if trial.reward == 1 else trial.failureCategory or "unknown",
+                stages=trial.stages,
+                steps=parsed.steps,
+                log=truncate(trial.log, LOG_CAP_CHARS, "log"),
+                started_at=datetime.now(UTC),
+                task=parsed.task,
             )
             record_trial(
                 session,

@@ -259,9 +259,19 @@ def finished_outcome(environment: str, number: int, seed: int) -> TrialOutcome:
     log = f"opened {environment} (world {seed}): 4 items\nagent finished"
     started = datetime.now(UTC)
     if reward == 1:
-        return TrialOutcome("succeeded", reward, None, stages, steps, log, started, task=f"solve {environment}")
-    category = categories[number % len(categories)]
-    return TrialOutcome("failed", reward, category, stages, steps, log, started, task=f"solve {environment}")
+        category, status = None, "succeeded"
+    else:
+        category, status = categories[number % len(categories)], "failed"
+    return TrialOutcome(
+        status=status,
+        reward=reward,
+        failure_category=category,
+        stages=stages,
+        steps=steps,
+        log=log,
+        started_at=started,
+        task=f"solve {environment}",
+    )
 
 
 def finish_run(database: Database, catalog: Catalog, outcome_for=None) -> uuid.UUID:

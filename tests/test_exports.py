@@ -29,13 +29,13 @@ STAGES = {"stage_inventory": 1.0, "stage_order": 0.0, "stage_checkout": 0.0}
 def outcome(reward, steps=STEPS, category="wrong_quantity") -> TrialOutcome:
     status = "error" if reward is None else "succeeded" if reward == 1 else "failed"
     return TrialOutcome(
-        status,
-        reward,
-        None if reward == 1 else category,
-        STAGES,
-        steps,
-        "opened admin-console",
-        datetime.now(UTC),
+        status=status,
+        reward=reward,
+        failure_category=None if reward == 1 else category,
+        stages=STAGES,
+        steps=steps,
+        log="opened admin-console",
+        started_at=datetime.now(UTC),
         task="Restock SKU-1042 by 4 units, then place an order.",
     )
 

@@ -262,7 +262,14 @@ def test_hostile_text_is_escaped_and_long_observations_fold(page, database, memb
         {"step": 2, "tool": "list", "command": "list", "observation": long_observation},
     ]
     outcome = TrialOutcome(
-        "failed", 0.0, "gave_up", {"stage_x": 0.0}, steps, "log " + hostile, datetime.now(UTC), task="task " + hostile
+        status="failed",
+        reward=0.0,
+        failure_category="gave_up",
+        stages={"stage_x": 0.0},
+        steps=steps,
+        log="log " + hostile,
+        started_at=datetime.now(UTC),
+        task="task " + hostile,
     )
     with database.session(member.org.id) as session, session.begin():
         version = session.get_one(EnvironmentVersion, (member.org.id, catalog.version_id))

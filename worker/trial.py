@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from domain.outcome import LOG_CAP_CHARS, OBSERVATION_CAP_CHARS, TrialOutcome, command_text, truncate
+from domain.outcome import LOG_CAP_CHARS, TrialOutcome, tool_step, truncate
 from domain.vocabulary import TrialStatus
 from worker import agents, environments
 from worker.agents import AgentFailure, Finish
@@ -53,7 +53,13 @@ def run_trial(
         except Exception as error:  # a spec that cannot become an environment: no score, no rollout
             log = f"environment could not start: {type(error).__name__}: {error}"
             return TrialOutcome(
-                "error", None, "environment_error", {}, [], truncate(log, LOG_CAP_CHARS, "log"), started
+                status="error",
+                reward=None,
+                failure_category="environment_error",
+                stages={},
+                steps=[],
+                log=truncate(log, LOG_CAP_CHARS, "log"),
+                started_at=started,
             )
         env.deadline = deadline
         try:
@@ -79,13 +85,13 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline
         what = _failure_words(error)
         log = [*env.log, f"environment could not start: {what}"]
         return TrialOutcome(
-            "error",
-            None,
-            category if category in ("resource_limit", "environment_error") else "environment_error",
-            {},
-            list(env.preamble),
-            truncate("\n".join(log), LOG_CAP_CHARS, "log"),
-            started,
+            status="error",
+            reward=None,
+            failure_category=category if category in ("resource_limit", "environment_error") else "environment_error",
+            stages={},
+            steps=list(env.preamble),
+            log=truncate("\n".join(log), LOG_CAP_CHARS, "log"),
+            started_at=started,
         )
     steps: list[dict[str, Any]] = [dict(step) for step in env.preamble]
     ended, observation = "finished", None
@@ -103,14 +109,7 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline
                 observation = env.call(action.tool, action.args)
             except environments.ToolError as error:
                 observation = f"error: {error}"
-            steps.append(
-                {
-                    "step": len(steps) + 1,
-                    "tool": env.step_tool or action.tool,
-                    "command": command_text(action.tool, action.args),
-                    "observation": truncate(observation, OBSERVATION_CAP_CHARS, "observation"),
-                }
-            )
+            steps.append(tool_step(len(steps) + 1, env.step_tool or action.tool, action.tool, action.args, observation))
             if time.monotonic() > deadline:
                 ended = "timeout"
                 log.append(f"time budget of {timeout_s:g}s used up after step {number}")
@@ -145,14 +144,14 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline
             ended = "resource_limit"
         log = [*env.log, *log, f"environment could not score: {_failure_words(error)}"]
         return TrialOutcome(
-            "error",
-            None,
-            "environment_error" if ended == "finished" else ended,
-            {},
-            steps,
-            truncate("\n".join(log), LOG_CAP_CHARS, "log"),
-            started,
-            task.text,
+            status="error",
+            reward=None,
+            failure_category="environment_error" if ended == "finished" else ended,
+            stages={},
+            steps=steps,
+            log=truncate("\n".join(log), LOG_CAP_CHARS, "log"),
+            started_at=started,
+            task=task.text,
         )
     reward = round(sum(stages.values()) / len(stages), 6)
     if reward == 1:
@@ -162,5 +161,12 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, deadline
         status, category = "failed", env.diagnose() if ended == "finished" else ended
     full_log = "\n".join([*env.log, *log])
     return TrialOutcome(
-        status, reward, category, stages, steps, truncate(full_log, LOG_CAP_CHARS, "log"), started, task.text
+        status=status,
+        reward=reward,
+        failure_category=category,
+        stages=stages,
+        steps=steps,
+        log=truncate(full_log, LOG_CAP_CHARS, "log"),
+        started_at=started,
+        task=task.text,
     )
