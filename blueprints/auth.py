@@ -76,10 +76,13 @@ def require_role(minimum: str) -> None:
 
 
 class LoggedInUser(UserMixin):
-    """flask-login's view of a SessionUser: its id is the login session token, not the user id."""
+    """flask-login's view of a SessionUser: its id is the login session token, not the user id.
 
-    def __init__(self, user: SessionUser) -> None:
-        self.user = user
+    A user authenticated by an API token carries the token's organization in `token_org_id`.
+    """
+
+    def __init__(self, user: SessionUser, token_org_id: uuid.UUID | None = None) -> None:
+        self.user, self.token_org_id = user, token_org_id
 
     def get_id(self) -> str:
         """Return the session token flask-login keeps in the cookie."""
@@ -87,6 +90,24 @@ class LoggedInUser(UserMixin):
 
 
 @login_manager.user_loader
+def _user_from_cookie(token: str) -> LoggedInUser | None:
+    """The session cookie's user; an API request with a bearer token is decided by the token alone."""
+    if bearer_token() is not None:
+        return None  # flask-login then asks the request loader below
+    return _load_user(token)
+
+
+@login_manager.request_loader
+def _user_from_bearer_token(_request) -> LoggedInUser | None:
+    """The user of an `Authorization: Bearer` token on an API request, in the token's organization."""
+    token = bearer_token()
+    if token is None:
+        return None
+    with get_database().session() as db, db.begin():
+        found = load_token_user(db, token)
+    return LoggedInUser(found[0], token_org_id=found[1]) if found else None
+
+
 def _load_user(token: str) -> LoggedInUser | None:
     """Resolve the cookie's session token to a live user (None once logged out or expired)."""
     with get_database().session() as db:
@@ -116,16 +137,12 @@ def bearer_token() -> str | None:
     return None
 
 
-def _authenticate_bearer(token: str):
+def _act_for_bearer_token():
     """Act as the token's user in the token's organization (no CSRF: no cookie is involved); 401 when invalid."""
-    with get_database().session() as db, db.begin():
-        found = load_token_user(db, token)
-    if found is None:
+    if not current_user.is_authenticated:
         return jsonify(error="invalid token", detail="the bearer token is unknown, revoked or expired"), 401
-    user, org_id = found
-    membership = user.membership_in(org_id)
-    login_manager._update_request_context_with_user(LoggedInUser(user))
-    g.org_id, g.user_id, g.membership, g.token_auth = org_id, user.id, membership, True
+    user, org_id = current_user.user, current_user.token_org_id
+    g.org_id, g.user_id, g.membership, g.token_auth = org_id, user.id, user.membership_in(org_id), True
     return None
 
 
@@ -143,9 +160,8 @@ def require_login_and_org():
         raise request.routing_exception  # a Host outside TRUSTED_HOSTS: 400 before anything builds a URL from it
     if isinstance(request.routing_exception, MethodNotAllowed):
         return None  # a known URL with a method it does not take: 405 for everyone, before any login check
-    token = bearer_token()
-    if token is not None:
-        return _authenticate_bearer(token)
+    if bearer_token() is not None:
+        return _act_for_bearer_token()
     view = current_app.view_functions.get(request.endpoint or "")
     if request.endpoint == "static" or getattr(view, "is_public", False):
         if request.method not in SAFE_METHODS:
@@ -228,7 +244,10 @@ def login():
         return render("auth/login.html", form=form, error=LOGIN_FAILED, status=401)
     session.clear()  # renew: nothing from the anonymous session survives the login
     session.permanent = True
-    login_user(LoggedInUser(_load_user(token).user))
+    user = _load_user(token)
+    if user is None:  # the session just opened is gone (logged out elsewhere in between)
+        return render("auth/login.html", form=form, error=LOGIN_FAILED, status=401)
+    login_user(user)
     return redirect(safe_redirect_target(form.next.data), 303)
 
 

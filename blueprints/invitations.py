@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, abort, current_app, flash, redirect, request, session, url_for
 from flask_login import current_user, login_user
 
-from blueprints.auth import LoggedInUser, _load_user, public
+from blueprints.auth import _load_user, public
 from commands.accounts import AccountError, log_in, reserve_login_attempt
 from commands.invitations import (
     AccountExists,
@@ -94,6 +94,6 @@ def create_account(token: str):
         logged_in = log_in(db, attempt.id, email, password, request.remote_addr, lifetime) if attempt.id else None
     session.clear()
     session.permanent = True
-    if logged_in:
-        login_user(LoggedInUser(_load_user(logged_in[1]).user))
+    if logged_in and (user := _load_user(logged_in[1])):
+        login_user(user)
     return _land_in(offer.organization_id, offer.organization_name)
