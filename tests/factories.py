@@ -282,20 +282,17 @@ def finish_run(database: Database, catalog: Catalog, outcome_for=None) -> uuid.U
     worker does, without running the worker; `outcome_for(number, seed)` defaults to `finished_outcome`."""
     from commands.runs import complete_run, enqueue_run, record_trial, trial_seed
 
-    with database.session(catalog.org_id) as session, session.begin():
+    with database.session(catalog.org_id) as session, session.begin():  # one transaction: the suite writes many
         version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))
         config = session.get_one(EvaluatorConfig, (catalog.org_id, catalog.config_id))
         run = enqueue_run(session, version, config)
         environment = version.spec.get("environment", "admin-console")
-    if outcome_for is None:
-        outcome_for = lambda number, seed: finished_outcome(environment, number, seed)  # noqa: E731
-    for number in range(1, run.attempt_count + 1):
-        with database.session(catalog.org_id) as session, session.begin():
-            run = session.get_one(EvaluationRun, (catalog.org_id, run.id))
+        if outcome_for is None:
+            outcome_for = lambda number, seed: finished_outcome(environment, number, seed)  # noqa: E731
+        for number in range(1, run.attempt_count + 1):
             seed = trial_seed(run, number)
             record_trial(session, run, number, seed, outcome_for(number, seed))
-    with database.session(catalog.org_id) as session, session.begin():
-        complete_run(session, session.get_one(EvaluationRun, (catalog.org_id, run.id)))
+        complete_run(session, run)
     return run.id
 
 

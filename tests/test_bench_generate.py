@@ -47,7 +47,8 @@ def test_generated_trials_carry_realistic_searchable_steps(database, auth, clien
             counts[q] = session.execute(
                 text(f"SELECT count(*) FROM evaluation_trials t WHERE {where.sql}"), where.params
             ).scalar()
-        steps = session.execute(text("SELECT steps FROM evaluation_trials LIMIT 1")).scalar()
+        # A trial whose shell step did not time out (a timeout's observation is one short line by design).
+        steps = session.execute(text("SELECT steps FROM evaluation_trials WHERE seed % 10 <> 3 LIMIT 1")).scalar()
     assert counts["restock_item"] == counts["SKU-*"] == counts["/srv/warehouse/ledger.log"] == 200
     assert 0 < counts["denied"] < 100 and 50 < counts['"nightly reconciliation"'] < 200
     assert [step["tool"] for step in steps] == ["list_inventory", "read_file", "run_shell", "restock_item", None]

@@ -65,6 +65,7 @@ def requests_of(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
+@pytest.mark.slow  # starts agent processes
 def test_a_scripted_conversation_is_recorded_turn_by_turn_and_exported(
     database, model_server, client, auth, viewer, owner_engine, caplog
 ):
@@ -179,6 +180,7 @@ def test_a_scripted_conversation_is_recorded_turn_by_turn_and_exported(
     assert_not_stored(owner_engine, viewer.org.id, API_KEY)
 
 
+@pytest.mark.slow  # starts agent processes
 def test_the_token_budget_ends_the_trial_before_the_next_turn(model_server):
     base_url, log = model_server("loop")
     outcome = run_trial(SPEC, agent(base_url, tokenBudget=2500), world_seed=3, seed=3, max_steps=12, timeout_s=60)
@@ -188,12 +190,14 @@ def test_the_token_budget_ends_the_trial_before_the_next_turn(model_server):
     assert len(requests_of(log)) == 3
 
 
+@pytest.mark.slow  # starts agent processes
 def test_the_step_budget_still_ends_a_model_that_never_stops(model_server):
     base_url, _ = model_server("loop")
     outcome = run_trial(SPEC, agent(base_url), world_seed=3, seed=3, max_steps=4, timeout_s=60)
     assert outcome.failure_category == "out_of_steps" and len(outcome.steps) == 4
 
 
+@pytest.mark.slow  # starts agent processes
 @pytest.mark.parametrize(
     ("scenario", "words", "retries"),
     [
@@ -211,6 +215,7 @@ def test_a_failing_server_ends_the_trial_as_agent_error_naming_its_host(model_se
     assert len(requests_of(log)) == retries + 1
 
 
+@pytest.mark.slow  # starts agent processes
 def test_an_unreachable_endpoint_ends_the_trial_as_agent_error_never_a_crash():
     outcome = run_trial(
         SPEC, agent("http://127.0.0.1:9/v1"), world_seed=1, seed=1, max_steps=12, timeout_s=60

@@ -82,6 +82,7 @@ def generated(served, tmp_path: Path):
             del sys.modules[name]
 
 
+@pytest.mark.slow  # runs the client generator as a process
 def test_a_generated_client_calls_every_operation(served, generated, runner, make_member, database):
     owner = make_member("olga@acme.test", "Acme RL", "owner")
     catalog = make_catalog(database, owner.org.id, {"kind": "scripted", "skill": 1.0}, attempt_count=2)

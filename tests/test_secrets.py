@@ -108,6 +108,7 @@ def acme(make_member):
     return owner, member, viewer
 
 
+@pytest.mark.slow  # starts agent processes
 def test_a_leaking_agent_and_server_show_only_masks_in_every_page_export_artifact_and_log(
     database, client, auth, acme, owner_engine, caplog
 ):

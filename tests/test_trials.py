@@ -76,12 +76,14 @@ def test_scripted_mistakes_give_categories_from_what_happened():
     assert any(s["observation"].startswith("error:") for s in seen["tool_error"].steps)
 
 
+@pytest.mark.slow  # starts agent processes
 def test_command_agent_that_solves_the_task():
     for spec in (ADMIN, DESK):
         outcome = trial(spec, command_agent("solver.py"))
         assert outcome.reward == 1.0, outcome.log
 
 
+@pytest.mark.slow  # starts agent processes
 @pytest.mark.parametrize(
     ("mode", "category", "log_text"),
     [
@@ -101,10 +103,12 @@ def test_misbehaving_command_agents_give_a_scored_trial_with_the_matching_catego
     assert len(outcome.log) <= LOG_CAP_CHARS + 100
 
 
+@pytest.mark.slow  # starts agent processes
 def test_crashing_agent_stderr_reaches_the_log():
     assert "something broke inside the agent" in trial(agent=command_agent("misbehave.py", "crash")).log
 
 
+@pytest.mark.slow  # starts agent processes
 @pytest.mark.fault
 def test_flooding_stderr_is_bounded_with_a_marker():
     outcome = trial(agent=command_agent("misbehave.py", "stderr-flood"))

@@ -53,6 +53,7 @@ def rows(database, org_id, sql, **params):
         return session.execute(text(sql), params).all()
 
 
+@pytest.mark.slow  # starts agent processes
 def test_attempt_count_4_writes_4_trials_artifacts_and_rollouts(database, org):
     catalog = make_catalog(database, org.id, command_agent("misbehave.py", "quit"), attempt_count=4)
     (run_id,) = queue(database, catalog)
