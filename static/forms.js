@@ -5,11 +5,12 @@
  * 2. A filter form whose results htmx pushes to the URL (method get, hx-push-url) shows what the URL says after
  *    Back/Forward: its fields are set from location.search when htmx restores a page or the browser shows one.
  * 3. Arrowing through such a form's select updates the results but adds one history entry, not one per key:
- *    the first keyboard change pushes the URL, the next ones replace it, until the select loses focus.
+ *    the first keyboard change pushes the URL, the next ones replace it, until focus or the pointer moves on.
  */
 (function () {
   "use strict";
 
+  var URL_FORMS = "form[method='get'][hx-push-url]";
   var BROWSE_KEYS = ["ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End", "PageUp", "PageDown"];
 
   function submitButtons(form) {
@@ -58,7 +59,7 @@
   });
 
   function urlForms() {
-    return document.querySelectorAll("form[method='get'][hx-push-url], form[data-reflects-url]");
+    return document.querySelectorAll(URL_FORMS);
   }
 
   /* Set every named field of the URL-mirroring forms from location.search (absent → empty / first option). */
@@ -103,18 +104,19 @@
   });
   document.addEventListener("pointerdown", function () { browsing = null; }, true);
 
-  document.addEventListener("htmx:beforeRequest", function (event) {
-    var form = event.detail && event.detail.elt;
-    if (!(form instanceof HTMLFormElement) || !form.matches("form[method='get'][hx-push-url]")) return;
-    var trigger = event.detail.requestConfig && event.detail.requestConfig.triggeringEvent;
-    var name = trigger && trigger.type === "change" && trigger.target instanceof HTMLSelectElement ? trigger.target.name : null;
-    if (browsing && name === browsing.name && browsing.pushed) {
-      form.setAttribute("hx-push-url", "false");
-      form.setAttribute("hx-replace-url", "true");
-    } else {
-      form.setAttribute("hx-push-url", "true");
-      form.removeAttribute("hx-replace-url");
-      if (browsing && name === browsing.name) browsing.pushed = true;
+  /* htmx hands over the history update before making it (detail.history: {type, path}): a keyboard change of the
+   * select that already pushed an entry replaces it instead. The filter forms use hx-sync="this:replace", so a
+   * request overtaken by a newer key press is aborted and never reaches the history. */
+  document.addEventListener("htmx:beforeHistoryUpdate", function (event) {
+    var detail = event.detail || {};
+    var config = detail.requestConfig || {};
+    var form = config.elt;
+    if (!detail.history || detail.history.type !== "push" || !(form instanceof HTMLFormElement) || !form.matches(URL_FORMS)) {
+      return;
     }
+    var trigger = config.triggeringEvent;
+    var name = trigger && trigger.type === "change" && trigger.target instanceof HTMLSelectElement ? trigger.target.name : null;
+    if (!browsing || name !== browsing.name) return;
+    if (browsing.pushed) detail.history.type = "replace"; else browsing.pushed = true;
   });
 })();
