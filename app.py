@@ -23,7 +23,7 @@ from domain.secret_env import create_once, load_secrets_key
 from web import security
 from web.forms import form_helpers
 from web.htmx import render
-from web.text import visible_control_characters
+from web.text import duration, visible_control_characters
 from web.urls import external_url_helpers, trusted_hosts
 
 
@@ -70,6 +70,7 @@ def create_app(test_config: dict | None = None) -> Flask:
     db.init_app(app, db.Database(urls, pool_size=pool_size, secrets_key=secrets_key))
 
     app.jinja_env.finalize = visible_control_characters
+    app.jinja_env.filters["duration"] = duration
     register_blueprints(app)
     security.init_app(app)
     external_url_helpers(app)

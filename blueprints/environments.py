@@ -2,12 +2,14 @@
 
 import uuid
 
-from flask import Blueprint, abort, g, redirect, url_for
+from flask import Blueprint, abort, flash, g, redirect, url_for
 
 from blueprints.auth import require_role
-from commands.runs import start_run
+from commands.runs import queue_once, start_run
 from db import request_session
+from domain.agents import ran_elsewhere as agent_ran_elsewhere
 from domain.errors import NotFoundInOrg
+from domain.specs import ran_elsewhere as spec_ran_elsewhere
 from queries.environments import environment_detail, export_counts, find_environment, list_environments
 from queries.exports import ALL_LIMIT
 from web.charts import pass_at_1_trend_chart
@@ -53,23 +55,47 @@ def show(environment_id: uuid.UUID):
 
 @bp.post("/environments/<uuid:environment_id>/runs")
 def start(environment_id: uuid.UUID):
-    """Start a run from the form; invalid input re-renders the form in place with 422 and writes nothing."""
+    """Start a run from the form; invalid input re-renders the form in place with 422 and writes nothing.
+
+    The form's submission key makes a second POST of the same form (a double click) go to the first one's run."""
     require_role("member")
     detail = _detail_or_404(environment_id)
     form = StartRunForm()
     version_id, config_id = form.environment_version_id.data, form.evaluator_config_id.data
-    if form.validate() and version_id and config_id:
+    key, attempts = form.submission_key.data, form.attempt_count.data
+    if form.validate() and version_id and config_id and _runnable_here(detail, form):
         session = request_session()
         try:
             if version_id not in {v.id for v in detail.versions}:
                 raise NotFoundInOrg("Choose a version of this environment.")
-            run = start_run(session, version_id, config_id, form.attempt_count.data)
+            run, new = queue_once(
+                session, key, lambda: start_run(session, version_id, config_id, attempts, submission_key=key)
+            )
         except NotFoundInOrg as error:
             form.environment_version_id.errors.append(str(error))
         else:
             session.commit()
+            if not new:
+                flash("This form was already submitted: here is the run it started (nothing new was queued).")
             return redirect_after_write(url_for("runs.show", run_id=run.id))
     return render("environments/show.html", "start_run", status=422, detail=detail, form=form)
+
+
+def _runnable_here(detail, form: StartRunForm) -> bool:
+    """False (with the field's message) when the chosen version or evaluator holds imported results."""
+    version = next((v for v in detail.versions if v.id == form.environment_version_id.data), None)
+    config = next((c for c in detail.evaluators if c.id == form.evaluator_config_id.data), None)
+    if version is not None and spec_ran_elsewhere(version.spec):
+        form.environment_version_id.errors.append(
+            f"v{version.version} holds imported results: its environment runs in another harness, not in this worker."
+        )
+        return False
+    if config is not None and agent_ran_elsewhere(config.agent):
+        form.evaluator_config_id.errors.append(
+            f"{config.name} is imported: its agent ran in another harness, so no worker here can run it."
+        )
+        return False
+    return True
 
 
 @bp.get("/environments/<uuid:environment_id>/export")

@@ -5,11 +5,15 @@ import uuid
 from flask import Blueprint, abort
 
 from db import request_session
-from queries.insights import capability_gap, version_options, version_stages
+from queries.insights import capability_gap, version_options, version_stages, versions_stages
 from web.htmx import render, wants_fragment
 from web.params import optional_uuid
 
 bp = Blueprint("insights", __name__)
+
+# Versions whose stage tables the first response holds (one statement for all of them): the page reads without
+# JavaScript; any further version loads as an htmx fragment when revealed, with a link to its own page.
+EAGER_VERSIONS = 10
 
 
 @bp.get("/capability-gap")
@@ -24,8 +28,12 @@ def gap():
 
 @bp.get("/partial-rewards")
 def partial_rewards():
-    """Every environment version; each version's stage table loads as its own htmx fragment."""
-    return render("insights/partial_rewards.html", versions=version_options(request_session()))
+    """Every environment version with its stage table: the first EAGER_VERSIONS in this response, each further one
+    as its own htmx fragment."""
+    session = request_session()
+    versions = version_options(session)
+    loaded = versions_stages(session, [v.version_id for v in versions[:EAGER_VERSIONS]]) if versions else {}
+    return render("insights/partial_rewards.html", versions=versions, loaded=loaded)
 
 
 @bp.get("/partial-rewards/versions/<uuid:version_id>")

@@ -2,7 +2,7 @@
 
 import uuid
 
-from flask import Blueprint, abort, flash, g, url_for
+from flask import Blueprint, abort, flash, g, request, url_for
 from flask_login import current_user
 
 from blueprints.auth import require_role
@@ -23,10 +23,13 @@ def _page(
     status: int = 200, error: str | None = None, form: InviteForm | None = None, invitation_link: str | None = None
 ):
     can_manage = g.membership.role == "owner"
+    members = list_members(request_session())
     return render(
         "settings/members.html",
         status=status,
-        members=list_members(request_session()),
+        members=members,
+        owners=sum(1 for m in members if m.role == "owner"),
+        me=current_user.user.id,
         invitations=list_pending_invitations(request_session()) if can_manage else [],
         roles=ROLES,
         can_manage=can_manage,
@@ -97,14 +100,24 @@ def revoke_invitation_view(invitation_id: uuid.UUID):
 def set_role(membership_id: uuid.UUID):
     """Change a member's role."""
     form = RoleForm()
-    role = form.role.data
-    return _write(lambda s: change_role(s, membership_id, role), f"Role changed to {role}.", form)
+    role, me, confirmed = form.role.data, current_user.user.id, _confirmed()
+    return _write(
+        lambda s: change_role(s, membership_id, role, acting_user_id=me, confirmed=confirmed),
+        f"Role changed to {role}.",
+        form,
+    )
 
 
 @bp.post("/members/<uuid:membership_id>/remove")
 def remove(membership_id: uuid.UUID):
-    """Remove a member from the organization."""
-    return _write(lambda s: remove_member(s, membership_id), "Member removed.")
+    """Remove a member from the organization (yourself only with the confirmation box ticked)."""
+    me, confirmed = current_user.user.id, _confirmed()
+    return _write(lambda s: remove_member(s, membership_id, acting_user_id=me, confirmed=confirmed), "Member removed.")
+
+
+def _confirmed() -> bool:
+    """The confirmation box of a change to your own membership (a required checkbox on your own row)."""
+    return request.form.get("confirm") == "yes"
 
 
 def _tokens_page(status: int = 200, new_token: str | None = None, error: str | None = None):

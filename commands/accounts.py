@@ -292,24 +292,43 @@ def _membership(session: Session, membership_id: uuid.UUID) -> Membership:
 
 
 def _owners_left_after(session: Session, membership: Membership) -> int:
-    owners = session.scalar(select(func.count()).select_from(Membership).where(Membership.role == "owner"))
-    return (owners or 0) - (1 if membership.role == "owner" else 0)
+    """Owners the organization keeps if `membership` stops being one. The owner rows are locked until commit, so two
+    owners demoting or removing each other at once cannot both pass: the second sees the first one's change."""
+    owners = session.scalars(select(Membership.id).where(Membership.role == "owner").with_for_update()).all()
+    return len(owners) - (1 if membership.id in owners else 0)
 
 
-def change_role(session: Session, membership_id: uuid.UUID, role: str) -> Membership:
-    """Give a member another role; the organization always keeps at least one owner."""
+LAST_OWNER = "an organization needs at least one owner; make someone else owner first"
+CONFIRM_SELF = "Tick the confirmation box: this changes your own access to the organization."
+
+
+def change_role(
+    session: Session,
+    membership_id: uuid.UUID,
+    role: str,
+    *,
+    acting_user_id: uuid.UUID | None = None,
+    confirmed: bool = True,
+) -> Membership:
+    """Give a member another role; the organization always keeps at least one owner. Changing `acting_user_id`'s own
+    role needs `confirmed`."""
     if role not in ROLES:
         raise AccountError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
     membership = _membership(session, membership_id)
     if role != "owner" and _owners_left_after(session, membership) == 0:
-        raise AccountError("an organization needs at least one owner; make someone else owner first")
+        raise AccountError(LAST_OWNER)
+    if membership.user_id == acting_user_id and role != membership.role and not confirmed:
+        raise AccountError(CONFIRM_SELF)
     membership.role = role
     session.flush()
     return membership
 
 
-def remove_member(session: Session, membership_id: uuid.UUID) -> None:
+def remove_member(
+    session: Session, membership_id: uuid.UUID, *, acting_user_id: uuid.UUID | None = None, confirmed: bool = True
+) -> None:
     """Remove a member (their account stays); never the last owner. Their tokens here and login sessions end for good.
+    Removing `acting_user_id` themself needs `confirmed`.
 
     Tokens are revoked, not hidden, so re-adding the user never brings one back;
     their login sessions end (a session is not bound to one organization), so
@@ -317,7 +336,9 @@ def remove_member(session: Session, membership_id: uuid.UUID) -> None:
     """
     membership = _membership(session, membership_id)
     if _owners_left_after(session, membership) == 0:
-        raise AccountError("an organization needs at least one owner; make someone else owner first")
+        raise AccountError(LAST_OWNER)
+    if membership.user_id == acting_user_id and not confirmed:
+        raise AccountError(CONFIRM_SELF)
     user_id = membership.user_id
     session.delete(membership)
     session.flush()

@@ -6,15 +6,19 @@ import hashlib
 import json
 import secrets
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from domain.errors import NotFoundInOrg, RunError
+from domain.agents import ran_elsewhere as agent_ran_elsewhere
+from domain.errors import NotFoundInOrg, RunError, RunNotResettable
 from domain.outcome import TrialOutcome
 from domain.scoring import check_attempt_count, pass_at_k_table
+from domain.specs import ran_elsewhere as spec_ran_elsewhere
 from domain.trajectory import search_text, storable
 from domain.vocabulary import RESETS
 from models.base import new_id
@@ -38,8 +42,12 @@ def enqueue_run(
     *,
     reset_of: EvaluationRun | None = None,
     reset_mode: str = "initial",
+    submission_key: uuid.UUID | None = None,
 ) -> EvaluationRun:
-    """Queue a run of `config` on `version` (attemptCount defaults to the config's) and wake the workers."""
+    """Queue a run of `config` on `version` (attemptCount defaults to the config's) and wake the workers.
+
+    `submission_key` is the key of the form that asked for it: a second run with the same key fails the
+    organization's unique index (see `queue_once`)."""
     attempts = check_attempt_count(config.attempt_count if attempt_count is None else attempt_count)
     if reset_mode == "new_workspace" and reset_of is not None:
         world_seed = reset_of.world_seed  # same world, fresh workspace
@@ -57,6 +65,7 @@ def enqueue_run(
         world_seed=world_seed,
         base_seed=secrets.randbelow(SEED_SPACE),
         attempts=0,
+        submission_key=submission_key,
     )
     session.add(run)
     session.flush()
@@ -65,13 +74,79 @@ def enqueue_run(
     return run
 
 
-def reset_run(session: Session, run: EvaluationRun, mode: str) -> EvaluationRun:
-    """Enqueue a new run against the same environment_versions row: new_workspace keeps the world, new_world not."""
+def reset_run(
+    session: Session, run: EvaluationRun, mode: str, *, submission_key: uuid.UUID | None = None
+) -> EvaluationRun:
+    """Enqueue a new run against the same environment_versions row: new_workspace keeps the world, new_world not.
+
+    A run of imported results is refused (RunNotResettable): no worker here can run its agent or environment."""
     if mode not in RESETS:
         raise RunError(f"mode must be one of {', '.join(RESETS)}, not {mode!r}", error="invalid mode")
     version = session.get_one(EnvironmentVersion, (run.organization_id, run.environment_version_id))
     config = session.get_one(EvaluatorConfig, (run.organization_id, run.evaluator_config_id))
-    return enqueue_run(session, version, config, run.attempt_count, reset_of=run, reset_mode=mode)
+    if agent_ran_elsewhere(config.agent) or spec_ran_elsewhere(version.spec):
+        raise RunNotResettable(
+            "This run holds imported results: its agent ran in another harness, so no worker here can run it again."
+        )
+    return enqueue_run(
+        session, version, config, run.attempt_count, reset_of=run, reset_mode=mode, submission_key=submission_key
+    )
+
+
+def check_resettable(run: EvaluationRun) -> None:
+    """Refuse (RunNotResettable) a reset of a run that is not finished: the worker is still on it or has not begun."""
+    if run.status in ("queued", "running"):
+        raise RunNotResettable(f"This run is still {run.status}: reset it once it has finished (completed or failed).")
+
+
+def run_for_submission(session: Session, submission_key: uuid.UUID) -> EvaluationRun | None:
+    """The run a form submission with `submission_key` queued in the session's organization, or None."""
+    return session.scalar(select(EvaluationRun).where(EvaluationRun.submission_key == submission_key))
+
+
+SUBMISSION_INDEX = "ux_evaluation_runs_org_submission_key"
+
+
+def queue_once(
+    session: Session, submission_key: uuid.UUID | None, queue: Callable[[], EvaluationRun]
+) -> tuple[EvaluationRun, bool]:
+    """Queue a run with `queue()` unless a submission with the same key already did: (the run, True if new).
+
+    Two concurrent POSTs with one key both try to insert; the second waits on the unique index until the first
+    commits, then its savepoint rolls back and it answers with the first one's run."""
+    if submission_key is not None:
+        earlier = run_for_submission(session, submission_key)
+        if earlier is not None:
+            return earlier, False
+    try:
+        with session.begin_nested():
+            return queue(), True
+    except IntegrityError as error:
+        if submission_key is None or SUBMISSION_INDEX not in str(error.orig):
+            raise
+    earlier = run_for_submission(session, submission_key)
+    if earlier is None:  # pragma: no cover - the index said it exists
+        raise RunError("this form was already submitted; reload the page and try again")
+    return earlier, False
+
+
+def report_progress(
+    session: Session, run: EvaluationRun, owner: str, trial_number: int, step: int | None, *, begins: bool = False
+) -> None:
+    """Record where `owner` (the worker holding the run's lease) is: trial `trial_number`, the agent's `step` in it
+    (None: setting up), and with `begins` that the trial starts now. Nothing happens once the lease is another's."""
+    values: dict[str, Any] = {"current_trial": trial_number, "current_step": step}
+    if begins:
+        values["current_trial_started_at"] = func.now()
+    session.execute(
+        update(EvaluationRun)
+        .where(
+            EvaluationRun.organization_id == run.organization_id,
+            EvaluationRun.id == run.id,
+            EvaluationRun.lease_owner == owner,
+        )
+        .values(**values)
+    )
 
 
 def trial_seed(run: EvaluationRun, trial_number: int) -> int:
@@ -310,7 +385,12 @@ def complete_run(session: Session, run: EvaluationRun) -> None:
 
 
 def start_run(
-    session: Session, version_id: uuid.UUID, config_id: uuid.UUID, attempt_count: int | None = None
+    session: Session,
+    version_id: uuid.UUID,
+    config_id: uuid.UUID,
+    attempt_count: int | None = None,
+    *,
+    submission_key: uuid.UUID | None = None,
 ) -> EvaluationRun:
     """Queue a run on the version with the evaluator configuration, both looked up under RLS."""
     if attempt_count is not None:
@@ -321,4 +401,4 @@ def start_run(
     config = session.scalar(select(EvaluatorConfig).where(EvaluatorConfig.id == config_id))
     if config is None:
         raise NotFoundInOrg(f"no evaluator configuration {config_id}")
-    return enqueue_run(session, version, config, attempt_count)
+    return enqueue_run(session, version, config, attempt_count, submission_key=submission_key)

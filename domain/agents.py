@@ -118,6 +118,12 @@ AGENTS: dict[str, type[AgentModel]] = {
 }
 
 
+def ran_elsewhere(agent: Any) -> bool:
+    """True for an imported evaluator's agent (kind external): its results came from another harness, and no
+    worker here can run it."""
+    return isinstance(agent, dict) and agent.get("kind") == "external"
+
+
 def _check_api_key_env(agent: OpenAIChatAgent) -> None:
     """A named `apiKeyEnv` must be an entry of `env` (OPENAI_API_KEY, the default, may be absent: local servers
     take no key)."""

@@ -36,6 +36,13 @@ class RunError(DomainError):
     error = "invalid run"
 
 
+class RunNotResettable(RunError):
+    """A reset this worker cannot carry out now: the run is still queued or running, or its results were imported."""
+
+    status = 409
+    error = "cannot reset"
+
+
 class NotFoundInOrg(DomainError, LookupError):
     """An id that does not exist in the current organization (or exists only in another one): 404, like a miss."""
 

@@ -176,6 +176,11 @@ VARIANTS: dict[str, type[BaseModel]] = {
 BUILTIN = ("admin-console", "support-desk")
 
 
+def ran_elsewhere(spec: Any) -> bool:
+    """True for a version of imported results (kind external): its environment runs in another harness."""
+    return isinstance(spec, dict) and spec.get("kind") == "external"
+
+
 def _model_of(spec: dict[str, Any]) -> type[BaseModel]:
     tag = _tag(spec)
     if tag in VARIANTS:

@@ -96,6 +96,14 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
             "created_at",
             postgresql_where=text("status = 'completed'"),
         ),
+        # One run per submitted form: a second POST with the same key finds the first one's run (migration 0022).
+        Index(
+            "ux_evaluation_runs_org_submission_key",
+            "organization_id",
+            "submission_key",
+            unique=True,
+            postgresql_where=text("submission_key IS NOT NULL"),
+        ),
         # The one index that does not lead with organization_id: the cross-org claim queue.
         Index("ix_evaluation_runs_claimable", "created_at", postgresql_where=text("status IN ('queued', 'running')")),
         # The fair claim counts each organization's runs in progress (live leases).
@@ -126,6 +134,12 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    # The key of the form submission that queued the run (None without a form): one run per key.
+    submission_key: Mapped[uuid.UUID | None]
+    # Where the worker is while the run is running: the trial, the agent's step in it and when the trial began.
+    current_trial: Mapped[int | None] = mapped_column(Integer)
+    current_step: Mapped[int | None] = mapped_column(Integer)
+    current_trial_started_at: Mapped[datetime | None]
 
     # For joins in queries (never lazy-loaded: a page must not issue a query per row).
     environment_version: Mapped[EnvironmentVersion] = relationship(viewonly=True, lazy="raise")

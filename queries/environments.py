@@ -15,6 +15,8 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from domain.agents import ran_elsewhere as agent_ran_elsewhere
+from domain.specs import ran_elsewhere as spec_ran_elsewhere
 from models import Environment, EvaluatorConfig
 from queries.runs import run_label_sql
 
@@ -156,6 +158,23 @@ class EnvironmentDetail:
     runs: list[RunSummary]
     older_runs_cursor: uuid.UUID | None
     trend: dict[str, list[tuple[datetime, float]]]  # evaluator name → (run created, pass@1), oldest first
+
+    @property
+    def imported_ids(self) -> set[uuid.UUID]:
+        """Versions and evaluators of imported results: listed, marked, never preselected (no worker runs them)."""
+        return {v.id for v in self.versions if spec_ran_elsewhere(v.spec)} | {
+            c.id for c in self.evaluators if agent_ran_elsewhere(c.agent)
+        }
+
+    @property
+    def default_version_id(self) -> uuid.UUID | None:
+        """The version the start form preselects: the newest one a worker can run."""
+        return next((v.id for v in self.versions if v.id not in self.imported_ids), None)
+
+    @property
+    def default_evaluator_id(self) -> uuid.UUID | None:
+        """The evaluator the start form preselects: the first (by name) a worker can run."""
+        return next((c.id for c in self.evaluators if c.id not in self.imported_ids), None)
 
 
 VERSIONS = text(

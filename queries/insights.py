@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -130,17 +131,29 @@ class StageSummary:
 def version_stages(session: Session, version_id: uuid.UUID) -> list[StageSummary]:
     """The stage_* keys the worker wrote for a version, from stage_metric_rollups, in pipeline order (empty when
     none yet): the order the environment declares, or for MCP and external versions the order trials reach them."""
+    return versions_stages(session, [version_id])[version_id]
+
+
+def versions_stages(session: Session, version_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[StageSummary]]:
+    """`version_stages` of several versions in one statement: version id → its stages (empty list when none)."""
     rows = session.execute(
         text(
-            """SELECT m.stage_key, m.trials, m.passed, m.value_sum / nullif(m.trials, 0), v.spec
+            """SELECT m.environment_version_id, m.stage_key, m.trials, m.passed, m.value_sum / nullif(m.trials, 0),
+                      v.spec
                FROM stage_metric_rollups m
                JOIN environment_versions v ON v.organization_id = m.organization_id AND v.id = m.environment_version_id
-               WHERE m.environment_version_id = :id AND m.trials > 0"""
+               WHERE m.environment_version_id = ANY(:ids) AND m.trials > 0"""
         ),
-        {"id": version_id},
+        {"ids": list(version_ids)},
     ).all()
-    if not rows:
-        return []
-    summaries = {row.stage_key: StageSummary(*row[:4]) for row in rows}
-    order = stage_order(rows[0].spec, {key: s.passed for key, s in summaries.items()})
-    return [summaries[key] for key in order]
+    found: dict[uuid.UUID, dict[str, StageSummary]] = {version_id: {} for version_id in version_ids}
+    specs: dict[uuid.UUID, Any] = {}
+    for row in rows:
+        found[row[0]][row.stage_key] = StageSummary(*row[1:5])
+        specs[row[0]] = row.spec
+    return {
+        version_id: [
+            summaries[key] for key in stage_order(specs.get(version_id), {k: s.passed for k, s in summaries.items()})
+        ]
+        for version_id, summaries in found.items()
+    }

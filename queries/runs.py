@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import literal_column, select, text
@@ -36,6 +38,15 @@ class RunTrial:
     failure_category: str | None
     stages: dict[str, float]
     trajectory_artifact_id: uuid.UUID | None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds the trial took, when both ends are known."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return max(0.0, (self.finished_at - self.started_at).total_seconds())
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,12 @@ class RunDetail:
     label: str
     reset_of_label: str | None
     trials: list[RunTrial]
+    imported: bool = False  # its evaluator or version holds results of another harness: no worker here runs it
+
+    @property
+    def resettable(self) -> bool:
+        """True when the page offers Reset: the run has finished and a worker here can run it again."""
+        return self.finished and not self.imported
 
     @property
     def stage_keys(self) -> list[str]:
@@ -60,6 +77,69 @@ class RunDetail:
     def finished(self) -> bool:
         """True once the run will not change any more."""
         return self.run.status in ("completed", "failed", "cancelled")
+
+    def progress(self, now: datetime | None = None) -> RunProgress:
+        """Where the run is at `now` (default: the present): the trial and step in hand, times and an estimate."""
+        return run_progress(self, now or datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What the run page says about a run: done and pending trials, times, and when finished a summary."""
+
+    done: int
+    total: int
+    current_trial: int | None  # the trial the worker is in (running runs only)
+    current_step: int | None  # the agent's step in it, when the worker has reported one
+    elapsed_s: float | None  # since a worker first claimed the run, or it was queued (to its end once finished)
+    trial_elapsed_s: float | None  # since the current trial began
+    mean_trial_s: float | None  # over the finished trials with both times
+    remaining_s: float | None  # the estimate: mean trial time for each trial not finished, less the current one's
+    succeeded: int
+    mean_reward: float | None
+    categories: list[tuple[str, int]]  # failure categories, most frequent first
+    pending: list[int]  # trial numbers not recorded yet, in order (the rows the table reserves for them)
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    return max(0.0, (end - start).total_seconds()) if start is not None and end is not None else None
+
+
+def run_progress(detail: RunDetail, now: datetime) -> RunProgress:
+    """The run page's progress figures, from the run's row and its recorded trials (no further query)."""
+    run, trials = detail.run, detail.trials
+    recorded = {t.trial_number for t in trials}
+    running = run.status == "running"
+    current_trial = current_step = trial_elapsed = None
+    missing = [n for n in range(1, run.attempt_count + 1) if n not in recorded]
+    if running:
+        current_trial = missing[0] if missing else None
+        if current_trial is not None and run.current_trial == current_trial:
+            current_step = run.current_step
+            trial_elapsed = _seconds(run.current_trial_started_at, now)
+    durations = [t.duration_s for t in trials if t.duration_s is not None]
+    mean_trial = sum(durations) / len(durations) if durations else None
+    remaining = None
+    if running and mean_trial is not None:
+        left = run.attempt_count - len(trials)
+        remaining = max(0.0, mean_trial * left - min(trial_elapsed or 0.0, mean_trial))
+    end = run.finished_at if detail.finished else now
+    scored = [t.reward for t in trials if t.reward is not None]
+    categories = Counter(t.failure_category for t in trials if t.failure_category)
+    return RunProgress(
+        done=len(trials),
+        total=run.attempt_count,
+        current_trial=current_trial,
+        current_step=current_step,
+        elapsed_s=_seconds(run.started_at or run.created_at, end),
+        trial_elapsed_s=trial_elapsed,
+        mean_trial_s=mean_trial,
+        remaining_s=remaining,
+        succeeded=sum(1 for reward in scored if reward == 1),
+        mean_reward=run.mean_reward if run.mean_reward is not None else (sum(scored) / len(scored) if scored else None),
+        categories=sorted(categories.items(), key=lambda item: (-item[1], item[0])),
+        pending=missing,
+    )
 
 
 def stages_of(metrics: dict[str, Any]) -> dict[str, float]:
@@ -78,7 +158,16 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
         )
     )
     row = session.execute(
-        select(EvaluationRun, Environment.id, Environment.name, EnvironmentVersion.version, EvaluatorConfig.name, label)
+        select(
+            EvaluationRun,
+            Environment.id,
+            Environment.name,
+            EnvironmentVersion.version,
+            EvaluatorConfig.name,
+            label,
+            EvaluatorConfig.agent["kind"].astext,
+            EnvironmentVersion.spec["kind"].astext,
+        )
         .join(EvaluationRun.environment_version)
         .join(EnvironmentVersion.environment)
         .join(EvaluationRun.evaluator_config)
@@ -108,6 +197,8 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
             EvaluationTrial.failure_category,
             EvaluationTrial.metrics,
             EvaluationTrial.trajectory_artifact_id,
+            EvaluationTrial.started_at,
+            EvaluationTrial.finished_at,
         )
         .where(EvaluationTrial.organization_id == run.organization_id, EvaluationTrial.evaluation_run_id == run.id)
         .order_by(EvaluationTrial.trial_number)
@@ -129,7 +220,10 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
                 t.failure_category,
                 stages_of(t.metrics),
                 t.trajectory_artifact_id,
+                t.started_at,
+                t.finished_at,
             )
             for t in trials
         ],
+        imported="external" in (row[6], row[7]),
     )

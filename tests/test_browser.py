@@ -115,7 +115,8 @@ def test_a_user_runs_inspects_resets_and_exports(live_server, worker, browser_pa
     page.wait_for_url("**/runs/*")
     run_url = page.url
     page.wait_for_selector("text=3 of 3 trials", timeout=60_000)
-    assert page.locator("#run-status").get_attribute("hx-trigger") is None  # polling stopped
+    assert page.locator("#run-live").get_attribute("hx-trigger") is None  # polling stopped
+    assert "Completed in" in page.inner_text("#run-status")
     shot(page, "04-run")
 
     page.click("text=Trial 1")
@@ -127,7 +128,9 @@ def test_a_user_runs_inspects_resets_and_exports(live_server, worker, browser_pa
     shot(page, "05-trial")
 
     page.goto(run_url)
-    page.click("button:has-text('Reset (new_world)')")
+    page.click("a:has-text('Reset (new_world)')")  # a confirmation step first
+    page.wait_for_selector("h1:has-text('Reset')")
+    page.click("button:has-text('Confirm reset (new_world)')")
     page.wait_for_url(lambda url: url != run_url and "/runs/" in url)  # a Python predicate: the CSP forbids eval
     page.wait_for_selector("text=reset mode new_world")
     assert page.url != run_url and "/runs/" in page.url

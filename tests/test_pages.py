@@ -214,8 +214,26 @@ def test_partial_rewards_list_exactly_the_stage_keys_in_metrics(page, world, dat
         assert int(count) == failed
         listed = page.get(url).text
         assert len(re.findall(r">Trial \d+ of \d+</a>", listed)) == min(failed, 50)
+    # The page itself holds the same tables (it reads without JavaScript): no fragment left to load.
     listing = page.get("/partial-rewards").text
-    assert f'hx-get="/partial-rewards/versions/{admin.version_id}"' in listing and 'hx-trigger="revealed"' in listing
+    section = listing.split(f'id="version-{admin.version_id}"')[1].split("</section>")[0]
+    assert sorted(re.findall(r"<code>(stage_[a-z_]+)</code>", section)) == sorted(keys)
+    assert 'hx-trigger="revealed"' not in listing
+
+
+def test_partial_rewards_past_the_first_versions_load_lazily_with_a_link(page, world, monkeypatch):
+    import blueprints.insights
+
+    monkeypatch.setattr(blueprints.insights, "EAGER_VERSIONS", 1)
+    listing = page.get("/partial-rewards").text
+    sections = re.findall(r'<section class="version-card" id="version-([0-9a-f-]+)">(.*?)</section>', listing, re.S)
+    assert len(sections) == 2
+    (_, eager), (second, lazy) = sections
+    assert "<table" in eager and "hx-get" not in eager
+    own_page = f"/partial-rewards/versions/{second}"
+    assert f'hx-get="{own_page}"' in lazy and 'hx-trigger="revealed"' in lazy and "<table" not in lazy
+    assert f'<a href="{own_page}"' in lazy  # the fallback without JavaScript: the version's own page
+    assert "<table" in page.get(own_page).text
 
 
 def test_a_version_without_metrics_says_so(page, database, member):

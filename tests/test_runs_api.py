@@ -186,8 +186,10 @@ def test_start_run_form_shows_errors_in_place_with_422(client, auth, member, cat
     assert count_rows("evaluation_runs") == 0
 
 
-def test_reset_buttons_enqueue_and_go_to_the_new_run(client, auth, api, catalog):
-    original = _queued_run(api, catalog)
+def test_reset_buttons_enqueue_and_go_to_the_new_run(client, auth, api, catalog, database):
+    from tests.factories import finish_run
+
+    original = {"id": finish_run(database, catalog)}  # Reset is offered on finished runs only
     page = client.get(f"/runs/{original['id']}")
     assert "Reset (new_workspace)" in page.text and "Reset (new_world)" in page.text
     response = client.post(f"/runs/{original['id']}/reset", data={"mode": "new_world", "csrf_token": auth.csrf()})

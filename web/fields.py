@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from flask import request
@@ -49,6 +50,15 @@ class UUIDField(StringField):
     def process_formdata(self, valuelist: list[Any]) -> None:
         """Parse the posted value."""
         self.data = parse_uuid(valuelist[0]) if valuelist else None
+
+
+class SubmissionKeyField(UUIDField):
+    """The hidden key of one rendering of a form that queues a run: a fresh one on every page, kept when the form is
+    redrawn with its errors, so one submission never queues two runs (None when a POST carries none)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("default", uuid.uuid4)
+        super().__init__(**kwargs)
 
 
 class WholeNumberField(IntegerField):

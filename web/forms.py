@@ -14,7 +14,7 @@ from wtforms.validators import AnyOf, DataRequired, EqualTo, Length, NumberRange
 
 from commands.accounts import MIN_PASSWORD_LENGTH
 from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS, RESETS, ROLES
-from web.fields import BoundedText, PageForm, UUIDField, WholeNumberField
+from web.fields import BoundedText, PageForm, SubmissionKeyField, UUIDField, WholeNumberField
 
 ROLE = AnyOf(ROLES, message="role must be one of %(values)s.")
 TOKEN_NAME = "Give the token a name of 1 to 200 characters."
@@ -75,12 +75,14 @@ class StartRunForm(PageForm):
     environment_version_id = UUIDField(validators=[DataRequired("Choose an environment version.")])
     evaluator_config_id = UUIDField(validators=[DataRequired("Choose an evaluator configuration.")])
     attempt_count = WholeNumberField(validators=[Optional(), NumberRange(MIN_ATTEMPTS, MAX_ATTEMPTS, ATTEMPT_COUNT)])
+    submission_key = SubmissionKeyField()
 
 
 class ResetForm(PageForm):
     """How to reset a run: a mode a user may ask for."""
 
     mode = BoundedText(40, validators=[AnyOf(RESETS, message="mode must be one of %(values)s.")])
+    submission_key = SubmissionKeyField()
 
 
 def csrf_field() -> Markup:

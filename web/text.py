@@ -15,3 +15,17 @@ def visible_control_characters(value: object) -> object:
     if isinstance(value, str) and not isinstance(value, Markup):
         return CONTROL.sub(lambda m: "\u2421" if m.group() == "\x7f" else chr(0x2400 + ord(m.group())), value)
     return value
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as a page says them: "42 s", "3 min 05 s", "1 h 04 min" ("—" when unknown)."""
+    if seconds is None:
+        return "—"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

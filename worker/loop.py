@@ -23,7 +23,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from commands.environments import runnable_agent, runnable_spec
-from commands.runs import RUNS_CHANNEL, complete_run, record_trial, recorded_trial_numbers, trial_seed
+from commands.runs import (
+    RUNS_CHANNEL,
+    complete_run,
+    record_trial,
+    recorded_trial_numbers,
+    report_progress,
+    trial_seed,
+)
 from commands.workers import announce_worker, retire_worker
 from db import Database, libpq_url, rows_changed
 from domain.errors import AgentConfigError, SpecError
@@ -131,6 +138,7 @@ class Worker:
                 return
             heartbeat.check()
             seed = trial_seed(run, number)
+            progress = TrialProgress(self.database, run, self.name, number)
             outcome = run_trial(
                 spec,
                 agent,
@@ -140,6 +148,7 @@ class Worker:
                 timeout_s=min(config.timeout_s, self.settings.max_trial_timeout_s),
                 trial_number=number,
                 sandbox=self.settings.sandbox,
+                on_step=progress.step,
             )
             outcome = mask_outcome(outcome, secrets)  # no secret value reaches a page, export, artifact or log
             try:
@@ -181,6 +190,31 @@ class Worker:
                 .where(EvaluationRun.organization_id == org_id, EvaluationRun.id == run_id)
                 .values(status="failed", error=error, finished_at=func.now(), lease_owner=None, lease_expires_at=None)
             )
+
+
+class TrialProgress:
+    """Tells the run page where the worker is: the trial as it begins, then the agent's step at most once a second
+    (a missed write is only logged: progress is a courtesy, the trial goes on)."""
+
+    INTERVAL_S = 1.0
+
+    def __init__(self, database: Database, run: EvaluationRun, owner: str, trial_number: int) -> None:
+        self.database, self.run, self.owner, self.trial_number = database, run, owner, trial_number
+        self.written_at = time.monotonic()
+        self._write(None, begins=True)
+
+    def step(self, number: int) -> None:
+        """The agent begins step `number`."""
+        if time.monotonic() - self.written_at >= self.INTERVAL_S:
+            self.written_at = time.monotonic()
+            self._write(number)
+
+    def _write(self, step: int | None, *, begins: bool = False) -> None:
+        try:
+            with self.database.session(self.run.organization_id) as session, session.begin():
+                report_progress(session, self.run, self.owner, self.trial_number, step, begins=begins)
+        except Exception:
+            log.exception("could not record the progress of run %s", self.run.id)
 
 
 def claim_next_run(database: Database, worker: str, settings: WorkerSettings) -> tuple[uuid.UUID, uuid.UUID] | None:

@@ -9,6 +9,7 @@ abnormally, else what the environment diagnoses from its final state.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,11 +51,13 @@ def run_trial(
     timeout_s: float,
     trial_number: int = 1,
     sandbox: SandboxSettings | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> TrialOutcome:
     """Run one episode of `agent_config` in the environment `spec` describes and score it.
 
     Every program the spec or the agent config names runs in this trial's sandbox, which is torn down (every
-    process killed, every workspace removed) before the outcome is returned.
+    process killed, every workspace removed) before the outcome is returned. `on_step(n)` is called as the agent
+    begins its step n (the run page shows it).
     """
     started = datetime.now(UTC)
     trial_sandbox = TrialSandbox(sandbox or SandboxSettings.from_environ(), seed=seed, trial=trial_number)
@@ -73,7 +76,7 @@ def run_trial(
                 started_at=started,
             )
         try:
-            outcome = _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, trial_sandbox)
+            outcome = _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, trial_sandbox, on_step)
         finally:
             side_output = env.close()  # MCP: stops the server process; its stderr goes to the log
     finally:
@@ -85,7 +88,7 @@ def run_trial(
     return outcome
 
 
-def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox) -> TrialOutcome:
+def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox, on_step=None) -> TrialOutcome:
     """Reset, the agent loop, and the score of one trial in an environment that has been loaded.
 
     The agent's time budget starts once the environment is up: an MCP server's start-up (initialize, tools/list)
@@ -120,6 +123,8 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox)
         if agent.system_prompt:
             steps.append(step(len(steps) + 1, source="system", message=agent.system_prompt))
         for number in range(1, max_steps + 1):
+            if on_step is not None:
+                on_step(number)
             action = agent.act(observation, deadline)
             _event_steps(steps, action.events)
             if isinstance(action, Finish):

@@ -88,7 +88,13 @@ def get_run(run_id: uuid.UUID):
 
 
 @bp.post("/evaluation-runs/<uuid:run_id>/reset")
-@operation("resetEvaluationRun", QUEUED, body=EvaluationRunReset, errors=(400, 403, 404, 413))
+@operation(
+    "resetEvaluationRun",
+    QUEUED,
+    body=EvaluationRunReset,
+    errors=(400, 403, 404, 409, 413),
+    error_reasons={409: "The run holds imported results: its agent ran in another harness; nothing was written"},
+)
 def reset(run_id: uuid.UUID):
     """Enqueue a new run on the same environment version: {"mode": "new_workspace" | "new_world"} → 202."""
     require_role("member")

@@ -1,0 +1,122 @@
+/* AgentForge form behaviour (loaded by base.html; no inline script, see web/security.py's CSP).
+ *
+ * 1. A form that writes (method post) disables its submit buttons while its request is in flight, so a double
+ *    click sends one POST; the server refuses a repeated submission key anyway (commands.runs.queue_once).
+ * 2. A filter form whose results htmx pushes to the URL (method get, hx-push-url) shows what the URL says after
+ *    Back/Forward: its fields are set from location.search when htmx restores a page or the browser shows one.
+ * 3. Arrowing through such a form's select updates the results but adds one history entry, not one per key:
+ *    the first keyboard change pushes the URL, the next ones replace it, until focus or the pointer moves on.
+ */
+(function () {
+  "use strict";
+
+  var URL_FORMS = "form[method='get'][hx-push-url]";
+  var BROWSE_KEYS = ["ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End", "PageUp", "PageDown"];
+
+  function submitButtons(form) {
+    return form.querySelectorAll("button:not([type]), button[type='submit'], input[type='submit']");
+  }
+
+  function releaseForm(form) {
+    submitButtons(form).forEach(function (button) {
+      if (button.hasAttribute("data-in-flight")) {
+        button.removeAttribute("data-in-flight");
+        button.disabled = false;
+      }
+    });
+    form.removeAttribute("aria-busy");
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement) || (form.getAttribute("method") || "get").toLowerCase() !== "post") {
+      return;
+    }
+    if (form.getAttribute("aria-busy") === "true") {
+      event.preventDefault(); // a second submit (Enter) while the first is in flight
+      event.stopImmediatePropagation();
+      return;
+    }
+    form.setAttribute("aria-busy", "true");
+    // After this event, so the submission (plain or htmx) reads the form before its buttons go disabled.
+    window.setTimeout(function () {
+      submitButtons(form).forEach(function (button) {
+        if (!button.disabled) {
+          button.setAttribute("data-in-flight", "");
+          button.disabled = true;
+        }
+      });
+    }, 0);
+  }, true);
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    var form = elt && (elt instanceof HTMLFormElement ? elt : elt.closest && elt.closest("form"));
+    var xhr = event.detail && event.detail.xhr;
+    if (!form) return;
+    if (xhr && xhr.getResponseHeader("HX-Redirect")) return; // the browser is leaving for the new page
+    releaseForm(form);
+  });
+
+  function urlForms() {
+    return document.querySelectorAll(URL_FORMS);
+  }
+
+  /* Set every named field of the URL-mirroring forms from location.search (absent → empty / first option). */
+  function reflectUrl() {
+    var params = new URLSearchParams(window.location.search);
+    urlForms().forEach(function (form) {
+      Array.prototype.forEach.call(form.elements, function (field) {
+        if (!field.name || field.type === "submit" || field.type === "button") return;
+        var value = params.get(field.name) || "";
+        if (field.tagName === "SELECT") {
+          var match = Array.prototype.find.call(field.options, function (o) { return o.value === value; });
+          if (match) field.value = value; else field.selectedIndex = 0;
+        } else if (field.type === "checkbox" || field.type === "radio") {
+          field.checked = params.getAll(field.name).indexOf(field.value) !== -1;
+        } else if (field.type !== "hidden") {
+          field.value = value;
+        }
+      });
+    });
+  }
+
+  document.addEventListener("htmx:historyRestore", reflectUrl);
+  window.addEventListener("popstate", function () { window.setTimeout(reflectUrl, 0); });
+  window.addEventListener("pageshow", function () {
+    document.querySelectorAll("form[aria-busy='true']").forEach(releaseForm); // shown again from the back cache
+    reflectUrl();
+  });
+
+  /* Keyboard browsing of a select in a URL-mirroring form: push once, then replace. The state is kept by the
+   * select's name, as htmx swaps the form (and the select with it) after every change. */
+  var browsing = null; // {name, pushed} while arrow keys move through one select
+
+  document.addEventListener("keydown", function (event) {
+    var select = event.target;
+    if (!(select instanceof HTMLSelectElement)) return;
+    if (BROWSE_KEYS.indexOf(event.key) === -1) { browsing = null; return; }
+    if (!browsing || browsing.name !== select.name) browsing = { name: select.name, pushed: false };
+  }, true);
+
+  document.addEventListener("focusin", function (event) {
+    if (browsing && !(event.target instanceof HTMLSelectElement && event.target.name === browsing.name)) browsing = null;
+  });
+  document.addEventListener("pointerdown", function () { browsing = null; }, true);
+
+  /* htmx hands over the history update before making it (detail.history: {type, path}): a keyboard change of the
+   * select that already pushed an entry replaces it instead. The filter forms use hx-sync="this:replace", so a
+   * request overtaken by a newer key press is aborted and never reaches the history. */
+  document.addEventListener("htmx:beforeHistoryUpdate", function (event) {
+    var detail = event.detail || {};
+    var config = detail.requestConfig || {};
+    var form = config.elt;
+    if (!detail.history || detail.history.type !== "push" || !(form instanceof HTMLFormElement) || !form.matches(URL_FORMS)) {
+      return;
+    }
+    var trigger = config.triggeringEvent;
+    var name = trigger && trigger.type === "change" && trigger.target instanceof HTMLSelectElement ? trigger.target.name : null;
+    if (!browsing || name !== browsing.name) return;
+    if (browsing.pushed) detail.history.type = "replace"; else browsing.pushed = true;
+  });
+})();
