@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from domain.outcome import EXPLANATIONS_KEY, VERIFIER_EXPLANATION
 from domain.trajectory import structured
 from queries.filters import FAILED_RANK, Conditions, TrialFilters
 from queries.runs import stages_of
@@ -45,6 +46,12 @@ class TrialDetail:
     previous_id: uuid.UUID | None
     next_id: uuid.UUID | None
     run_number: int  # the `#n` of the run's label: its sequence number within the environment version
+    explanations: dict[str, str]  # what the verifier said: stage key → words, "verifier" → on the whole trial
+
+    @property
+    def verdict(self) -> str | None:
+        """The verifier's words on the trial as a whole (Harbor: its output), when it gave any."""
+        return self.explanations.get(VERIFIER_EXPLANATION)
 
     @property
     def download_name(self) -> str:
@@ -109,7 +116,16 @@ def trial_detail(session: Session, trial_id: uuid.UUID) -> TrialDetail | None:
         row.previous_id,
         row.next_id,
         row.sequence_number,
+        explained(row.metrics),
     )
+
+
+def explained(metrics: dict[str, Any] | None) -> dict[str, str]:
+    """The verifier's explanations kept in a trial's metrics (stage key or "verifier" → text); {} when none."""
+    said = (metrics or {}).get(EXPLANATIONS_KEY)
+    if not isinstance(said, dict):
+        return {}
+    return {key: text for key, text in said.items() if isinstance(key, str) and isinstance(text, str)}
 
 
 TrialSort = Literal[

@@ -208,6 +208,11 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox)
             started_at=started,
             task=task.text,
         )
+    try:
+        explanations = {key: text for key, text in env.explain().items() if key in stages}
+    except Exception as error:  # the words are a courtesy: a verifier that cannot give them still scored
+        explanations = {}
+        log.append(f"the verifier could not explain its scores: {type(error).__name__}: {error}")
     reward = round(sum(stages.values()) / len(stages), 6)
     if reward == 1:
         status: TrialStatus
@@ -224,4 +229,5 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox)
         log=truncate_keep_end(full_log, LOG_CAP_CHARS, "log"),
         started_at=started,
         task=task.text,
+        explanations=explanations,
     )
