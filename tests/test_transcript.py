@@ -270,3 +270,13 @@ def test_the_verifier_says_what_it_found_beside_each_stage(page, database, catal
 def test_a_trial_without_explanations_says_so(page, database, catalog):
     body = page.get(f"/trials/{record(database, catalog, outcome([]))}").text
     assert "no explanation given" in body and "The verifier&#39;s output" not in body
+
+
+def test_a_search_match_inside_a_group_of_repeats_opens_the_group_and_marks_its_steps(page, database, catalog):
+    trial = record(database, catalog, outcome(twelve_steps()))
+    body = page.get(f"/trials/{trial}?q=Sprocket").text
+    assert '<a href="#step-2">first match at step 2</a> (9 matching steps)' in body
+    group = re.search(r'<li class="step-group" id="steps-2-10">.*?</details>\s*</li>', body, re.S).group()
+    assert '<details class="repeats" open>' in group
+    assert 'class="step match first-match" id="step-2"' in group and group.count("<mark>Sprocket</mark>") == 9
+    assert '<details class="repeats">' in page.get(f"/trials/{trial}?q=restocked").text  # no match inside: closed
