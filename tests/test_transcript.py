@@ -105,6 +105,9 @@ def test_a_fold_never_hides_less_than_it_shows():
     words = " ".join(f"word{n}" for n in range(600))  # one long line: cut at a space, never inside a word
     shown, rest = fold(words)
     assert shown.endswith(" ") and not rest.startswith(" ") and rest.startswith("word")
+    minified = json.dumps([{"sku": f"SKU-{n}", "stock": n} for n in range(200)], separators=(",", ":"))[:4000]
+    shown, rest = fold(minified)  # no spaces (and cut short, so no tree): cut after a comma, between two values
+    assert shown.endswith(",") and rest.startswith("{") and len(shown) <= 800
     rng = random.Random(18)
     for _ in range(500):
         text = "".join(rng.choice("ab \n") for _ in range(rng.randint(0, 3000)))

@@ -42,8 +42,8 @@ class Text:
 
 def fold(text: str, lines: int = FOLD_LINES, chars: int = FOLD_CHARS) -> tuple[str, str]:
     """`text` split into what shows and what a fold hides: the first `lines` lines (held to about `chars`
-    characters, cut at a line end or a space, never inside a word when one is near), folded only when the hidden
-    part is at least as long as the shown part; else ("text", "")."""
+    characters, cut at a line end, a space or a comma, never inside a word when one is near), folded only when
+    the hidden part is at least as long as the shown part; else (`text`, "")."""
     cut = 0
     for _ in range(lines):
         end = text.find("\n", cut)
@@ -52,7 +52,7 @@ def fold(text: str, lines: int = FOLD_LINES, chars: int = FOLD_CHARS) -> tuple[s
             break
         cut = end + 1
     if cut > chars:
-        space = max(text.rfind("\n", 0, chars), text.rfind(" ", 0, chars))
+        space = max(text.rfind(mark, 0, chars) for mark in "\n ,;")  # minified JSON: after a comma
         cut = space + 1 if space >= chars // 2 else chars
     shown, rest = text[:cut], text[cut:]
     if not rest or len(rest) < len(shown):
@@ -114,7 +114,7 @@ class StepView:
 
 @dataclass(frozen=True)
 class Repeats:
-    """Identical consecutive calls shown as one entry ("list_inventory × 9" on the page)."""  # noqa: RUF002
+    """Identical consecutive calls shown as one entry: "list_inventory x 9" (with a multiplication sign)."""
 
     steps: list[StepView]
     same_results: bool
