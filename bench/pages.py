@@ -189,7 +189,7 @@ NAIVE = {
     "/partial-rewards/versions/<id>": """
         SELECT m.key, count(*), count(*) FILTER (WHERE m.value::float8 = 1), avg(m.value::float8)
         FROM evaluation_trials t CROSS JOIN LATERAL jsonb_each_text(t.metrics) m
-        WHERE t.environment_version_id = :version GROUP BY 1""",
+        WHERE t.environment_version_id = :version AND m.key LIKE 'stage\\_%' GROUP BY 1""",
 }
 
 

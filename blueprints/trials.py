@@ -6,16 +6,25 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from flask import Blueprint, abort, url_for
+from flask import Blueprint, Response, abort, url_for
 
 from blueprints.api import ApiError
+from blueprints.api.rollouts import PRIVATE
 from blueprints.api.schemas import TrialListQuery, validated
 from db import request_session
 from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
-from queries.trials import ExplorerChoices, UnknownCursor, explorer_choices, list_trials, trial_detail
+from queries.trials import (
+    ExplorerChoices,
+    UnknownCursor,
+    explorer_choices,
+    list_trials,
+    trajectory_file,
+    trial_detail,
+)
 from queries.usage import step_usage
 from web.htmx import render
 from web.params import given_args, query_text
+from web.transcript import log_view, transcript
 from web.urls import export_links
 
 bp = Blueprint("trials", __name__)
@@ -120,7 +129,8 @@ def chips(args: dict[str, str], choices: ExplorerChoices) -> list[Chip]:
 
 @bp.get("/trials/<uuid:trial_id>")
 def show(trial_id: uuid.UUID):
-    """One trial: steps (tool, command, observation), log, reward, stages, artifact, previous/next trial.
+    """One trial: its transcript (an outline beside the steps, repeats grouped, long texts folded, JSON as
+    trees), log (its end, the cut said at the top), reward, stages, artifact, previous/next trial.
 
     With `q` (a search), the steps, task and log that match have their matches marked and the page links its
     first matching step (#step-N, where search results already point).
@@ -131,7 +141,28 @@ def show(trial_id: uuid.UUID):
         abort(404, description=f"No trial {trial_id} in this organization.")
     q = query_text("q", SEARCH_QUERY_CHARS)
     marks = trial_marks(session, trial_id, q)
-    return render("trials/show.html", trial=detail, usage=step_usage(detail.steps), q=q, marks=marks)
+    return render(
+        "trials/show.html",
+        trial=detail,
+        usage=step_usage(detail.steps),
+        q=q,
+        marks=marks,
+        transcript=transcript(detail.steps),
+        log=log_view(detail.log),
+    )
+
+
+@bp.get("/trials/<uuid:trial_id>/trajectory.json")
+def trajectory(trial_id: uuid.UUID):
+    """The trial's stored trajectory document, downloaded as `<environment>-v<N>-run-<n>-trial-<n>-trajectory.json`."""
+    found = trajectory_file(request_session(), trial_id)
+    if found is None:
+        abort(404, description=f"No trajectory for trial {trial_id} in this organization.")
+    return Response(
+        found.body,
+        mimetype=found.content_type,
+        headers={**PRIVATE, "Content-Disposition": f'attachment; filename="{found.download_name}"'},
+    )
 
 
 @bp.get("/trials")

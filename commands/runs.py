@@ -288,7 +288,7 @@ def record_trial(
         "status": outcome.status,
         "reward": outcome.reward,
         "category": storable(outcome.failure_category),
-        "metrics": json.dumps(outcome.stages),
+        "metrics": json.dumps(storable(outcome.metrics()), ensure_ascii=False),
         "log": log,
         "task": task,
         "steps": json.dumps(steps, ensure_ascii=False),

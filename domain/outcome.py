@@ -17,6 +17,9 @@ from domain.vocabulary import TrialStatus
 
 LOG_CAP_CHARS = 16 * 1024
 OBSERVATION_CAP_CHARS = 4 * 1024
+EXPLANATION_CAP_CHARS = 2 * 1024  # what a verifier says of one stage (or of the trial), the end kept
+EXPLANATIONS_KEY = "explanations"  # where a trial's metrics keep them, beside its stage_* values
+VERIFIER_EXPLANATION = "verifier"  # the explanation of the trial as a whole (Harbor's verifier output)
 
 
 def truncate(text: str, cap: int, what: str) -> str:
@@ -52,6 +55,18 @@ class TrialOutcome:
         default_factory=list
     )  # what the agent was offered: name, description, inputSchema
     finished_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # What the verifier said: stage key → its words on that stage, VERIFIER_EXPLANATION → on the trial as a whole.
+    explanations: dict[str, str] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, Any]:
+        """The trial's stored metrics: the stage_* values and, when the verifier explained any, its explanations
+        (each held to EXPLANATION_CAP_CHARS, its end kept)."""
+        said = {
+            key: truncate_keep_end(text, EXPLANATION_CAP_CHARS, "explanation")
+            for key, text in self.explanations.items()
+            if isinstance(key, str) and isinstance(text, str) and text.strip()
+        }
+        return {**self.stages, **({EXPLANATIONS_KEY: said} if said else {})}
 
     def artifact_document(self) -> dict[str, Any]:
         """Return trial-{n}-trajectory.json: schemaVersion, the truncated log, the steps as a JSON string."""

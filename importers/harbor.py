@@ -25,7 +25,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from domain.outcome import LOG_CAP_CHARS, truncate
+from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, truncate
 from domain.vocabulary import MAX_ATTEMPTS
 from importers.ingest import IngestError, ParsedTrial, parse_trial
 
@@ -195,6 +195,13 @@ def _log(files: HarborFiles, trial_dir: Path, result: dict[str, Any]) -> str:
     return "\n".join(f"== {name} ==\n{text.rstrip()}" for name, text in sections if text.strip())
 
 
+def _verifier_output(files: HarborFiles, trial_dir: Path) -> dict[str, str]:
+    """What the verifier printed (verifier/test-stdout.txt, its end), as the trial's explanation beside its stages."""
+    stdout = trial_dir / "verifier" / "test-stdout.txt"
+    text = files.read_log(stdout).strip() if files.exists(stdout) else ""
+    return {VERIFIER_EXPLANATION: text} if text else {}
+
+
 def _unit(value: float) -> float:
     """A reward or stage value held to 0..1 (Harbor's verifiers may write any number)."""
     return min(1.0, max(0.0, float(value)))
@@ -256,6 +263,7 @@ def harbor_line(
         "stages": stages,
         "failureCategory": category,
         "log": _log(files, trial_dir, result),
+        "explanations": _verifier_output(files, trial_dir),
         "task": _instruction(result, trajectory, _task_roots(files.job, config, tasks)),
         "agent": f"{agent.get('name', 'harbor-agent')}{f' ({model})' if model else ''}"[:200],
         "trajectory": trajectory,

@@ -27,7 +27,7 @@ from commands.environments import (
 )
 from commands.runs import bump_version_stats, complete_run, record_trial
 from domain.errors import SpecError
-from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
+from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, TrialOutcome, truncate_keep_end
 from domain.specs import validate_spec
 from domain.trajectory import Content, command_text, step, structured
 from models.base import new_id
@@ -77,6 +77,8 @@ class IngestTrial(BaseModel):
     seed: int = Field(default=0, ge=-(2**31), lt=2**31)
     agent: str = Field(default="imported", min_length=1, max_length=200)
     trajectory: dict[str, Any] | list[Any] | None = None
+    # What the verifier said: a stage key → its words on that stage, "verifier" → on the trial as a whole
+    explanations: dict[str, str] = Field(default_factory=dict)
     startedAt: datetime | None = None  # when the trial ran (ISO 8601; without a zone: UTC); default: the import
     finishedAt: datetime | None = None
 
@@ -84,6 +86,14 @@ class IngestTrial(BaseModel):
     @classmethod
     def _utc(cls, moment: datetime | None) -> datetime | None:
         return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+    @field_validator("explanations")
+    @classmethod
+    def _explained_keys(cls, explanations: dict[str, str]) -> dict[str, str]:
+        for key in explanations:
+            if not (key.startswith("stage_") or key == VERIFIER_EXPLANATION) or len(key) > 100:
+                raise ValueError(f"explanations are keyed by a stage_* key or {VERIFIER_EXPLANATION!r}, not {key!r}")
+        return explanations
 
     @field_validator("stages")
     @classmethod
@@ -279,6 +289,7 @@ def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> In
                 started_at=trial.startedAt or datetime.now(UTC),
                 finished_at=trial.finishedAt or trial.startedAt or datetime.now(UTC),
                 task=parsed.task,
+                explanations=trial.explanations,
             )
             record_trial(
                 session,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,6 +11,7 @@ from typing import Any, Literal, get_args
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from domain.outcome import EXPLANATIONS_KEY, VERIFIER_EXPLANATION
 from domain.trajectory import structured
 from queries.filters import FAILED_RANK, Conditions, TrialFilters
 from queries.runs import stages_of
@@ -43,6 +45,26 @@ class TrialDetail:
     finished_at: datetime | None
     previous_id: uuid.UUID | None
     next_id: uuid.UUID | None
+    run_number: int  # the `#n` of the run's label: its sequence number within the environment version
+    explanations: dict[str, str]  # what the verifier said: stage key → words, "verifier" → on the whole trial
+
+    @property
+    def verdict(self) -> str | None:
+        """The verifier's words on the trial as a whole (Harbor: its output), when it gave any."""
+        return self.explanations.get(VERIFIER_EXPLANATION)
+
+    @property
+    def download_name(self) -> str:
+        """The name the trial page downloads the trajectory under (see download_name)."""
+        return download_name(self.environment_name, self.version, self.run_number, self.trial_number)
+
+
+def download_name(environment: str, version: int, run_number: int, trial_number: int) -> str:
+    """A trajectory's name when downloaded from the trial page: `admin-console-v2-run-3-trial-1-trajectory.json`
+    (environment, version, the run's `#n`, the trial); the stored artifact keeps the seed's `trial-{n}-trajectory.json`.
+    """
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", environment).strip("-.") or "environment"
+    return f"{safe}-v{version}-run-{run_number}-trial-{trial_number}-trajectory.json"
 
 
 TRIAL = text(
@@ -55,7 +77,7 @@ TRIAL = text(
             ORDER BY p.trial_number DESC LIMIT 1) AS previous_id,
            (SELECT n.id FROM evaluation_trials n WHERE n.organization_id = t.organization_id
               AND n.evaluation_run_id = t.evaluation_run_id AND n.trial_number > t.trial_number
-            ORDER BY n.trial_number LIMIT 1) AS next_id
+            ORDER BY n.trial_number LIMIT 1) AS next_id, er.sequence_number
     FROM evaluation_trials t
     JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
     JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
@@ -93,7 +115,17 @@ def trial_detail(session: Session, trial_id: uuid.UUID) -> TrialDetail | None:
         row.finished_at,
         row.previous_id,
         row.next_id,
+        row.sequence_number,
+        explained(row.metrics),
     )
+
+
+def explained(metrics: dict[str, Any] | None) -> dict[str, str]:
+    """The verifier's explanations kept in a trial's metrics (stage key or "verifier" → text); {} when none."""
+    said = (metrics or {}).get(EXPLANATIONS_KEY)
+    if not isinstance(said, dict):
+        return {}
+    return {key: text for key, text in said.items() if isinstance(key, str) and isinstance(text, str)}
 
 
 TrialSort = Literal[
@@ -278,3 +310,33 @@ def explorer_choices(session: Session) -> ExplorerChoices:
         [row.value for row in rows if row.kind == "category"],
         [row.value for row in rows if row.kind == "stage"],
     )
+
+
+@dataclass(frozen=True)
+class TrajectoryFile:
+    """A trial's stored trajectory document, with the name the trial page downloads it under."""
+
+    body: bytes
+    content_type: str
+    download_name: str
+
+
+def trajectory_file(session: Session, trial_id: uuid.UUID) -> TrajectoryFile | None:
+    """The trial's trajectory artifact and its download name, or None when the trial (in the organization) has none."""
+    row = session.execute(
+        text(
+            """
+            SELECT a.body, a.content_type, e.name, v.version, er.sequence_number, t.trial_number
+            FROM evaluation_trials t
+            JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
+            JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
+            JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+            JOIN artifacts a ON a.organization_id = t.organization_id AND a.id = t.trajectory_artifact_id
+            WHERE t.id = :id
+            """
+        ),
+        {"id": trial_id},
+    ).first()
+    if row is None:
+        return None
+    return TrajectoryFile(bytes(row.body), row.content_type, download_name(row.name, row.version, row[4], row[5]))

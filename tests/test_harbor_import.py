@@ -326,5 +326,10 @@ def test_a_multi_step_trials_per_step_rewards_become_its_stages(harbor, runner, 
             text("SELECT metrics, reward, log_excerpt FROM evaluation_trials WHERE external_id = :id"),
             {"id": f"harbor:{result['id']}"},
         ).one()
-    assert metrics == {"stage_step_1": 1.0, "stage_step_2": 0.25} and reward == 0.625
+    assert metrics == {
+        "stage_step_1": 1.0,
+        "stage_step_2": 0.25,
+        "explanations": {"verifier": "exists=1 content=1"},  # verifier/test-stdout.txt, beside the stages
+    }
+    assert reward == 0.625
     assert '== step results ==\n{"step": 1, "reward": 1.0}' in log

@@ -107,6 +107,7 @@ def test_other_orgs_ids_answer_404_on_every_page(page, world, database, make_mem
         f"/environments/{theirs.environment_id}/export",
         f"/runs/{their_run}",
         f"/trials/{their_trial}",
+        f"/trials/{their_trial}/trajectory.json",
         f"/partial-rewards/versions/{theirs.version_id}",
         f"/environments/{uuid.uuid4()}",
         f"/trials/{uuid.uuid4()}",
@@ -315,7 +316,7 @@ def test_hostile_text_is_escaped_and_long_observations_fold(page, database, memb
     body = page.get(f"/trials/{trial.id}").text
     assert "<script>alert" not in body and "<img src=x" not in body and "<b>" not in body
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in body
-    assert '<details class="observation">' in body and "(1000 characters)" in body
+    assert '<details class="fold"><summary>Show 192 more lines (960 characters)</summary>' in body  # 8 lines shown
 
 
 @contextmanager
@@ -360,7 +361,12 @@ def test_pages_issue_a_fixed_number_of_queries_whatever_the_history(page, world,
 
 def test_artifact_download_link_matches_the_stored_document(page, world, database, member):
     body = page.get(f"/trials/{world['trial']}").text
-    link = re.search(r'href="(/api/v1/artifacts/[0-9a-f-]+)" download="(trial-\d+-trajectory\.json)"', body)
+    name = "admin-console-v1-run-1-trial-1-trajectory.json"  # environment, version, the run's #n, the trial
+    link = re.search(rf'href="(/trials/[0-9a-f-]+/trajectory\.json)" download="{re.escape(name)}"', body)
     response = page.get(link.group(1))
-    assert response.headers["Content-Disposition"] == f"attachment; filename={link.group(2)}"
+    assert response.headers["Content-Disposition"] == f'attachment; filename="{name}"'
     assert json.loads(response.data)["schemaVersion"] == 1
+    stored = re.search(r'href="(/api/v1/artifacts/[0-9a-f-]+)" hx-boost="false">(trial-1-trajectory\.json)</a>', body)
+    artifact = page.get(stored.group(1))  # the artifact keeps the seed's name
+    assert artifact.headers["Content-Disposition"] == "attachment; filename=trial-1-trajectory.json"
+    assert artifact.data == response.data

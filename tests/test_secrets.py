@@ -322,6 +322,8 @@ def test_masking_rules():
     cut = f"the key is {SECRET[:9]}\n… [log truncated: 99 more characters]"
     assert masker.text(cut) == f"the key is {MASK}\n… [log truncated: 99 more characters]"
     assert masker.text(f"ends with {SECRET[:6]}") == f"ends with {MASK}"
+    kept_end = f"… [log truncated: 99 earlier characters]\n{SECRET[-9:]} was the key"  # a log keeps its end
+    assert masker.text(kept_end) == f"… [log truncated: 99 earlier characters]\n{MASK} was the key"
     assert masker.data({f"stage_{SECRET}": [SECRET, 1]}) == {f"stage_{MASK}": [MASK, 1]}
     assert secret_values({"env": {"A": "abc", "B": SECRET}}, {"env": {"C": "abcd"}}) == [SECRET, "abcd"]
     assert MIN_MASKED_LENGTH == 4

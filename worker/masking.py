@@ -6,7 +6,8 @@ field, keys included), the log, the task, the stage keys, the failure category. 
 is found raw and in the escaped forms the worker itself writes (JSON string
 escapes, with and without ensure_ascii, and Python's repr). When output was cut
 short (a truncation marker, or the end of a text), a leading piece of a secret
-left right at the cut is masked too.
+left right at the cut is masked too, and so is a trailing piece right after
+the marker of a text whose end was kept (a log).
 
 Values shorter than MIN_MASKED_LENGTH characters are not masked: "1", "on" or
 "dev" would turn every such letter or number of every observation into `***`,
@@ -33,6 +34,7 @@ MASK = "***"
 MIN_MASKED_LENGTH = 4
 UNMASKED_FIELDS = {"status"}  # the worker's own vocabulary (succeeded/failed/error), never a process's output
 CUT_MARKER = re.compile(r"\n… \[[^\]\n]*truncated")
+KEPT_END_MARKER = re.compile(r"… \[[^\]\n]*truncated: \d+ earlier characters\]\n")  # truncate_keep_end's cut
 
 
 def secret_values(*configs: dict[str, Any]) -> list[str]:
@@ -63,6 +65,11 @@ class Masker:
             key=len,
             reverse=True,
         )
+        self.suffixes = sorted(
+            {form[-n:] for value in self.values for form in _forms(value) for n in range(MIN_MASKED_LENGTH, len(form))},
+            key=len,
+            reverse=True,
+        )
 
     def text(self, text: str) -> str:
         """`text` with every secret, and any leading piece of one left at a cut, replaced by MASK."""
@@ -75,6 +82,13 @@ class Masker:
             piece = next((p for p in self.prefixes if before.endswith(p)), None)
             if piece:
                 masked = before[: -len(piece)] + MASK + masked[cut:]
+        for marker in reversed(
+            list(KEPT_END_MARKER.finditer(masked))
+        ):  # the end was kept: a secret's tail may start it
+            after = masked[marker.end() :]
+            piece = next((p for p in self.suffixes if after.startswith(p)), None)
+            if piece:
+                masked = masked[: marker.end()] + MASK + after[len(piece) :]
         return masked
 
     def data(self, value: Any) -> Any:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate
+from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
 from domain.trajectory import Content, content_text, environment_step, message_step, step, tool_step
 from domain.vocabulary import TrialStatus
 from worker import agents, environments
@@ -72,7 +72,7 @@ def run_trial(
                 failure_category="environment_error",
                 stages={},
                 steps=[],
-                log=truncate(log, LOG_CAP_CHARS, "log"),
+                log=truncate_keep_end(log, LOG_CAP_CHARS, "log"),
                 started_at=started,
             )
         try:
@@ -84,7 +84,7 @@ def run_trial(
     outcome.started_at = started
     outcome.tools = outcome.tools or env.tools()
     if side_output:
-        outcome.log = truncate(f"{outcome.log}\nserver stderr:\n{side_output}", LOG_CAP_CHARS, "log")
+        outcome.log = truncate_keep_end(f"{outcome.log}\nserver stderr:\n{side_output}", LOG_CAP_CHARS, "log")
     return outcome
 
 
@@ -108,7 +108,7 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox,
             failure_category=category if category in ("resource_limit", "timeout") else "environment_error",
             stages={},
             steps=list(env.preamble),
-            log=truncate("\n".join(log), LOG_CAP_CHARS, "log"),
+            log=truncate_keep_end("\n".join(log), LOG_CAP_CHARS, "log"),
             started_at=started,
         )
     deadline = time.monotonic() + timeout_s
@@ -209,10 +209,15 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox,
             failure_category="environment_error" if ended == "finished" else ended,
             stages={},
             steps=steps,
-            log=truncate("\n".join(log), LOG_CAP_CHARS, "log"),
+            log=truncate_keep_end("\n".join(log), LOG_CAP_CHARS, "log"),
             started_at=started,
             task=task.text,
         )
+    try:
+        explanations = {key: text for key, text in env.explain().items() if key in stages}
+    except Exception as error:  # the words are a courtesy: a verifier that cannot give them still scored
+        explanations = {}
+        log.append(f"the verifier could not explain its scores: {type(error).__name__}: {error}")
     reward = round(sum(stages.values()) / len(stages), 6)
     if reward == 1:
         status: TrialStatus
@@ -226,7 +231,8 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox,
         failure_category=category,
         stages=stages,
         steps=steps,
-        log=truncate(full_log, LOG_CAP_CHARS, "log"),
+        log=truncate_keep_end(full_log, LOG_CAP_CHARS, "log"),
         started_at=started,
         task=task.text,
+        explanations=explanations,
     )

@@ -188,6 +188,23 @@ class AdminConsole(Environment):
         checkout = 1.0 if any(o.placed for o in exact) else 0.0
         return {"stage_inventory": inventory, "stage_order": order, "stage_checkout": checkout}
 
+    def explain(self) -> dict[str, str]:
+        """Each stage's verdict in words: what the goal was and what the final state holds."""
+        goal, world = self.goal, self.world
+        restocked = ", ".join(f"{sku} by {n}" for sku, n in sorted(world.restocked.items())) or "nothing"
+        orders = self._orders_for_goal()
+        quantities = ", ".join(f"{o.id} of {o.quantity}{' (placed)' if o.placed else ''}" for o in orders) or "none"
+        return {
+            "stage_inventory": f"goal: restock {goal['sku']} by {goal['restock']} and nothing else; "
+            f"restocked: {restocked}",
+            "stage_order": f"goal: an order of {goal['quantity']} {goal['sku']} for {goal['customer_id']}; "
+            f"orders of it for that customer: {quantities}",
+            "stage_checkout": "the exact order was placed"
+            if any(o.placed and o.quantity == goal["quantity"] for o in orders)
+            else f"no order of {goal['quantity']} {goal['sku']} for {goal['customer_id']} was placed"
+            + (f" ({world.failed_checkouts} checkout refused)" if world.failed_checkouts else ""),
+        }
+
     def diagnose(self) -> str:
         """wrong_item, wrong_quantity, insufficient_stock, tool_error or gave_up, from the final state."""
         goal, world = self.goal, self.world

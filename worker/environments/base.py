@@ -76,6 +76,11 @@ class Environment(ABC):
     def diagnose(self) -> str:
         """Name what went wrong in an episode that ended normally but did not fully succeed."""
 
+    def explain(self) -> dict[str, str]:
+        """What the verifier says of each stage it scored (stage key → a sentence), asked after `score`; none by
+        default."""
+        return {}
+
     def call(self, tool: str, args: dict[str, Any]) -> str:
         """Run one tool call and return its observation; raise ToolError for a call the world refuses."""
         handler = getattr(self, f"tool_{tool}", None) if tool in {t.name for t in self.tool_specs} else None

@@ -66,7 +66,12 @@ def build_server(world_seed: int, params: dict | None = None) -> MCPServer:
         stages = console.score()
         passed = all(value == 1 for value in stages.values())
         return json.dumps(
-            {**stages, "failure_category": None if passed else console.diagnose(), "log": "\n".join(console.log)}
+            {
+                **stages,
+                "failure_category": None if passed else console.diagnose(),
+                "log": "\n".join(console.log),
+                "explanations": console.explain(),
+            }
         )
 
     return server

@@ -7,7 +7,8 @@ AGENTFORGE_WORLD_SEED set (a fresh process per trial: new_workspace keeps the se
 initializes and lists the tools within the start-up budget (not the agent's), hands the tools to the agent with their
 input schemas as the server sent them, forwards each call (its content parts kept in order), then scores with the
 verifier tool (hidden from the agent) or a command, in the same workspace, that prints a JSON object of stage_*
-values. The handshake is recorded as environment steps filed under "mcp", each call under its real tool name.
+values (and optionally "failure_category", "log", and "explanations": {stage_*: what it found}). The handshake
+is recorded as environment steps filed under "mcp", each call under its real tool name.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class MCPEnvironment:
         self.preamble: list[dict[str, Any]] = []
         self.deadline: float | None = None
         self.failure_category: str | None = None
+        self.explanations: dict[str, str] = {}
         self.tool_list: list[dict[str, Any]] = []
         self.world_seed = 0
         self._contexts: list[Any] = []
@@ -268,12 +270,22 @@ class MCPEnvironment:
         if not isinstance(values, dict):
             raise ValueError("the verifier did not print a JSON object")
         self.failure_category = values.get("failure_category")
+        said = values.get("explanations")
+        self.explanations = (
+            {k: str(v) for k, v in said.items() if isinstance(k, str) and isinstance(v, str)}
+            if isinstance(said, dict)
+            else {}
+        )
         if values.get("log"):
             self.log.extend(str(values["log"]).splitlines())
         stages = {k: float(v) for k, v in values.items() if k.startswith("stage_")}
         if not stages or not all(0 <= v <= 1 for v in stages.values()):
             raise ValueError("the verifier gave no stage_* values between 0 and 1")
         return stages
+
+    def explain(self) -> dict[str, str]:
+        """The verifier's `explanations` (stage key → text), when it printed any."""
+        return self.explanations
 
     def diagnose(self) -> str:
         """The verifier's failure category, or task_incomplete."""

@@ -137,6 +137,20 @@ class SupportDesk(Environment):
             "stage_reply": 1.0 if any(goal["reference"] in r for r in replied) else 0.5 if replied else 0.0,
         }
 
+    def explain(self) -> dict[str, str]:
+        """Each stage's verdict in words: what the goal was and what the ticket holds."""
+        goal = self.goal
+        ticket = self.tickets[goal["ticket_id"]]
+        replies = [r for r in ticket.replies if r.strip()]
+        quoted = any(goal["reference"] in r for r in replies)
+        return {
+            "stage_triage": f"goal: priority {goal['priority']} on {ticket.id}; it is {ticket.priority}",
+            "stage_routing": f"goal: {ticket.id} assigned to {goal['team']}; it is with {ticket.team or 'no team'}",
+            "stage_reply": f"a reply quoting {goal['reference']} was sent"
+            if quoted
+            else f"{len(replies)} repl{'y' if len(replies) == 1 else 'ies'} sent, none quoting {goal['reference']}",
+        }
+
     def diagnose(self) -> str:
         """wrong_ticket, wrong_priority, wrong_team, missing_reference, tool_error or gave_up."""
         goal = self.goal

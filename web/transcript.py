@@ -1,0 +1,274 @@
+"""The trial page's transcript: steps shaped for reading (folds, JSON trees, grouped repeats, the log's cut).
+
+Pure functions over the stored steps (domain/trajectory.py's structured form); the template renders what they
+return. Nothing here drops text: a fold keeps the rest one click away, a JSON tree keeps the raw text beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from domain.trajectory import command_text, content_text
+
+FOLD_LINES = 8  # a folded text shows this many lines…
+FOLD_CHARS = 800  # …and never more than about this many characters of them
+JSON_TREE_MIN_CHARS = 80  # shorter JSON reads fine as it is
+JSON_TREE_OPEN_DEPTH = 2  # objects and arrays nested deeper start closed
+MIN_REPEATS = 3  # this many identical consecutive calls or more become one group
+HANDSHAKE_TOOLS = {"mcp": "MCP server", "model": "agent harness"}  # environment steps' tools, as the page names them
+
+
+@dataclass(frozen=True)
+class Text:
+    """A text as the transcript shows it: `shown`, then `rest` behind a fold ("" when nothing is folded), and
+    the parsed JSON when the text is a JSON object or array worth a tree."""
+
+    text: str
+    shown: str
+    rest: str = ""
+    tree: Any = None
+
+    @property
+    def rest_lines(self) -> int:
+        return self.rest.count("\n") + (0 if self.rest.endswith("\n") else 1) if self.rest else 0
+
+    @property
+    def is_tree(self) -> bool:
+        return self.tree is not None
+
+
+def fold(text: str, lines: int = FOLD_LINES, chars: int = FOLD_CHARS) -> tuple[str, str]:
+    """`text` split into what shows and what a fold hides: the first `lines` lines (held to about `chars`
+    characters, cut at a line end, a space or a comma, never inside a word when one is near), folded only when
+    the hidden part is at least as long as the shown part; else (`text`, "")."""
+    cut = 0
+    for _ in range(lines):
+        end = text.find("\n", cut)
+        if end == -1:
+            cut = len(text)
+            break
+        cut = end + 1
+    if cut > chars:
+        space = max(text.rfind(mark, 0, chars) for mark in "\n ,;")  # minified JSON: after a comma
+        cut = space + 1 if space >= chars // 2 else chars
+    shown, rest = text[:cut], text[cut:]
+    if not rest or len(rest) < len(shown):
+        return text, ""
+    return shown, rest
+
+
+def json_tree(text: str) -> Any:
+    """The parsed JSON object or array `text` holds (when long enough to be worth a tree), else None."""
+    stripped = text.strip()
+    if len(stripped) < JSON_TREE_MIN_CHARS or stripped[:1] not in ("{", "[") or stripped[-1:] not in ("}", "]"):
+        return None
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict | list) and value else None
+
+
+def readable(text: str) -> Text:
+    """A text as the transcript shows it: a JSON tree, or folded to a few lines when long."""
+    tree = json_tree(text)
+    if tree is not None:
+        return Text(text, text, tree=tree)
+    shown, rest = fold(text)
+    return Text(text, shown, rest)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call of a step: its name, the call as text, and its result (when one came back)."""
+
+    name: str
+    command: str
+    result: Text | None
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One step: who acted, under what name, what it said and thought, its calls with their results."""
+
+    number: int
+    source: str
+    name: str | None
+    record: dict[str, Any]
+    message: Text | None
+    reasoning: Text | None
+    calls: list[Call]
+    results: list[Text]  # results no call claims (an environment's handshake, a harness's note)
+    duration_ms: float | None
+    latency_ms: float | None
+    tokens: dict[str, Any] | None
+    signature: str | None  # the calls, as compared to find repeats; None for a step that called nothing
+
+    @property
+    def anchor(self) -> str:
+        return f"step-{self.number}"
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """Identical consecutive calls shown as one entry: "list_inventory x 9" (with a multiplication sign)."""
+
+    steps: list[StepView]
+    same_results: bool
+
+    @property
+    def name(self) -> str:
+        return self.steps[0].name or "call"
+
+    @property
+    def first(self) -> int:
+        return self.steps[0].number
+
+    @property
+    def last(self) -> int:
+        return self.steps[-1].number
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The steps in order, identical consecutive calls grouped."""
+
+    entries: list[StepView | Repeats] = field(default_factory=list)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _message_text(message: Any) -> str:
+    if isinstance(message, str):
+        return message
+    if isinstance(message, list):
+        return "\n".join(str(part.get("text")) for part in message if isinstance(part, dict) and part.get("text"))
+    return ""
+
+
+def step_name(record: dict[str, Any]) -> str | None:
+    """The name a step is shown under: its calls' real tool names (not "mcp"), an environment step's command
+    (`initialize`, `tools/list`), else its tool; None for a step that called nothing."""
+    calls = [call for call in record.get("toolCalls") or [] if isinstance(call, dict) and call.get("name")]
+    if calls:
+        return ", ".join(dict.fromkeys(str(call["name"]) for call in calls))
+    tool, command = record.get("tool"), record.get("command") or ""
+    if tool in HANDSHAKE_TOOLS and command:
+        return command.split(" ", 1)[0]
+    return str(tool) if tool else None
+
+
+def _calls(record: dict[str, Any]) -> tuple[list[Call], list[Text]]:
+    calls = [call for call in record.get("toolCalls") or [] if isinstance(call, dict)]
+    results = [result for result in record.get("results") or [] if isinstance(result, dict)]
+    if not calls:
+        if results:
+            return [], [readable(content_text(result.get("content"))) for result in results]
+        observation = record.get("observation")
+        return [], [readable(observation)] if isinstance(observation, str) and observation else []
+    by_id = {result.get("callId"): result for result in results if result.get("callId") is not None}
+    claimed: set[int] = set()
+    shaped = []
+    for call in calls:
+        name = str(call.get("name") or record.get("tool") or "call")
+        arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+        command = record.get("command") if len(calls) == 1 and record.get("command") else None
+        result = by_id.get(call.get("id")) if call.get("id") is not None else None
+        if result is None and len(calls) == 1 and len(results) == 1 and results[0].get("callId") is None:
+            result = results[0]  # one call and one unlinked result: they belong together
+        if result is not None:
+            claimed.add(id(result))
+        shaped.append(
+            Call(
+                name,
+                command or command_text(name, arguments or {}),
+                readable(content_text(result.get("content"))) if result is not None else None,
+            )
+        )
+    rest = [readable(content_text(result.get("content"))) for result in results if id(result) not in claimed]
+    if not results and isinstance(record.get("observation"), str) and record["observation"]:
+        rest = [readable(record["observation"])]
+    return shaped, rest
+
+
+def step_view(record: dict[str, Any]) -> StepView:
+    """One stored step shaped for the transcript."""
+    calls, results = _calls(record)
+    message = _message_text(record.get("message"))
+    reasoning = record.get("reasoning") if isinstance(record.get("reasoning"), str) else ""
+    tokens = record.get("tokens") if isinstance(record.get("tokens"), dict) else None
+    signature = None
+    if calls:
+        called = [c for c in record.get("toolCalls") or [] if isinstance(c, dict)]
+        signature = json.dumps(
+            [(c.get("name"), c.get("arguments")) for c in called], sort_keys=True, ensure_ascii=False, default=str
+        )
+    return StepView(
+        number=int(record.get("step") or 0),
+        source=str(record.get("source") or "agent"),
+        name=step_name(record),
+        record=record,
+        message=readable(message) if message else None,
+        reasoning=readable(reasoning) if reasoning else None,
+        calls=calls,
+        results=results,
+        duration_ms=_number(record.get("durationMs")),
+        latency_ms=_number(record.get("latencyMs")),
+        tokens=tokens,
+        signature=signature,
+    )
+
+
+def transcript(steps: list[dict[str, Any]], min_repeats: int = MIN_REPEATS) -> Transcript:
+    """The steps shaped for reading, each run of `min_repeats` or more identical consecutive calls grouped."""
+    views = [step_view(record) for record in steps]
+    entries: list[StepView | Repeats] = []
+    index = 0
+    while index < len(views):
+        view = views[index]
+        end = index + 1
+        while view.signature is not None and end < len(views) and views[end].signature == view.signature:
+            end += 1
+        if end - index >= min_repeats:
+            run = views[index:end]
+            outputs = {tuple(call.result.text if call.result else None for call in v.calls) for v in run}
+            entries.append(Repeats(run, len(outputs) == 1))
+        else:
+            entries.extend(views[index:end])
+        index = end
+    return Transcript(entries)
+
+
+# The log's cut, as domain.outcome writes it: at the top when the end was kept, at the bottom when the start was.
+_CUT_TOP = re.compile(r"\A… \[log truncated: (\d+) earlier characters\]\n")
+_CUT_BOTTOM = re.compile(r"\n… \[log truncated: (\d+) more characters\]\Z")
+
+
+@dataclass(frozen=True)
+class Log:
+    """The stored log without its truncation marker, and what the page says about the cut above it."""
+
+    text: str
+    cut_note: str | None
+
+
+def _size(characters: int) -> str:
+    return f"{round(characters / 1024)} KB" if characters >= 1024 else f"{characters} characters"
+
+
+def log_view(log: str | None) -> Log:
+    """The log with its cut said in words at the top: "first 48 KB omitted" (or, for logs recorded before the
+    end was kept, "last 3 KB omitted")."""
+    log = log or ""
+    if match := _CUT_TOP.match(log):
+        return Log(log[match.end() :], f"first {_size(int(match.group(1)))} omitted; the end of the log is shown")
+    if match := _CUT_BOTTOM.search(log):
+        return Log(
+            log[: match.start()], f"last {_size(int(match.group(1)))} omitted (recorded before the end was kept)"
+        )
+    return Log(log, None)
