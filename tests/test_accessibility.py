@@ -15,6 +15,8 @@ Screenshots of every check go to test-output/screenshots/a11y-<page>-<width>-<sc
 from __future__ import annotations
 
 import json
+import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,14 +25,14 @@ from sqlalchemy import text
 
 from commands.accounts import add_membership, create_organization, create_user
 from commands.invitations import invite
-from commands.runs import enqueue_run
+from commands.runs import complete_run, enqueue_run, record_trial, trial_seed
 from commands.tokens import create_token
 from domain.outcome import TrialOutcome
 from domain.trajectory import message_step, tool_step
-from models import EnvironmentVersion, EvaluatorConfig
+from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.browser_support import BROWSER_MARKS, chromium, log_in, serve, shot
 from tests.conftest import PASSWORD, empty_tables
-from tests.factories import finish_run, finish_runs, make_catalog
+from tests.factories import Catalog, finish_run, finish_runs, finished_outcome, make_catalog
 
 pytestmark = BROWSER_MARKS
 
@@ -77,9 +79,18 @@ def chatty_outcome(number: int, seed: int) -> TrialOutcome:
     )
 
 
+@dataclass
+class Site:
+    """What the module's checks read: the URL path of each page, and the organization and catalog behind them."""
+
+    paths: dict[str, str]
+    org_id: uuid.UUID
+    catalog: Catalog
+
+
 @pytest.fixture(scope="module")
-def site(app, cleaner_engine):
-    """The organization every check reads, and the URL of each page: {name: path}."""
+def site(app, cleaner_engine) -> Site:
+    """The organization every check reads, written once."""
     from tests.test_compare import EXPERT, reset_with, run_with
 
     empty_tables(cleaner_engine)
@@ -112,7 +123,7 @@ def site(app, cleaner_engine):
             {"r": chatty_run},
         ).scalar()
 
-    return {
+    paths = {
         "login": "/login",
         "invitation": f"/invitations/{invitation_token}",
         "environments": "/environments",
@@ -130,6 +141,7 @@ def site(app, cleaner_engine):
         "members": "/settings/members",
         "tokens": "/settings/tokens",
     }
+    return Site(paths, org.id, admin)
 
 
 PAGES = [
@@ -205,16 +217,26 @@ MEASURE = """() => {
     return [255, 255, 255];
   };
   const shown = (e) => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
-  const fields = [...document.querySelectorAll('input:not([type=hidden]):not([type=checkbox]):not([type=radio]), select, textarea')];
+  const fields = [...document.querySelectorAll(
+    'input:not([type=hidden]):not([type=checkbox]):not([type=radio]), select, textarea')];
   return {
     scrollWidth: document.documentElement.scrollWidth,
     innerWidth: window.innerWidth,
     background: luminance(rgb(getComputedStyle(document.body).backgroundColor)),
     smallTicks: [...document.querySelectorAll('svg text')].filter(shown).map((t) => {
       const svg = t.ownerSVGElement;
-      const scale = svg.viewBox.baseVal && svg.viewBox.baseVal.width ? svg.getBoundingClientRect().width / svg.viewBox.baseVal.width : 1;
+      const box = svg.viewBox.baseVal;
+      const scale = box && box.width ? svg.getBoundingClientRect().width / box.width : 1;
       return [t.textContent.trim(), Math.round(parseFloat(getComputedStyle(t).fontSize) * scale * 10) / 10];
     }).filter(([, size]) => size < 12),
+    clippedLabels: [...document.querySelectorAll('svg text')].filter(shown).filter((t) => {
+      const box = t.closest('.scroll-region');
+      return box && t.getBoundingClientRect().left < box.getBoundingClientRect().left - 0.5;
+    }).map((t) => t.textContent.trim()).slice(0, 6),
+    smallTargets: [...document.querySelectorAll('a[download], button, summary, nav[aria-label=Main] a, .chip a')]
+      .filter(shown).map((e) => [e.textContent.trim().slice(0, 40), e.getBoundingClientRect()])
+      .filter(([, r]) => r.height < 24 || r.width < 24)
+      .map(([t, r]) => `${t} ${Math.round(r.width)}x${Math.round(r.height)}`),
     weakBorders: fields.filter(shown).map((f) => [
       f.name || f.id, Math.round(contrast(rgb(getComputedStyle(f).borderTopColor), behind(f)) * 100) / 100,
     ]).filter(([, ratio]) => ratio < 3),
@@ -255,7 +277,7 @@ def test_page_has_no_axe_violations_and_fits_the_width(pages, base_url, site, na
     page = pages["visitor" if name in PUBLIC else "owner"]
     page.set_viewport_size({"width": width, "height": 900})
     page.emulate_media(color_scheme=scheme)
-    response = page.goto(base_url + site[name])
+    response = page.goto(base_url + site.paths[name])
     assert response is not None and response.status == 200, f"{name}: {response and response.status}"
     page.wait_for_load_state("load")
     shot(page, f"a11y-{name}-{width}-{scheme}")
@@ -272,8 +294,77 @@ def test_page_has_no_axe_violations_and_fits_the_width(pages, base_url, site, na
         )
     if measured["smallTicks"]:
         problems.append(f"chart labels drawn under 12 px (label, px): {measured['smallTicks'][:6]}")
+    if measured["clippedLabels"]:
+        problems.append(f"chart labels cut off at the left edge of their chart: {measured['clippedLabels']}")
+    if measured["smallTargets"]:
+        problems.append(f"download links, buttons and menu links under 24 x 24 px: {measured['smallTargets'][:6]}")
     if measured["weakBorders"]:
         problems.append(f"input borders under 3:1 against their background (field, ratio): {measured['weakBorders']}")
     if (measured["background"] < 0.2) != (scheme == "dark"):
         problems.append(f"the page background (relative luminance {measured['background']:.2f}) is not {scheme}")
     assert not problems, f"{name} at {width} px, {scheme}:\n" + "\n".join(problems)
+
+
+def test_the_run_progress_stays_one_live_region_while_the_page_polls(pages, base_url, app, site):
+    database, org = app.extensions["agentforge_db"], site.org_id
+    with database.session(org) as session, session.begin():
+        version = session.get_one(EnvironmentVersion, (org, site.catalog.version_id))
+        config = session.get_one(EvaluatorConfig, (org, site.catalog.config_id))
+        run_id = enqueue_run(session, version, config, 2).id
+    page = pages["owner"]
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{base_url}/runs/{run_id}")
+    assert page.locator("#run-progress").inner_text() == "0 of 2 trials"
+    assert page.locator("#run-progress").get_attribute("role") == "status"
+    assert page.locator("#run-meter progress").get_attribute("aria-label") == "Trials finished"
+    page.evaluate("() => { window.liveRegion = document.getElementById('run-progress'); }")
+
+    def record(number: int) -> None:
+        with database.session(org) as session, session.begin():
+            run = session.get_one(EvaluationRun, (org, run_id))
+            seed = trial_seed(run, number)
+            record_trial(session, run, number, seed, finished_outcome("admin-console", number, seed))
+
+    record(1)
+    page.wait_for_selector("#run-status >> text=Trial 1")  # the polled section was swapped in ...
+    assert page.locator("#run-progress").inner_text() == "1 of 2 trials"
+    assert page.evaluate("() => document.getElementById('run-progress') === window.liveRegion")  # ... not the region
+    record(2)
+    with database.session(org) as session, session.begin():
+        complete_run(session, session.get_one(EvaluationRun, (org, run_id)))
+    page.wait_for_selector("#run-state >> text=completed")
+    assert page.locator("#run-progress").inner_text() == "2 of 2 trials"
+    assert page.evaluate("() => document.getElementById('run-progress') === window.liveRegion")
+    assert page.locator("#run-meter progress").count() == 0
+    assert page.locator("#run-status").get_attribute("hx-trigger") is None  # polling stopped
+    assert page.locator("#run-status >> text=Trial 2").count() == 1
+
+
+def test_the_menu_collapses_on_a_phone_without_javascript_and_stays_open_on_a_desktop(browser, base_url):
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 390, "height": 900})
+    page = context.new_page()
+    log_in(page, base_url, OWNER, PASSWORD)
+    nav = page.locator("nav[aria-label=Main]")
+    assert page.locator(".menu > summary").is_visible() and not nav.is_visible()
+    page.click(".menu > summary")
+    assert nav.is_visible()
+    shot(page, "a11y-menu-open-390")
+    page.click("nav[aria-label=Main] >> text=Trials")
+    page.wait_for_url(f"{base_url}/trials")
+    assert not nav.is_visible()  # a new page starts with the menu closed
+    page.set_viewport_size({"width": 1440, "height": 900})
+    assert nav.is_visible() and not page.locator(".menu > summary").is_visible()
+    context.close()
+
+
+def test_the_skip_link_is_the_first_stop_and_moves_focus_to_the_content(pages, base_url):
+    page = pages["owner"]
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{base_url}/environments")
+    page.keyboard.press("Tab")
+    skip = page.locator(".skip-link")
+    assert page.evaluate("() => document.activeElement.textContent") == "Skip to content"
+    box = skip.bounding_box()
+    assert box is not None and box["y"] >= 0 and box["height"] >= 24  # shown when focused, big enough to hit
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.id") == "main"
