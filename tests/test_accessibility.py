@@ -7,9 +7,13 @@ width in one colour scheme, runs the vendored axe-core (tests/vendor/axe-core, n
 
 * axe-core 4.14.1's rules (WCAG 2.0/2.1/2.2 A and AA, best practices, and target-size) report no violation;
 * at 390 px the document is no wider than the window (a wide table scrolls inside its own region instead);
-* chart tick labels are at least 12 px.
+* chart labels are drawn at least 12 px tall and none is cut off at its chart's left edge;
+* input, select and textarea borders are at least 3:1 against what is behind them (axe does not check this);
+* download links, buttons, summaries and menu links are at least 24 x 24 px;
+* the page's background is dark in the dark scheme and light in the light one.
 
-Screenshots of every check go to test-output/screenshots/a11y-<page>-<width>-<scheme>.png.
+Then: the run page's live region survives its polls, the menu folds on a phone and opens without JavaScript, and the
+skip link is the first stop. Screenshots of every check go to test-output/screenshots/a11y-<page>-<width>-<scheme>.png.
 """
 
 from __future__ import annotations
