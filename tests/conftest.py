@@ -97,8 +97,13 @@ def clean_database(request):
     """Start every test that uses the database from empty tables (tests that never touch it skip the TRUNCATE)."""
     if "database_urls" not in request.fixturenames:
         return
+    empty_tables(request.getfixturevalue("cleaner_engine"))
+
+
+def empty_tables(cleaner_engine) -> None:
+    """Delete every row of every table (the `cleaner_engine` fixture's engine)."""
     tables = [table.name for table in reversed(Base.metadata.sorted_tables)]
-    with request.getfixturevalue("cleaner_engine").begin() as conn:
+    with cleaner_engine.begin() as conn:
         if "url" in CLEANER:
             # As the superuser, with triggers (immutability, foreign keys) off for this transaction: row-level
             # security and triggers do not apply, and a DELETE of a few rows costs far less than a TRUNCATE.

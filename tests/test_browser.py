@@ -9,37 +9,23 @@ an export. Screenshots of every page go to test-output/screenshots/.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from pathlib import Path
 
 import pytest
-from werkzeug.serving import make_server
 
-from tests.conftest import ROOT
+from tests.browser_support import BROWSER_MARKS, chromium, serve, shot
 from tests.factories import command_agent, make_catalog
 from worker.loop import WorkerSettings, run_workers
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOTS = ROOT / "test-output" / "screenshots"
-
-pytestmark = [pytest.mark.browser, pytest.mark.slow]  # drives chromium
-if not Path(CHROMIUM).exists():
-    pytestmark = [
-        pytest.mark.browser,
-        pytest.mark.slow,
-        pytest.mark.skip(reason="chromium is not installed (apt-get install chromium)"),
-    ]
+pytestmark = BROWSER_MARKS  # drives chromium
 
 
 @pytest.fixture
 def live_server(app):
     """The app served over HTTP on a free port, in a thread of this process."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    with serve(app) as url:
+        yield url
 
 
 @pytest.fixture
@@ -57,34 +43,13 @@ def worker(database):
 
 @pytest.fixture
 def browser_page():
-    """A headless chromium page (Debian's chromium, launched by path: no browser download)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--disable-quic",
-            ],
-        )
+    """A headless chromium page at 1280 x 900 that accepts downloads."""
+    with chromium() as browser:
         context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
         page = context.new_page()
         page.set_default_timeout(20_000)
         yield page
         context.close()
-        browser.close()
-
-
-def shot(page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 def test_a_user_runs_inspects_resets_and_exports(live_server, worker, browser_page, database, make_member):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-LEFT, RIGHT, TOP, BOTTOM = 52, 12, 30, 44
+LEFT, RIGHT, TOP, BOTTOM = 52, 12, 30, 44  # margins around the plotting area, room for 12 px labels
+TICK_FONT_PX = 12  # tick labels are drawn at least this size (app.css: .chart .tick); margins leave room for them
 SERIES = ("series-a", "series-b", "series-c", "series-d", "series-e", "series-f")
 
 
@@ -41,24 +42,27 @@ class Chart:
     marks: list[Mark]
     legend: list[tuple[str, str]] = field(default_factory=list)  # (css, name)
     css: str = "chart"
+    left: int = LEFT  # margin left of the plotting area (wider when the y tick labels are words)
+    right: int = RIGHT  # margin right of it (wider when the last x tick label is long)
 
     @property
     def plot(self) -> tuple[float, float, float, float]:
         """(left, top, right, bottom) of the plotting area."""
-        return LEFT, TOP, self.width - RIGHT, self.height - BOTTOM
+        return self.left, TOP, self.width - self.right, self.height - BOTTOM
 
 
 class _Frame:
     """Maps data to pixels inside a chart's plotting area."""
 
-    def __init__(self, width: int, height: int, x_range: tuple[float, float], y_range: tuple[float, float]):
-        self.width, self.height = width, height
+    def __init__(self, width: int, height: int, x_range: tuple[float, float], y_range: tuple[float, float],
+                 right: int = RIGHT):  # fmt: skip
+        self.width, self.height, self.right = width, height, right
         self.x0, self.x1 = x_range
         self.y0, self.y1 = y_range
 
     def x(self, value: float) -> float:
         span = (self.x1 - self.x0) or 1
-        return round(LEFT + (value - self.x0) / span * (self.width - LEFT - RIGHT), 1)
+        return round(LEFT + (value - self.x0) / span * (self.width - LEFT - self.right), 1)
 
     def y(self, value: float) -> float:
         span = (self.y1 - self.y0) or 1
@@ -122,7 +126,9 @@ def funnel_chart(title: str, stages: list[str], sides: list[tuple[str, list[floa
     band = 14 * max(len(sides), 1) + 10
     height = height or TOP + BOTTOM + rows * band
     marks, legend = [], []
-    left = 130
+    # The stage names, right-aligned left of the bars, clear of the rotated y-axis label (about 24 px).
+    names = max((len(stage.removeprefix("stage_")) for stage in stages), default=0)
+    left = min(max(130, 32 + round(0.6 * TICK_FONT_PX * names)), width // 2)
     scale = (width - left - RIGHT) / 1.0
     for index, (name, rates) in enumerate(sides):
         css = SERIES[index % len(SERIES)]
@@ -137,7 +143,7 @@ def funnel_chart(title: str, stages: list[str], sides: list[tuple[str, list[floa
         title, "share of trials that passed the stage", "stage (pipeline order)", width, height,
         [(round(left + v / 4 * scale, 1), f"{v * 25}%") for v in range(5)],
         [(TOP + row * band + band / 2, stage.removeprefix("stage_")) for row, stage in enumerate(stages)],
-        marks, legend, css="chart funnel",
+        marks, legend, css="chart funnel", left=left,
     )  # fmt: skip
     return chart
 
@@ -149,7 +155,8 @@ def trend_chart(title: str, series: list[tuple[str, list[tuple[datetime, float]]
     start, end = (min(times), max(times)) if times else (0.0, 1.0)
     if end == start:
         start, end = start - 3600, end + 3600
-    frame = _Frame(width, height, (start, end), (0.0, 1.0))
+    right = 6 + round(0.6 * TICK_FONT_PX * len("12-31 23:59") / 2)  # half the last tick label, centred on the edge
+    frame = _Frame(width, height, (start, end), (0.0, 1.0), right)
     marks, legend = [], []
     for index, (name, points) in enumerate(series):
         css = SERIES[index % len(SERIES)]
@@ -164,7 +171,7 @@ def trend_chart(title: str, series: list[tuple[str, list[tuple[datetime, float]]
         moment = start + (end - start) * step / 2
         ticks.append((frame.x(moment), datetime.fromtimestamp(moment).strftime("%m-%d %H:%M")))
     return Chart(title, "run finished (date, time)", "pass@1 (share of trials)", width, height, ticks,
-                 frame.share_ticks(), marks, legend)  # fmt: skip
+                 frame.share_ticks(), marks, legend, right=right)  # fmt: skip
 
 
 def pass_at_1_trend_chart(environment: str, trend: dict[str, list[tuple[datetime, float]]], width: int = 420,
