@@ -4,13 +4,12 @@ page shows its content."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from werkzeug.serving import make_server
 
+from tests.browser_support import BROWSER_MARKS, chromium, serve, shot
 from tests.factories import finish_runs, make_catalog
-from tests.test_browser import CHROMIUM, pytestmark, shot  # noqa: F401  (the slow/browser marks, or the skip)
+
+pytestmark = BROWSER_MARKS  # drives chromium
 
 SCRIPTED = {"kind": "scripted", "skill": 0.3}
 
@@ -18,25 +17,15 @@ SCRIPTED = {"kind": "scripted", "skill": 0.3}
 @pytest.fixture
 def live_server(app):
     """The app served over HTTP on a free port, in a thread of this process."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    with serve(app) as url:
+        yield url
 
 
-@pytest.fixture
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-        )
+@pytest.fixture(name="chromium")
+def chromium_browser():
+    """A headless chromium (Debian's, by path)."""
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 def open_page(browser, live_server, member, *, javascript: bool = True):

@@ -3,17 +3,12 @@ of repeats is one stop until opened, Expand all / Collapse all toggle every fold
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
+from tests.browser_support import BROWSER_MARKS, shot
 from tests.factories import make_catalog
-from tests.test_browser import CHROMIUM, browser_page, live_server, shot  # noqa: F401 (fixtures)
+from tests.test_browser import browser_page, live_server  # noqa: F401 (fixtures)
 from tests.test_transcript import outcome, record, twelve_steps
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
-if not Path(CHROMIUM).exists():
-    pytestmark.append(pytest.mark.skip(reason="chromium is not installed (apt-get install chromium)"))
+pytestmark = BROWSER_MARKS  # drives chromium
 
 
 def focused_step(page) -> str | None:
