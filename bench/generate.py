@@ -84,8 +84,18 @@ PASS_AT_K_VALUES = ", ".join(
 )
 
 
-def generate_runs(database: Database, org_id: uuid.UUID, version_id, env_name: str, config_id, runs: int) -> None:
-    """Insert `runs` completed runs of ATTEMPTS trials each, with artifacts, rollouts and rollups, in chunks."""
+def plant_moduli(growth_trials: int) -> dict[str, int]:
+    """The moduli that put the rare phrase in about 40 and SKU-7062 in about 200 of `growth_trials` new trials (never
+    more often than one trial in 250 and one in 50)."""
+    return {"rare_modulus": max(250, growth_trials // 40), "sku_modulus": max(50, growth_trials // 200)}
+
+
+def generate_runs(
+    database: Database, org_id: uuid.UUID, version_id, env_name: str, config_id, runs: int, growth_trials: int = 0
+) -> None:
+    """Insert `runs` completed runs of ATTEMPTS trials each, with artifacts, rollouts and rollups, in chunks.
+
+    `growth_trials` is how many trials this growth step adds over every version (see plant_moduli)."""
     stages, categories = ENVIRONMENTS[env_name]
     stage_array = "ARRAY[" + ", ".join(f"'{s}'" for s in stages) + "]"
     category_array = "ARRAY[" + ", ".join(f"'{c}'" for c in categories) + "]"
@@ -94,6 +104,7 @@ def generate_runs(database: Database, org_id: uuid.UUID, version_id, env_name: s
         chunk = min(CHUNK_RUNS, runs - done)
         with database.admin_session(org_id) as session, session.begin():
             params = {"org": org_id, "version": version_id, "config": config_id, "runs": chunk}
+            params |= plant_moduli(growth_trials or runs * ATTEMPTS)
             session.execute(
                 text("""
                 CREATE TEMP TABLE gen_runs ON COMMIT DROP AS
@@ -192,11 +203,15 @@ def _sql_message_step(number: int, message: str) -> str:
 
 
 # Realistic text for search: tool names, JSON arguments, multi-line observations of a few hundred characters.
-# Each trial's SKUs, order and ledger line come from its seed: one SKU number in 10,000 (SKU-7062 in a few
-# trials); "permission denied" in one trial of 8 and "timed out" in one of 10 (common words); the phrase
-# "quota exceeded for warehouse" in one trial of 20,000 (rare).
+# Each trial's SKUs, order and ledger line come from its seed: one SKU number in 10,000; "permission denied" in one
+# trial of 8 and "timed out" in one of 10 (common words). Two kinds of term are planted so that every growth step adds
+# about the same number of them whatever its size, as a search benchmark needs (a rare term compared at two sizes
+# must match at both): the phrase "quota exceeded for warehouse" in about 40 trials of each step (rare), and
+# SKU-7062 as the trial's main SKU in about 200 (an identifier a researcher looks up), on top of its natural share.
+# Their moduli are bound parameters (:rare_modulus, :sku_modulus) of the generating statements: see plant_moduli.
 SKU = "'SKU-' || lpad(((seed / {0}) % 10000)::text, 4, '0')"
-SKU_A, SKU_B, SKU_C = SKU.format(1), SKU.format(7), SKU.format(131)
+SKU_A = f"(CASE WHEN seed % :sku_modulus = 1 THEN 'SKU-7062' ELSE {SKU.format(1)} END)"
+SKU_B, SKU_C = SKU.format(7), SKU.format(131)
 ORDER = "'ORD-' || lpad((seed % 100000)::text, 5, '0')"
 INVENTORY = f"""{SKU_A} || ' widget-' || (seed % 89) || '  shelf A' || (seed % 12) || '  qty=' || (seed % 13) || E'\\n'
     || {SKU_B} || '  gadget-' || (seed % 53) || '  shelf B' || (seed % 7) || '  qty=0 (backordered since '
@@ -218,7 +233,7 @@ LEDGER = f"""CASE WHEN seed % 8 = 1
              || (seed % 991) || ': ' || {SKU_A} || ' reserved ' || (1 + seed % 9) || ' units for ' || {ORDER}
              || E'\\n' || (seed % 983) || ': nightly reconciliation ok, checksum ' || md5(seed::text) END"""
 RESTOCK = f"""'{{"sku": "' || {SKU_A} || '", "quantity": ' || (5 + seed % 20) || '}}'"""
-RESTOCKED = f"""CASE WHEN seed % 20000 = 17
+RESTOCKED = f"""CASE WHEN seed % :rare_modulus = 17
         THEN 'error: quota exceeded for warehouse east-' || (seed % 4) || ' while restocking ' || {SKU_A}
         ELSE 'restocked ' || {SKU_A} || ': ' || (seed % 13) || ' -> ' || (seed % 13 + 5 + seed % 20) || ' units' END"""
 CLOSING = f"""CASE WHEN seed % 8 = 1
@@ -356,9 +371,9 @@ def main() -> None:
     catalogs = [ensure_catalog(database, name, email, versions) for name, email, versions in ORGS]
     versions = [(org, *entry) for org, catalog in catalogs for entry in catalog]
     runs_per_version = max(1, args.trials // ATTEMPTS // len(versions))
-    for org_id, version_id, env_name, config_id in versions:
-        generate_runs(database, org_id, version_id, env_name, config_id, runs_per_version)
     total = runs_per_version * ATTEMPTS * len(versions)
+    for org_id, version_id, env_name, config_id in versions:
+        generate_runs(database, org_id, version_id, env_name, config_id, runs_per_version, total)
     print(
         f"added {total} trials ({runs_per_version * len(versions)} runs, {len(versions)} environment versions, "
         f"{len(catalogs)} organizations) in {time.perf_counter() - started:.1f}s"

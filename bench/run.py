@@ -60,8 +60,9 @@ def grow_to(database, total: int) -> float:
             have += session.execute(text("SELECT coalesce(sum(trials), 0) FROM environment_version_stats")).scalar()
     runs_per_version = max(0, (total - have) // ATTEMPTS // len(versions))
     started = time.perf_counter()
+    growth = runs_per_version * ATTEMPTS * len(versions)
     for org_id, version_id, env_name, config_id in versions:
-        generate_runs(database, org_id, version_id, env_name, config_id, runs_per_version)
+        generate_runs(database, org_id, version_id, env_name, config_id, runs_per_version, growth)
     return time.perf_counter() - started
 
 

@@ -11,8 +11,9 @@ from sqlalchemy import text
 from bench.pages import Timing, login, measure
 from queries.search import search_conditions
 
-# label → (what it stands for, q, its p95 target in ms at the large size). The generator puts the rare phrase in
-# one trial of 20,000, "denied" in one of 8, SKU numbers 7000-7099 in about 3% of trials and SKU-7062 in a few.
+# label → (q, its p95 target in ms at the large size). The generator puts "denied" in one trial of 8, SKU numbers
+# 7000-7099 in about 3% of trials, and plants the rare phrase in about 40 and SKU-7062 in about 200 trials of each
+# growth step (bench/generate.py: plant_moduli), so both sizes have matches to list and highlight.
 SEARCHES = {
     "rare phrase": ('"quota exceeded for warehouse"', 50.0),
     "common word": ("denied", 200.0),

@@ -21,7 +21,7 @@ from domain import comparison as stats
 from domain.specs import stage_order
 from queries.runs import run_label_sql
 
-WINDOW = 200  # newest completed runs a version side reads for per-run figures
+WINDOW = 50  # newest completed runs a version side reads for per-run figures (about 400 trials at 8 per run)
 HISTOGRAM_BINS = 10
 
 

@@ -96,6 +96,7 @@ class Site:
 def site(app, cleaner_engine) -> Site:
     """The organization every check reads, written once."""
     from tests.test_compare import EXPERT, reset_with, run_with
+    from tests.test_transcript import outcome, record, twelve_steps
 
     empty_tables(cleaner_engine)
     database = app.extensions["agentforge_db"]
@@ -121,6 +122,8 @@ def site(app, cleaner_engine) -> Site:
         version = session.get_one(EnvironmentVersion, (org.id, admin.version_id))
         config = session.get_one(EvaluatorConfig, (org.id, admin.config_id))
         queued = enqueue_run(session, version, config, 3)
+    repeats = make_catalog(database, org.id, novice, attempt_count=1, config_name="repeats")
+    repeats_trial = record(database, repeats, outcome(twelve_steps()))
     with database.session(org.id) as session:
         chatty_trial = session.execute(
             text("SELECT id FROM evaluation_trials WHERE evaluation_run_id = :r AND trial_number = 1"),
@@ -136,6 +139,8 @@ def site(app, cleaner_engine) -> Site:
         "run": f"/runs/{runs[0]}",
         "run-queued": f"/runs/{queued.id}",
         "trial": f"/trials/{chatty_trial}",
+        "trial-repeats": f"/trials/{repeats_trial}",
+        "reset-confirm": f"/runs/{runs[0]}/reset?mode=new_world",
         "trials": "/trials",
         "trials-search": "/trials?q=restock&status=failed",
         "capability-gap": "/capability-gap",
@@ -157,6 +162,8 @@ PAGES = [
     "run",
     "run-queued",
     "trial",
+    "trial-repeats",
+    "reset-confirm",
     "trials",
     "trials-search",
     "capability-gap",
@@ -330,7 +337,7 @@ def test_the_run_progress_stays_one_live_region_while_the_page_polls(pages, base
             record_trial(session, run, number, seed, finished_outcome("admin-console", number, seed))
 
     record(1)
-    page.wait_for_selector("#run-status >> text=Trial 1")  # the polled section was swapped in ...
+    page.wait_for_selector("#run-status a >> text=Trial 1")  # the polled block was swapped in (a recorded trial) ...
     assert page.locator("#run-progress").inner_text() == "1 of 2 trials"
     assert page.evaluate("() => document.getElementById('run-progress') === window.liveRegion")  # ... not the region
     record(2)
@@ -340,7 +347,7 @@ def test_the_run_progress_stays_one_live_region_while_the_page_polls(pages, base
     assert page.locator("#run-progress").inner_text() == "2 of 2 trials"
     assert page.evaluate("() => document.getElementById('run-progress') === window.liveRegion")
     assert page.locator("#run-meter progress").count() == 0
-    assert page.locator("#run-status").get_attribute("hx-trigger") is None  # polling stopped
+    assert page.locator("#run-live").get_attribute("hx-trigger") is None  # polling stopped
     assert page.locator("#run-status >> text=Trial 2").count() == 1
 
 
