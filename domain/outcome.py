@@ -16,7 +16,7 @@ from typing import Any
 from domain.vocabulary import TrialStatus
 
 LOG_CAP_CHARS = 16 * 1024
-OBSERVATION_CAP_CHARS = 4 * 1024
+OBSERVATION_CAP_CHARS = 16 * 1024  # a 9 KB JSON observation stays whole, so the trial page can show it as a tree
 EXPLANATION_CAP_CHARS = 2 * 1024  # what a verifier says of one stage (or of the trial), the end kept
 EXPLANATIONS_KEY = "explanations"  # where a trial's metrics keep them, beside its stage_* values
 VERIFIER_EXPLANATION = "verifier"  # the explanation of the trial as a whole (Harbor's verifier output)

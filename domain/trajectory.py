@@ -2,7 +2,7 @@
 
 The seed's fields stay as they were (`step`, `tool`, `command`, `observation`:
 the tool a step is filed under, the call as text, the observation capped at
-4,096 characters); the structured record goes beside them:
+16,384 characters); the structured record goes beside them:
 
     {"step": 3, "tool": "git_add", "command": "git_add {\"files\": [\"a\"]}", "observation": "Added a",
      "source": "agent", "toolCalls": [{"id": "call_3", "name": "git_add", "arguments": {"files": ["a"]}}],

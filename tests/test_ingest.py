@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from bench.generate import check_rollups
+from domain.outcome import OBSERVATION_CAP_CHARS
 
 ATIF = json.loads((Path(__file__).parent / "fixtures" / "atif-v1.7-example.json").read_text())
 
@@ -243,7 +244,7 @@ def imported_steps(database, org_id) -> dict[str, list[dict]]:
 
 
 def test_ingested_steps_are_structured_and_capped_like_the_workers(api, database):
-    long = "y" * 10_000
+    long = "y" * (OBSERVATION_CAP_CHARS + 5904)
     seed_shaped = [
         {"step": 1, "tool": "bash", "command": 'bash {"cmd": "wc -l"}', "observation": "41"},
         {"step": 2, "tool": "mcp", "command": "initialize", "observation": "server ready"},
@@ -266,7 +267,7 @@ def test_ingested_steps_are_structured_and_capped_like_the_workers(api, database
     assert seed[0]["command"] == 'bash {"cmd": "wc -l"}' and seed[0]["observation"] == "41"
     assert seed[1]["source"] == "environment" and seed[1]["command"] == "initialize"
     assert (
-        seed[2]["observation"].startswith("y" * 4096)
+        seed[2]["observation"].startswith("y" * OBSERVATION_CAP_CHARS)
         and "[observation truncated: 5904 more characters]" in seed[2]["observation"]
     )
     assert "[observation truncated" in seed[2]["results"][0]["content"]

@@ -283,3 +283,13 @@ def test_a_search_match_inside_a_group_of_repeats_opens_the_group_and_marks_its_
     assert '<details class="repeats" open>' in group
     assert 'class="step match first-match" id="step-2"' in group and group.count("<mark>Sprocket</mark>") == 9
     assert '<details class="repeats">' in page.get(f"/trials/{trial}?q=restocked").text  # no match inside: closed
+
+
+def test_a_nine_kilobyte_json_observation_is_stored_whole_and_shown_as_a_tree(page, database, catalog):
+    document = {"items": [{"sku": f"SKU-{n:04d}", "name": f"widget {n}", "shelf": f"A{n % 12}"} for n in range(190)]}
+    raw = json.dumps(document, separators=(",", ":"))
+    assert 9_000 < len(raw) < 10_000
+    body = page.get(f"/trials/{record(database, catalog, outcome([tool_step(1, 'list_inventory', {}, raw)]))}").text
+    tree = re.search(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
+    assert "<summary>[ 190 items ]</summary>" in tree and '<span class="json-string">"SKU-0189"</span>' in tree
+    assert "[observation truncated" not in body
