@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from bench.generate import BENCH_PASSWORD
+from bench.generate import BENCH_PASSWORD, ENVIRONMENTS
 
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "60"))
 AGGREGATE_PAGES = (
@@ -92,6 +92,9 @@ def sample_ids(database, org_id: uuid.UUID) -> dict[str, Any]:
     return {**dict(zip(names, row, strict=True)), "other_version": other or row[4]}
 
 
+LAST_STAGE = ENVIRONMENTS["admin-console"][0][-1]  # the generator's failed trials never pass it
+
+
 def explorer_pages(ids: dict[str, Any]) -> list[tuple[str, str, dict | None]]:
     """The trials explorer's first page (failed first) under each single filter and three combined."""
     queries = {
@@ -103,6 +106,10 @@ def explorer_pages(ids: dict[str, Any]) -> list[tuple[str, str, dict | None]]:
         "source=imported": "source=imported",
         "finishedAfter=<1 hour ago>": "finishedAfter=" + ids["hour_ago"],
         "sort=-steps": "sort=-steps",
+        # Filters that match few trials or none: a page must not walk the whole history to learn that.
+        "minReward=0.6&maxReward=0.9 (matches none)": "minReward=0.6&maxReward=0.9",
+        "finishedBefore=2020-01-01 (matches none)": "finishedBefore=2020-01-01T00:00",
+        "stagePassed=<last stage> (no failed trial passed it)": f"stagePassed={LAST_STAGE}",
         "environmentId=<id>&status=failed&stagePassed=<first stage>": (
             f"environmentId={ids['environment']}&status=failed&stagePassed={ids['stage']}"
         ),

@@ -134,8 +134,10 @@ def main() -> None:
     worst_p95 = max(t.p95 for t in large.values())
     worst_ratio = max(large[p].median / small[p].median for p in pages.AGGREGATE_PAGES)
     explorer = [label for label, _, _ in pages.explorer_pages(ids_large)]
-    explorer_p95 = max(large[label].p95 for label in explorer)
-    explorer_ratio = max(large[label].p95 / small[label].p95 for label in explorer)
+    slowest = max(explorer, key=lambda label: large[label].p95)
+    steepest = max(explorer, key=lambda label: large[label].p95 / small[label].p95)
+    explorer_p95 = large[slowest].p95
+    explorer_ratio = large[steepest].p95 / small[steepest].p95
     export_ratio = export_bench.throughput_ratio(exported.export, exported.copy_stored)
     record_ratio = recorded.worker_ms / recorded.bare_ms
     record_search_ratio = recorded.worker_ms / recorded.worker_before_search_ms
@@ -188,8 +190,8 @@ def main() -> None:
         f"{worst_p95:.2f} ms | {mark(worst_p95 <= TARGETS['page_p95_ms'])} |",
         "| trials explorer first page (each single filter, three combined) p95 at most "
         f"{TARGETS['page_p95_ms']:.0f} ms "
-        f"and at most {TARGETS['explorer_ratio']}x its small-size p95 | worst {explorer_p95:.2f} ms, "
-        f"{explorer_ratio:.2f}x | "
+        f"and at most {TARGETS['explorer_ratio']}x its small-size p95 | worst {explorer_p95:.2f} ms "
+        f"(`{slowest}`), {explorer_ratio:.2f}x (`{steepest}`) | "
         f"{mark(explorer_p95 <= TARGETS['page_p95_ms'] and explorer_ratio <= TARGETS['explorer_ratio'])} |",
         f"| exports at least {TARGETS['export_vs_copy']}x the MB/s of COPY of the same rollouts with their steps | "
         f"{export_ratio:.2f}x | "

@@ -205,6 +205,11 @@ class EvaluationTrial(OrgScoped, Base):
             text("coalesce(finished_at, '-infinity'::timestamptz)"),
             "id",
         ),
+        # Reward and finish-time ranges that match few trials (migration 0023): plain columns, so the range is an
+        # index condition under row-level security (float8 and timestamptz comparisons are leakproof; coalesce
+        # is not, so the order indexes above cannot serve a range).
+        Index("ix_evaluation_trials_org_reward", "organization_id", "reward"),
+        Index("ix_evaluation_trials_org_finished_at", "organization_id", "finished_at"),
     )
 
     evaluation_run_id: Mapped[uuid.UUID]
