@@ -12,9 +12,12 @@ answer. The methods, as the compare page states them:
   a (k, trials) array whose resampled indices are shared across rows, so each k's interval equals that of its
   own call with the same seed.
 * mean reward: the mean of the scored trials' rewards with its t interval (`ttest_1samp(...).confidence_interval`).
-* pass@1 A vs B: Fisher's exact test (`fisher_exact`) with Newcombe's hybrid score interval for the difference
-  built from scipy's Wilson intervals; when both sides ran the same tasks, the exact McNemar test
-  (`binomtest` on the discordant pairs) with a paired bootstrap interval.
+* pass@1 A vs B: Fisher's exact test (`fisher_exact`), or, once both sides hold more than EXACT_TEST_MAX_TRIALS
+  trials, Pearson's chi-squared test with Yates' correction (`chi2_contingency`: Fisher's cost grows with the
+  counts, and at those sizes the two agree to about three digits); either with Newcombe's hybrid score interval
+  for the difference built from each side's Wilson interval (the closed form `binomtest(...).proportion_ci(
+  method="wilson")` computes, without the p-value binomtest also works out); when both sides ran the same tasks,
+  the exact McNemar test (`binomtest` on the discordant pairs) with a paired bootstrap interval.
 * mean reward A vs B: Welch's t-test (`ttest_ind(equal_var=False)`), or the paired t-test (`ttest_rel`).
 * "about N more trials per side": the normal-approximation sample size for two proportions (or two means) at
   alpha = 0.05 two-sided and 80% power, from `norm.ppf`; a planning figure, not an exact power calculation.
@@ -35,6 +38,7 @@ POWER = 0.80
 DETECTABLE = 0.1  # the difference "about N more trials per side" is sized for
 BOOTSTRAP_RESAMPLES = 999
 BOOTSTRAP_SEED = 20261130
+EXACT_TEST_MAX_TRIALS = 1_000  # per side: above it on both sides, pass@1 is compared by the chi-squared test
 
 PASS_AT_1_METHOD = "exact Clopper-Pearson interval over trials"
 PASS_AT_K_METHOD = f"percentile bootstrap over runs (over trials for a single run), {BOOTSTRAP_RESAMPLES} resamples"
@@ -219,25 +223,50 @@ def _needed_means(sd: float) -> int:
     return max(2, math.ceil(2 * ((z_alpha + z_beta) * sd / DETECTABLE) ** 2))
 
 
+def wilson(successes: int, trials: int) -> tuple[float, float]:
+    """The Wilson score 95% interval of successes / trials: what `binomtest(successes, trials).proportion_ci(
+    method="wilson")` answers, from its closed form with scipy's normal quantile (binomtest would also compute an
+    exact p-value, a cost that grows with the count)."""
+    z = float(stats.norm.ppf(1 - (1 - CONFIDENCE) / 2))
+    p = successes / trials
+    denominator = 1 + z**2 / trials
+    center = (p + z**2 / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z**2 / (4 * trials**2)) / denominator
+    return max(0.0, center - half), min(1.0, center + half)
+
+
 def _newcombe(sa: int, na: int, sb: int, nb: int) -> tuple[float, float]:
-    """Newcombe's hybrid score interval for pb - pa, from scipy's Wilson score intervals of each side."""
+    """Newcombe's hybrid score interval for pb - pa, from the Wilson score intervals of each side."""
     pa, pb = sa / na, sb / nb
-    a = stats.binomtest(sa, na).proportion_ci(CONFIDENCE, method="wilson")
-    b = stats.binomtest(sb, nb).proportion_ci(CONFIDENCE, method="wilson")
+    a_low, a_high = wilson(sa, na)
+    b_low, b_high = wilson(sb, nb)
     difference = pb - pa
-    low = difference - math.sqrt((pb - b.low) ** 2 + (a.high - pa) ** 2)
-    high = difference + math.sqrt((b.high - pb) ** 2 + (pa - a.low) ** 2)
+    low = difference - math.sqrt((pb - b_low) ** 2 + (a_high - pa) ** 2)
+    high = difference + math.sqrt((b_high - pb) ** 2 + (pa - a_low) ** 2)
     return low, high
 
 
+FISHER = "Fisher's exact test"
+CHI_SQUARED = "Pearson's chi-squared test"
+
+
 def fisher_pass_at_1(sa: int, na: int, sb: int, nb: int) -> Test:
-    """pass@1 of B - A from two independent samples: Fisher's exact test, Newcombe's interval."""
+    """pass@1 of B - A from two independent samples: Fisher's exact test (the chi-squared test with Yates'
+    correction when both sides exceed EXACT_TEST_MAX_TRIALS trials), Newcombe's interval."""
+    large = na > EXACT_TEST_MAX_TRIALS and nb > EXACT_TEST_MAX_TRIALS
+    method = CHI_SQUARED if large else FISHER
     if na <= 0 or nb <= 0:
-        return Test("Fisher's exact test", None, None, None, None)
-    p_value = float(stats.fisher_exact([[sb, nb - sb], [sa, na - sa]]).pvalue)
+        return Test(method, None, None, None, None)
+    table = [[sb, nb - sb], [sa, na - sa]]
+    if not large:
+        p_value = float(stats.fisher_exact(table).pvalue)
+    elif sa + sb in (0, na + nb):  # a column of zeros: no expected count to test against, and no difference
+        p_value = 1.0
+    else:
+        p_value = float(stats.chi2_contingency(table, correction=True).pvalue)
     low, high = _newcombe(sa, na, sb, nb)
     needed = _needed_proportions((sa + sb) / (na + nb))
-    return Test("Fisher's exact test", sb / nb - sa / na, low, high, min(p_value, 1.0), needed)
+    return Test(method, sb / nb - sa / na, low, high, min(p_value, 1.0), needed)
 
 
 def _paired_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -220,62 +220,10 @@ def list_trials(
     return trials, trials[-1].id if len(ids) > page_size and trials else None
 
 
-# A page walks its order's index (organization_id, <key>, id) and keeps the rows that match, stopping once the page
-# is full; that is fast while matches are common. After PROBE_ROWS index entries of one segment without a full
-# page, the rest of that segment is looked up the other way round: the rows matching the filters first (through
-# the filters' own indexes: version, category, status, reward, finish time, run), then sorted, so a filter that
-# matches few trials or none never walks the whole history.
-PROBE_ROWS = 1_000
-
-
-@dataclass(frozen=True)
-class _Segment:
-    """One ordered stretch of a page: a condition on its index (a failure rank, a cursor) and its order."""
-
-    where: str
-    key: str  # the order's key (t.id alone for the failed-first ranks)
-    descending: bool
-
-    @property
-    def order(self) -> str:
-        direction = "DESC" if self.descending else "ASC"
-        return f"t.id {direction}" if self.key == "t.id" else f"{self.key} {direction}, t.id {direction}"
-
-    def past(self, key_param: str, id_param: str) -> str:
-        """The rows after (key, id) in this order."""
-        compare = "<" if self.descending else ">"
-        if self.key == "t.id":
-            return f"t.id {compare} :{id_param}"
-        return f"({self.key}, t.id) {compare} (:{key_param}, :{id_param})"
-
-
-def _segment_ids(session: Session, where: Conditions, segment: _Segment, params: dict, need: int) -> list[uuid.UUID]:
-    """Up to `need` ids of the rows of `segment` matching `where`, in the segment's order."""
-    walk = text(
-        f"SELECT id, ok, walked, k FROM (SELECT t.id, coalesce({where.sql}, false) AS ok, {segment.key} AS k, "
-        f"row_number() OVER (ORDER BY {segment.order}) AS walked FROM evaluation_trials t "
-        f"WHERE t.organization_id = :org AND {segment.where} ORDER BY {segment.order} LIMIT :probe) w "
-        "WHERE ok OR walked = :probe LIMIT :need + 1"
-    )
-    rows = session.execute(walk, {**params, "probe": PROBE_ROWS, "need": need}).all()
-    ids = [row.id for row in rows if row.ok][:need]
-    last = next((row for row in rows if row.walked == PROBE_ROWS), None)
-    if len(ids) >= need or last is None:
-        return ids
-    rest = text(
-        f"WITH matching AS MATERIALIZED (SELECT t.id, {segment.key} AS k FROM evaluation_trials t "
-        f"WHERE {where.sql} AND {segment.where} AND {segment.past('walked_key', 'walked_id')}) "
-        f"SELECT id FROM matching t ORDER BY {segment.order.replace(segment.key, 't.k')} LIMIT :rest"
-    )
-    more = session.execute(rest, {**params, "walked_key": last.k, "walked_id": last.id, "rest": need - len(ids)})
-    return ids + [row[0] for row in more]
-
-
 def _page_ids(
     session: Session, where: Conditions, ranks: tuple[int, ...], after: uuid.UUID | None, sort: str, limit: int
 ) -> list[uuid.UUID]:
-    """The ids of one page, in order: failures first (one segment per failure rank), each newest first; or one
-    segment in another order. Each segment walks its index (see PROBE_ROWS)."""
+    """The ids of one page, in order: one index range scan per order (per failure rank for the default order)."""
     key = RANK if sort == "failed" else SORT_KEYS.get(sort.lstrip("-"))
     cursor = None
     if after is not None:
@@ -284,26 +232,32 @@ def _page_ids(
         ).first()
         if cursor is None:
             raise UnknownCursor(after)
-    params = {**where.params, "after": after, "cursor_key": cursor[0] if cursor else None}
-    segments = []
+    params = {**where.params, "limit": limit, "after": after, "cursor_key": cursor[0] if cursor else None}
     if sort == "failed":
+        branches = []
         for rank in ranks:
             if cursor is not None and rank > cursor[0]:
                 continue
             keyset = " AND t.id < :after" if cursor is not None and rank == cursor[0] else ""
-            segments.append(_Segment(f"{RANK} = {rank}{keyset}", "t.id", True))
+            branches.append(
+                f"(SELECT t.id FROM evaluation_trials t WHERE {where.sql} AND {RANK} = {rank}{keyset} "
+                "ORDER BY t.id DESC LIMIT :limit)"
+            )
+        if not branches:
+            return []
+        # Append runs the branches in order and stops once the limit is reached: failures first, each newest first.
+        sql = "SELECT id FROM (" + " UNION ALL ".join(branches) + ") page LIMIT :limit"
     else:
         descending = sort.startswith("-") or sort == "newest"
-        segment = _Segment("true", key or "t.id", descending)
+        direction, compare = ("DESC", "<") if descending else ("ASC", ">")
+        keyset = ""
         if cursor is not None:
-            segment = _Segment(segment.past("cursor_key", "after"), segment.key, descending)
-        segments.append(segment)
-    ids: list[uuid.UUID] = []
-    for segment in segments:
-        ids += _segment_ids(session, where, segment, params, limit - len(ids))
-        if len(ids) >= limit:
-            break
-    return ids
+            keyset = (
+                f" AND t.id {compare} :after" if key is None else f" AND ({key}, t.id) {compare} (:cursor_key, :after)"
+            )
+        order = f"t.id {direction}" if key is None else f"{key} {direction}, t.id {direction}"
+        sql = f"SELECT t.id FROM evaluation_trials t WHERE {where.sql}{keyset} ORDER BY {order} LIMIT :limit"
+    return [row[0] for row in session.execute(text(sql), params)]
 
 
 @dataclass(frozen=True)

@@ -90,17 +90,8 @@ SINGLE = [
 ]
 
 
-@pytest.fixture(params=["walk", "look-up"])
-def probe(request, monkeypatch):
-    """Both ways a page finds its rows: walking its order's index, and, once PROBE_ROWS index entries gave no full
-    page, looking the matching rows up and sorting them (a probe of 3 entries makes every list take that path)."""
-    if request.param == "look-up":
-        monkeypatch.setattr(queries.trials, "PROBE_ROWS", 3)
-    return request.param
-
-
 @pytest.mark.parametrize(("query", "where"), SINGLE)
-def test_each_filter_lists_exactly_the_trials_sql_selects(probe, api, world, database, member, query, where):
+def test_each_filter_lists_exactly_the_trials_sql_selects(api, world, database, member, query, where):
     expected = sql_ids(database, member.org.id, where)
     assert expected, f"the world holds no trial for {query}"
     listed = api_ids(api, query)
@@ -108,7 +99,7 @@ def test_each_filter_lists_exactly_the_trials_sql_selects(probe, api, world, dat
     assert set(page_ids(api.get(f"/trials?{query}").text)) == expected
 
 
-def test_catalog_filters_and_their_combinations(probe, api, world, database, member):
+def test_catalog_filters_and_their_combinations(api, world, database, member):
     admin, desk, runs = world["admin"], world["desk"], world["runs"]
     org = member.org.id
     cases = [
@@ -165,7 +156,7 @@ def ranks(database, org_id, ids: list[str]) -> list[tuple[int, str]]:
     return [(rows[i], i) for i in ids]
 
 
-def test_failed_first_then_newest_across_pages(probe, api, world, database, member, monkeypatch):
+def test_failed_first_then_newest_across_pages(api, world, database, member, monkeypatch):
     monkeypatch.setattr(queries.trials, "PAGE_SIZE", 4)
     listed = api_ids(api)
     assert len(listed) == len(sql_ids(database, member.org.id, "TRUE"))
@@ -188,7 +179,7 @@ def test_failed_first_then_newest_across_pages(probe, api, world, database, memb
         ("newest", "id"),
     ],
 )
-def test_sorting_pages_through_every_trial_in_order(probe, api, world, database, member, monkeypatch, sort, column):
+def test_sorting_pages_through_every_trial_in_order(api, world, database, member, monkeypatch, sort, column):
     monkeypatch.setattr(queries.trials, "PAGE_SIZE", 3)
     listed = api_ids(api, f"sort={sort}")
     with database.session(member.org.id) as session:
