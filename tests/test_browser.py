@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import BROWSER_MARKS, chromium, serve, shot
+from tests.browser_support import BROWSER_MARKS, chromium, log_in, serve, shot
 from tests.factories import command_agent, make_catalog
 from worker.loop import WorkerSettings, run_workers
 
@@ -129,11 +129,7 @@ def test_compare_opens_from_a_reset_run_and_from_the_run_list(live_server, brows
     first = run_with(database, catalog, [True, False, False, True])
     second = reset_with(database, catalog, first, [True, True, True, False])
     page = browser_page
-    page.goto(f"{live_server}/login")
-    page.fill("#email", member.email)
-    page.fill("#password", member.password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/environments")
+    log_in(page, live_server, member.email, member.password)
 
     page.goto(f"{live_server}/runs/{second}")
     assert page.title().startswith("admin-console v1 · expert · #2")
@@ -160,11 +156,7 @@ def test_the_explorer_filters_shows_chips_and_back_restores_the_form(live_server
     catalog = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=6)
     finish_runs(database, catalog, 2)
     page = browser_page
-    page.goto(f"{live_server}/login")
-    page.fill("#email", member.email)
-    page.fill("#password", member.password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/environments")
+    log_in(page, live_server, member.email, member.password)
 
     page.click("nav[aria-label=Main] >> text=Trials")
     page.wait_for_selector("#trial-filters")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_support import BROWSER_MARKS, chromium, serve, shot
+from tests.browser_support import BROWSER_MARKS, chromium, log_in, serve, shot
 from tests.factories import finish_runs, make_catalog
 
 pytestmark = BROWSER_MARKS  # drives chromium
@@ -32,11 +32,7 @@ def open_page(browser, live_server, member, *, javascript: bool = True):
     context = browser.new_context(java_script_enabled=javascript, viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(20_000)
-    page.goto(f"{live_server}/login")
-    page.fill("#email", member.email)
-    page.fill("#password", member.password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/environments")
+    log_in(page, live_server, member.email, member.password)
     return page
 
 
@@ -75,6 +71,9 @@ def test_back_restores_the_capability_gap_form_and_arrowing_adds_one_entry(
 
     page.select_option("#environmentId", str(desk.environment_id))
     page.wait_for_url(lambda url: str(desk.environment_id) in url)
+    # The swap has landed once the version select lists only that environment's versions; selecting before it
+    # would change a select the swap is about to replace.
+    page.wait_for_selector(f"#environmentVersionId option[value='{admin.version_id}']", state="detached")
     page.wait_for_selector(f"#environmentVersionId option[value='{desk.version_id}']", state="attached")
     page.select_option("#environmentVersionId", str(desk.version_id))
     page.wait_for_url(lambda url: str(desk.version_id) in url)

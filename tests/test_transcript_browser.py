@@ -3,7 +3,7 @@ of repeats is one stop until opened, Expand all / Collapse all toggle every fold
 
 from __future__ import annotations
 
-from tests.browser_support import BROWSER_MARKS, shot
+from tests.browser_support import BROWSER_MARKS, log_in, shot
 from tests.factories import make_catalog
 from tests.test_browser import browser_page, live_server  # noqa: F401 (fixtures)
 from tests.test_transcript import outcome, record, twelve_steps
@@ -30,11 +30,7 @@ def test_j_and_k_move_between_steps_and_the_buttons_open_and_close_every_fold(
     catalog = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=1)
     trial = record(database, catalog, outcome(twelve_steps()))
     page = browser_page
-    page.goto(f"{live_server}/login")
-    page.fill("#email", member.email)
-    page.fill("#password", member.password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/environments")
+    log_in(page, live_server, member.email, member.password)
 
     page.goto(f"{live_server}/trials/{trial}")
     page.wait_for_selector(".transcript-tools:not([hidden])")  # the script un-hides the buttons it drives
@@ -86,11 +82,7 @@ def test_the_outline_stacks_above_the_transcript_on_a_phone(
     trial = record(database, catalog, outcome(twelve_steps()))
     page = browser_page
     page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(f"{live_server}/login")
-    page.fill("#email", member.email)
-    page.fill("#password", member.password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server}/environments")
+    log_in(page, live_server, member.email, member.password)
     page.goto(f"{live_server}/trials/{trial}")
     outline, steps = page.locator(".outline").bounding_box(), page.locator(".transcript .steps").first.bounding_box()
     assert outline["y"] + outline["height"] <= steps["y"]  # above, not beside
