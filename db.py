@@ -375,7 +375,8 @@ class Database:
         )
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         event.listen(self._sessions, "after_begin", _scope_transaction_to_org)
-        self._admin_sessions: sessionmaker[Session] | None = None
+        self._admin_engine: Engine | None = None  # the owner role's, made on first use (see admin_session)
+        self._admin_sessions = sessionmaker(expire_on_commit=False)
 
     def session(self, org_id: uuid.UUID | None = None, user_id: uuid.UUID | None = None) -> Session:
         """Open a session whose every transaction sees only `org_id`'s rows (none when `org_id` is None).
@@ -390,17 +391,19 @@ class Database:
         The owner's engine is made on first use (the web never uses it) and keeps one connection for the next
         command, so a script of many administrative writes logs in once, not once per write.
         """
-        if self._admin_sessions is None:
-            engine = create_engine(sqlalchemy_url(self.urls.admin), pool_size=1, max_overflow=4, pool_pre_ping=True)
-            self._admin_sessions = sessionmaker(engine, expire_on_commit=False)
+        if self._admin_engine is None:
+            self._admin_engine = create_engine(
+                sqlalchemy_url(self.urls.admin), pool_size=1, max_overflow=4, pool_pre_ping=True
+            )
+            self._admin_sessions = sessionmaker(self._admin_engine, expire_on_commit=False)
             event.listen(self._admin_sessions, "after_begin", _scope_transaction_to_org)
         return self._admin_sessions(info={"org_id": org_id, "secrets_key": self.secrets_key})
 
     def dispose(self) -> None:
         """Close every pooled connection (the runtime role's and, once used, the owner's)."""
         self.engine.dispose()
-        if self._admin_sessions is not None:
-            self._admin_sessions.kw["bind"].dispose()
+        if self._admin_engine is not None:
+            self._admin_engine.dispose()
 
 
 def init_app(app: Flask, database: Database) -> None:

@@ -250,7 +250,7 @@ FISHER = "Fisher's exact test"
 CHI_SQUARED = "Pearson's chi-squared test"
 
 
-def fisher_pass_at_1(sa: int, na: int, sb: int, nb: int) -> Test:
+def unpaired_pass_at_1(sa: int, na: int, sb: int, nb: int) -> Test:
     """pass@1 of B - A from two independent samples: Fisher's exact test (the chi-squared test with Yates'
     correction when both sides exceed EXACT_TEST_MAX_TRIALS trials), Newcombe's interval."""
     large = na > EXACT_TEST_MAX_TRIALS and nb > EXACT_TEST_MAX_TRIALS

@@ -354,6 +354,6 @@ def compare(session: Session, a_ref: SideRef, b_ref: SideRef) -> Comparison:
         scored = [(p.a_reward, p.b_reward) for p in pairs if p.a_reward is not None and p.b_reward is not None]
         mean_reward = stats.paired_mean_reward(scored)
     else:
-        pass_at_1 = stats.fisher_pass_at_1(a.successes, a.trials, b.successes, b.trials)
+        pass_at_1 = stats.unpaired_pass_at_1(a.successes, a.trials, b.successes, b.trials)
         mean_reward = stats.welch_mean_reward(a.rewards, b.rewards)
     return Comparison(a, b, pairs, pass_at_1, mean_reward)

@@ -273,11 +273,11 @@ def test_wilson_intervals_equal_scipys(successes, trials):
 
 
 def test_pass_at_1_of_large_sides_is_compared_by_the_chi_squared_test_and_small_ones_by_fishers():
-    large = comparison.fisher_pass_at_1(1200, 2000, 1300, 2000)
+    large = comparison.unpaired_pass_at_1(1200, 2000, 1300, 2000)
     assert large.method == "Pearson's chi-squared test"
     assert close(large.p_value, stats.chi2_contingency([[1300, 700], [1200, 800]], correction=True).pvalue)
     assert large.p_value == pytest.approx(stats.fisher_exact([[1300, 700], [1200, 800]]).pvalue, rel=0.05)
-    small = comparison.fisher_pass_at_1(600, 1000, 650, 1000)
+    small = comparison.unpaired_pass_at_1(600, 1000, 650, 1000)
     assert small.method == "Fisher's exact test"
     assert close(small.p_value, stats.fisher_exact([[650, 350], [600, 400]]).pvalue)
-    assert comparison.fisher_pass_at_1(0, 2000, 0, 3000).p_value == 1.0  # nothing succeeded on either side
+    assert comparison.unpaired_pass_at_1(0, 2000, 0, 3000).p_value == 1.0  # nothing succeeded on either side

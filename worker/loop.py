@@ -132,13 +132,14 @@ class Worker:
             spec, agent = runnable_spec(session, version), runnable_agent(session, config)  # env values in plaintext
             session.commit()
         secrets = secret_values(spec, agent)
-        for number in missing:
+        begun = False  # whether the trial about to run was already reported as beginning
+        for index, number in enumerate(missing):
             if self.stop.is_set():
                 self._release(org_id, run_id, None, counted=False)
                 return
             heartbeat.check()
             seed = trial_seed(run, number)
-            progress = TrialProgress(self.database, run, self.name, number)
+            progress = TrialProgress(self.database, run, self.name, number, begun=begun)
             outcome = run_trial(
                 spec,
                 agent,
@@ -151,12 +152,17 @@ class Worker:
                 on_step=progress.step,
             )
             outcome = mask_outcome(outcome, secrets)  # no secret value reaches a page, export, artifact or log
+            following = missing[index + 1] if index + 1 < len(missing) else None
             try:
                 with self.database.session(org_id) as session, session.begin():
                     self._hold_lease(session, run)
                     record_trial(session, run, number, seed, outcome)
+                    if following is not None:  # it begins now: said in this transaction, not one of its own
+                        report_progress(session, run, self.name, following, None, begins=True)
+                begun = following is not None
             except IntegrityError:
                 log.warning("trial %s of run %s was already recorded; skipping", number, run_id)
+                begun = False
         with self.database.session(org_id) as session, session.begin():
             self._hold_lease(session, run)
             complete_run(session, run)
@@ -194,14 +200,18 @@ class Worker:
 
 class TrialProgress:
     """Tells the run page where the worker is: the trial as it begins, then the agent's step at most once a second
-    (a missed write is only logged: progress is a courtesy, the trial goes on)."""
+    (a missed write is only logged: progress is a courtesy, the trial goes on). `begun`: the beginning was already
+    written (in the transaction that recorded the trial before), so it is not written again."""
 
     INTERVAL_S = 1.0
 
-    def __init__(self, database: Database, run: EvaluationRun, owner: str, trial_number: int) -> None:
+    def __init__(
+        self, database: Database, run: EvaluationRun, owner: str, trial_number: int, *, begun: bool = False
+    ) -> None:
         self.database, self.run, self.owner, self.trial_number = database, run, owner, trial_number
         self.written_at = time.monotonic()
-        self._write(None, begins=True)
+        if not begun:
+            self._write(None, begins=True)
 
     def step(self, number: int) -> None:
         """The agent begins step `number`."""
