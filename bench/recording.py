@@ -6,11 +6,12 @@ renewal, the rollups, the export-order lock and the full-text search vector
 (the bare INSERTs leave search_vector empty).
 
 The worker's statement is also timed as recording was before search and the
-explorer: without the search vector and without the indexes they added (the
-GIN index of migration 0018, the explorer's indexes of migration 0019), which
-are dropped for that measurement and recreated from their own definitions
-after it. The worker's figure includes cleaning the GIN index's pending list
-of what it recorded (gin_clean_pending_list, which VACUUM or an insert that
+explorer: without the search vector, without the indexes they added (the GIN
+index of migration 0018, the explorer's indexes of migrations 0019 and 0023),
+which are dropped for that measurement and recreated from their own
+definitions after it, and without the trigger that writes a trial's stage
+results (migration 0024), disabled meanwhile. The worker's figure includes
+cleaning the GIN index's pending list of what it recorded (gin_clean_pending_list, which VACUUM or an insert that
 fills the list does otherwise), so the index's cost is counted whether it is
 paid at insert or later. Each path's figure is the median time of its trials
 (each trial's own transaction, commit included): on a shared machine a mean
@@ -46,7 +47,7 @@ TRIALS = int(os.environ.get("BENCH_RECORD_TRIALS", "400"))
 SPEC = {"kind": "builtin", "environment": "admin-console", "params": {}}
 TRIVIAL_AGENT = {"kind": "scripted", "skill": 1.0}
 SEARCH_INDEX = "ix_evaluation_trials_search_vector"  # migration 0018
-# What search and the explorer added to every recorded trial (migrations 0018 and 0019).
+# What search and the explorer added to every recorded trial (migrations 0018, 0019, 0023 and 0024).
 NEW_INDEXES = (
     SEARCH_INDEX,
     "ix_evaluation_trials_org_failed_rank_id",
@@ -55,7 +56,10 @@ NEW_INDEXES = (
     "ix_evaluation_trials_org_agent_steps_id",
     "ix_evaluation_trials_org_duration_id",
     "ix_evaluation_trials_org_finished_id",
+    "ix_evaluation_trials_org_reward",
+    "ix_evaluation_trials_org_finished_at",
 )
+STAGES_TRIGGER = "trial_stages_on_insert"
 WARM_UP = 16  # trials recorded before each timed path
 
 
@@ -104,8 +108,8 @@ def _clean_pending_list(database: Database) -> float:
 
 @contextmanager
 def _before_search_and_explorer(database: Database):
-    """RECORD_TRIAL without the search vector, and evaluation_trials without the indexes of migrations 0018 and
-    0019 (recreated from their definitions afterwards)."""
+    """RECORD_TRIAL without the search vector, and evaluation_trials without the indexes of migrations 0018, 0019
+    and 0023 (recreated from their definitions afterwards) and the stage results' trigger (enabled afterwards)."""
     with _owner(database) as conn:
         definitions = conn.execute(
             text("""SELECT indexname, indexdef FROM pg_indexes
@@ -119,11 +123,13 @@ def _before_search_and_explorer(database: Database):
             raise RuntimeError("RECORD_TRIAL no longer writes the search vector as this benchmark expects")
         for name, _ in definitions:
             conn.execute(text(f"DROP INDEX {name}"))
+        conn.execute(text(f"ALTER TABLE evaluation_trials DISABLE TRIGGER {STAGES_TRIGGER}"))
         commands.runs.RECORD_TRIAL = text(str(with_search).replace(commands.runs.SEARCH_VECTOR_SQL, "NULL"))
         try:
             yield
         finally:
             commands.runs.RECORD_TRIAL = with_search
+            conn.execute(text(f"ALTER TABLE evaluation_trials ENABLE TRIGGER {STAGES_TRIGGER}"))
             conn.execute(text("SET maintenance_work_mem = '256MB'"))
             for _, definition in definitions:
                 conn.execute(text(definition))

@@ -252,7 +252,8 @@ def main() -> None:
         f"the search vector and every index (GIN pending-list cleanup included) | {recorded.worker_ms:.2f} |",
         f"| of which the GIN pending-list cleanup of those trials | {recorded.worker_cleanup_ms:.2f} |",
         "| the worker's statement as before search and the explorer: no search vector, without the GIN index of "
-        f"migration 0018 and the explorer indexes of migration 0019 | {recorded.worker_before_search_ms:.2f} |",
+        "migration 0018, the explorer indexes of migrations 0019 and 0023 and the stage results of migration 0024 "
+        f"| {recorded.worker_before_search_ms:.2f} |",
         f"| bare INSERT of the same trial, artifact and rollout rows (no search vector) | {recorded.bare_ms:.2f} |",
         "",
         f"Ratio {record_ratio:.2f}x; with its search vector and the search and explorer indexes a trial costs "

@@ -3,7 +3,7 @@
 from models.accounts import AuthSession, LoginThrottle, Membership, Organization, User
 from models.base import Base
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
-from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout
+from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout, TrialStage
 from models.invitations import Invitation
 from models.rollups import EnvironmentVersionStats, FailureCategoryCount, StageMetricRollup
 from models.tokens import ApiToken
@@ -27,6 +27,7 @@ __all__ = [
     "Organization",
     "Rollout",
     "StageMetricRollup",
+    "TrialStage",
     "User",
     "WorkerPresence",
 ]

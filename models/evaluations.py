@@ -15,6 +15,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     Sequence,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -232,6 +233,28 @@ class EvaluationTrial(OrgScoped, Base):
     atif_artifact_id: Mapped[uuid.UUID | None]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+
+
+class TrialStage(Base):
+    """One stage_* result of a trial, passed (value 1) or failed (below 1), with the trial's failed-first rank.
+
+    Written by the trigger of migration 0024 in the statement that inserts the
+    trial (and rewritten when its reward or metrics change): never by the app.
+    The key is the explorer's index of stage filters (queries.filters).
+    """
+
+    __tablename__ = "trial_stages"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["organization_id", "evaluation_trial_id"], ["evaluation_trials.organization_id", "evaluation_trials.id"]
+        ),
+    )
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    stage_key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    passed: Mapped[bool] = mapped_column(primary_key=True)
+    failed_rank: Mapped[int] = mapped_column(SmallInteger, primary_key=True)  # queries.filters.FAILED_RANK
+    evaluation_trial_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
 
 
 class Rollout(OrgScoped, Timestamped, Base):

@@ -126,8 +126,8 @@ class TrialFilters:
                 clause = f"{versions}.environment_id = :environment_id"
             else:
                 clause = (
-                    f"{rows}.environment_version_id IN "
-                    "(SELECT id FROM environment_versions WHERE environment_id = :environment_id)"
+                    f"{rows}.environment_version_id = "
+                    "ANY(ARRAY(SELECT id FROM environment_versions WHERE environment_id = :environment_id))"
                 )
             conditions = conditions.also(clause, environment_id=self.environment_id)
         if self.environment_version_id is not None:
@@ -157,21 +157,19 @@ class TrialFilters:
             conditions = conditions.also(f"{rows}.reward >= :min_reward", min_reward=self.min_reward)
         if self.max_reward is not None:
             conditions = conditions.also(f"{rows}.reward <= :max_reward", max_reward=self.max_reward)
-        # Stage conditions are wrapped in coalesce(…, false): PostgreSQL then estimates them as a plain boolean
-        # (half the rows) rather than a jsonb operator (a tiny share), so it keeps the ordered index scan of a page
-        # instead of reading every trial of an environment to sort them.
-        for number, key in enumerate(self.stage_passed):
-            conditions = conditions.also(
-                f"coalesce({t}.metrics @> jsonb_build_object(CAST(:stage_passed_{number} AS text), 1), false)",
-                **{f"stage_passed_{number}": key},
-            )
-        for number, key in enumerate(self.stage_failed):
-            name = f"stage_failed_{number}"
-            conditions = conditions.also(
-                f"coalesce(jsonb_typeof({t}.metrics -> CAST(:{name} AS text)) = 'number' "
-                f"AND {t}.metrics -> CAST(:{name} AS text) < to_jsonb(1), false)",
-                **{name: key},
-            )
+        # A stage result is a row of trial_stages (migration 0024) keyed like its index: in the failed-first order's
+        # branches (one rank each) a page walks the trials with that result newest first, and on any other read it
+        # is one index probe per trial.
+        rank = FAILED_RANK.format(t=t)
+        results = (("stage_passed", "", self.stage_passed), ("stage_failed", "NOT ", self.stage_failed))
+        for name, result, keys in results:
+            for number, key in enumerate(keys):
+                conditions = conditions.also(
+                    f"EXISTS (SELECT 1 FROM trial_stages ts WHERE ts.organization_id = {t}.organization_id "
+                    f"AND ts.stage_key = :{name}_{number} AND {result}ts.passed AND ts.failed_rank = {rank} "
+                    f"AND ts.evaluation_trial_id = {t}.id)",
+                    **{f"{name}_{number}": key},
+                )
         if self.source is not None:
             conditions = conditions.also(f"{t}.external_id IS {'NOT ' if self.source == 'imported' else ''}NULL")
         if self.finished_after is not None:
