@@ -20,6 +20,7 @@ OBSERVATION_CAP_CHARS = 16 * 1024  # a 9 KB JSON observation stays whole, so the
 EXPLANATION_CAP_CHARS = 2 * 1024  # what a verifier says of one stage (or of the trial), the end kept
 EXPLANATIONS_KEY = "explanations"  # where a trial's metrics keep them, beside its stage_* values
 VERIFIER_EXPLANATION = "verifier"  # the explanation of the trial as a whole (Harbor's verifier output)
+STAGE_KEY_CHARS = 100  # the longest stage_* key a trial keeps (its rollup and trial_stages rows hold no more)
 
 
 def truncate(text: str, cap: int, what: str) -> str:

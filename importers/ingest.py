@@ -27,7 +27,7 @@ from commands.environments import (
 )
 from commands.runs import bump_version_stats, complete_run, record_trial
 from domain.errors import SpecError
-from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, TrialOutcome, truncate_keep_end
+from domain.outcome import LOG_CAP_CHARS, STAGE_KEY_CHARS, VERIFIER_EXPLANATION, TrialOutcome, truncate_keep_end
 from domain.specs import validate_spec
 from domain.trajectory import Content, command_text, step, structured
 from models.base import new_id
@@ -99,8 +99,8 @@ class IngestTrial(BaseModel):
     @classmethod
     def _stage_keys(cls, stages: dict[str, float]) -> dict[str, float]:
         for key, value in stages.items():
-            if not key.startswith("stage_") or len(key) > 100:
-                raise ValueError(f"stage keys start with stage_ (at most 100 characters), not {key!r}")
+            if not key.startswith("stage_") or len(key) > STAGE_KEY_CHARS:
+                raise ValueError(f"stage keys start with stage_ (at most {STAGE_KEY_CHARS} characters), not {key!r}")
             if not 0 <= value <= 1:
                 raise ValueError(f"{key} must be between 0 and 1, not {value!r}")
         return stages

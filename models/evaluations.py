@@ -24,6 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from domain.outcome import STAGE_KEY_CHARS
 from domain.vocabulary import (
     MAX_ATTEMPTS,
     MIN_ATTEMPTS,
@@ -251,7 +252,7 @@ class TrialStage(Base):
     )
 
     organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
-    stage_key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    stage_key: Mapped[str] = mapped_column(String(STAGE_KEY_CHARS), primary_key=True)
     passed: Mapped[bool] = mapped_column(primary_key=True)
     failed_rank: Mapped[int] = mapped_column(SmallInteger, primary_key=True)  # queries.filters.FAILED_RANK
     evaluation_trial_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)

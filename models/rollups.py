@@ -7,6 +7,7 @@ import uuid
 from sqlalchemy import BigInteger, ForeignKeyConstraint, String
 from sqlalchemy.orm import Mapped, mapped_column
 
+from domain.outcome import STAGE_KEY_CHARS
 from models.base import Base
 
 
@@ -38,7 +39,7 @@ class StageMetricRollup(Base):
 
     organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     environment_version_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
-    stage_key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    stage_key: Mapped[str] = mapped_column(String(STAGE_KEY_CHARS), primary_key=True)
     trials: Mapped[int] = mapped_column(BigInteger, default=0)
     passed: Mapped[int] = mapped_column(BigInteger, default=0)
     value_sum: Mapped[float] = mapped_column(default=0.0)

@@ -125,6 +125,7 @@ class TrialFilters:
             if versions:
                 clause = f"{versions}.environment_id = :environment_id"
             else:
+                # The versions as an array computed once: PostgreSQL then never plans a join of each row to them.
                 clause = (
                     f"{rows}.environment_version_id = "
                     "ANY(ARRAY(SELECT id FROM environment_versions WHERE environment_id = :environment_id))"

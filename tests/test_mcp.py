@@ -147,6 +147,25 @@ def test_a_command_verifier_scores_from_its_json_output():
 
 
 @pytest.mark.fault
+def test_a_verifier_naming_a_stage_longer_than_a_trial_keeps_ends_the_trial_as_an_environment_error():
+    # The trial's rollup and stage rows hold keys of 100 characters: a longer one would fail the trial's recording.
+    key = "stage_" + "x" * 95
+    printed = json.dumps({key: 1, "stage_ok": 1})
+    spec = {**faulty("fine"), "verifier": {"command": ["python", "-c", f"print({printed!r})"]}}
+    outcome = run_trial(spec, {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=10)
+    assert (outcome.status, outcome.failure_category, outcome.reward, outcome.stages) == (
+        "error",
+        "environment_error",
+        None,
+        {},
+    )
+    assert "could not score: ValueError: the verifier gave a stage key of more than 100 characters" in outcome.log
+    fits = {**spec, "verifier": {"command": ["python", "-c", f"print({json.dumps({key[:-1]: 1})!r})"]}}
+    outcome = run_trial(fits, {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=10)
+    assert outcome.stages == {key[:-1]: 1.0} and outcome.reward == 1
+
+
+@pytest.mark.fault
 def test_a_server_that_does_not_answer_initialize_times_out_within_its_startup_budget():
     outcome = first_tool(faulty("mute", startupTimeoutS=1), timeout_s=30)
     assert (outcome.status, outcome.failure_category, outcome.reward) == ("error", "timeout", None)

@@ -25,6 +25,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession
 
 from domain.limits import describe
+from domain.outcome import STAGE_KEY_CHARS
 from domain.specs import STARTUP_TIMEOUT_S
 from domain.trajectory import Content, content_text, environment_step
 from worker.environments.base import Task
@@ -281,6 +282,8 @@ class MCPEnvironment:
         stages = {k: float(v) for k, v in values.items() if k.startswith("stage_")}
         if not stages or not all(0 <= v <= 1 for v in stages.values()):
             raise ValueError("the verifier gave no stage_* values between 0 and 1")
+        if any(len(key) > STAGE_KEY_CHARS for key in stages):
+            raise ValueError(f"the verifier gave a stage key of more than {STAGE_KEY_CHARS} characters")
         return stages
 
     def explain(self) -> dict[str, str]:
