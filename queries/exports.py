@@ -42,6 +42,8 @@ KIND_CONDITIONS = {
     "recovery": "r.reward > 0 AND r.reward < 1",
     "scored": "r.reward IS NOT NULL",  # what preference pairs are drawn from
 }
+# The failed-first ranks (queries.filters.FAILED_RANK) each kind holds: a rollout is scored, so never rank 1.
+KIND_RANKS = {"all": (2, 0), "successful": (0,), "failed": (2,), "recovery": (2,), "scored": (2, 0)}
 
 
 def export_filename(kind: str, export_format: str) -> str:
@@ -79,7 +81,7 @@ class Query:
 
 def select_rollouts(org_id: uuid.UUID, kind: str, filters: TrialFilters, after_seq: int | None = None) -> Selection:
     """The rollouts of `kind` in the organization, narrowed by `filters`, newer than `after_seq`."""
-    where = filters.conditions("r", trials="t").also("r.organization_id = :org", org=org_id)
+    where = filters.conditions("r", trials="t", ranks=KIND_RANKS[kind]).also("r.organization_id = :org", org=org_id)
     where = where.also(KIND_CONDITIONS[kind])
     if after_seq is not None:
         where = where.also("r.seq > :after_seq", after_seq=after_seq)
@@ -184,7 +186,7 @@ def preference_pairs_sql(
     which the unique (organization_id, seq) index finds.
     """
     side = (
-        filters.conditions("r", versions="v", trials="t")
+        filters.conditions("r", versions="v", trials="t", ranks=KIND_RANKS["scored"])
         .also("r.organization_id = :org", org=org_id)
         .also("r.environment_version_id = v.id")
         .also("r.reward IS NOT NULL")

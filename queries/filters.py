@@ -107,7 +107,9 @@ class TrialFilters:
                 ranks = tuple(r for r in ranks if r == 2)
         return ranks
 
-    def conditions(self, rows: str, versions: str | None = None, trials: str | None = None) -> Conditions:
+    def conditions(
+        self, rows: str, versions: str | None = None, trials: str | None = None, ranks: tuple[int, ...] = (2, 1, 0)
+    ) -> Conditions:
         """The filters as conditions on the table aliased `rows`.
 
         `rows` is evaluation_trials, rollouts or a per-version rollup: any table
@@ -117,7 +119,8 @@ class TrialFilters:
         environment and version filters then read on it (once per version).
         `trials` is the alias of the evaluation_trials row joined to each of
         `rows` (`rows` itself when not given): status, failure category,
-        stages, source and time read on it.
+        stages, source and time read on it. `ranks` are the FAILED_RANK values
+        the caller's own conditions leave (an export of failed rollouts: 2).
         """
         t = trials or rows
         conditions = Conditions()
@@ -161,13 +164,17 @@ class TrialFilters:
         # A stage result is a row of trial_stages (migration 0024) keyed like its index: in the failed-first order's
         # branches (one rank each) a page walks the trials with that result newest first, and on any other read it
         # is one index probe per trial.
+        # The ranks the reward filters leave are said on the stage row too, so PostgreSQL's statistics of
+        # trial_stages (which results occur in which rank) tell it when few trials match in any order.
         rank = FAILED_RANK.format(t=t)
+        ranks = tuple(r for r in self.ranks() if r in ranks)
+        in_ranks = f" AND ts.failed_rank IN ({', '.join(map(str, ranks))})" if 0 < len(ranks) < 3 else ""
         results = (("stage_passed", "", self.stage_passed), ("stage_failed", "NOT ", self.stage_failed))
         for name, result, keys in results:
             for number, key in enumerate(keys):
                 conditions = conditions.also(
                     f"EXISTS (SELECT 1 FROM trial_stages ts WHERE ts.organization_id = {t}.organization_id "
-                    f"AND ts.stage_key = :{name}_{number} AND {result}ts.passed AND ts.failed_rank = {rank} "
+                    f"AND ts.stage_key = :{name}_{number} AND {result}ts.passed AND ts.failed_rank = {rank}{in_ranks} "
                     f"AND ts.evaluation_trial_id = {t}.id)",
                     **{f"{name}_{number}": key},
                 )

@@ -4,6 +4,8 @@ whose reward or metrics change is found by its new ones, and the runtime role ca
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 from sqlalchemy import text
@@ -50,6 +52,42 @@ def test_the_harbor_job_and_the_import_are_each_found_by_their_own_stages(api, w
     # x-2 (0.5 written, counted) and x-3 (both 0) failed stage_written; x-4 was unscored but reported 0 too.
     assert len(api_ids(api, "stageFailed=stage_written&stagePassed=stage_counted")) == 1
     assert len(api_ids(api, "stageFailed=stage_written,stage_counted")) == 2
+
+
+KINDS = {
+    "all": "t.reward IS NOT NULL",
+    "failed": "t.reward < 1",
+    "successful": "t.reward = 1",
+    "recovery": "t.reward > 0 AND t.reward < 1",
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "query",
+    ["stagePassed=stage_inventory", "stageFailed=stage_order", "stagePassed=stage_file_exists&rewardBand=failed"],
+)
+def test_each_exports_kind_holds_exactly_its_rollouts_with_those_stage_results(
+    api, database, member, written_every_way, kind, query
+):
+    response = api.get(f"/api/v1/rollouts?kind={kind}&{query}")
+    assert response.status_code == 200
+    exported = {json.loads(raw)["rolloutId"] for raw in response.text.splitlines()}
+    stages = " AND ".join(
+        (PASSED if name == "stagePassed" else FAILED).replace(":key", f"'{key}'")
+        for name, key in (part.split("=") for part in query.split("&"))
+        if name.startswith("stage")
+    )
+    band = " AND t.reward < 1" if "rewardBand=failed" in query else ""
+    with database.session(member.org.id) as session:
+        expected = set(
+            session.execute(
+                text(f"""SELECT r.id::text FROM rollouts r JOIN evaluation_trials t ON t.id = r.evaluation_trial_id
+                         WHERE {KINDS[kind]} AND {stages}{band}""")
+            ).scalars()
+        )
+    assert exported == expected, (kind, query)
+    assert expected or kind != "all", query
 
 
 def test_a_trial_whose_reward_and_metrics_change_is_found_by_its_new_results(api, database, member, owner_engine):
