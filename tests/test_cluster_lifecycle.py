@@ -57,6 +57,11 @@ SECRETS_KEY = SecretsKey.generate()
 STARTED: list[subprocess.Popen] = []
 
 
+def interruptible() -> None:
+    """Let the child take SIGINT as a terminal's Ctrl-C (a suite started in the background inherits it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def flask(data_dir: Path, *args: str) -> subprocess.Popen:
     """Start `flask --app app ARGS…` against the embedded cluster in `data_dir`."""
     process = subprocess.Popen(
@@ -66,6 +71,7 @@ def flask(data_dir: Path, *args: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=interruptible,
     )
     STARTED.append(process)
     return process
