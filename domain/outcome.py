@@ -21,6 +21,7 @@ EXPLANATION_CAP_CHARS = 2 * 1024  # what a verifier says of one stage (or of the
 EXPLANATIONS_KEY = "explanations"  # where a trial's metrics keep them, beside its stage_* values
 VERIFIER_EXPLANATION = "verifier"  # the explanation of the trial as a whole (Harbor's verifier output)
 STAGE_KEY_CHARS = 100  # the longest stage_* key a trial keeps (its rollup and trial_stages rows hold no more)
+FAILURE_CATEGORY_CHARS = 64  # the longest failure_category a trial keeps
 
 
 def truncate(text: str, cap: int, what: str) -> str:

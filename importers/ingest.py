@@ -27,7 +27,14 @@ from commands.environments import (
 )
 from commands.runs import bump_version_stats, complete_run, record_trial
 from domain.errors import SpecError
-from domain.outcome import LOG_CAP_CHARS, STAGE_KEY_CHARS, VERIFIER_EXPLANATION, TrialOutcome, truncate_keep_end
+from domain.outcome import (
+    FAILURE_CATEGORY_CHARS,
+    LOG_CAP_CHARS,
+    STAGE_KEY_CHARS,
+    VERIFIER_EXPLANATION,
+    TrialOutcome,
+    truncate_keep_end,
+)
 from domain.specs import validate_spec
 from domain.trajectory import Content, command_text, step, structured
 from models.base import new_id
@@ -71,7 +78,7 @@ class IngestTrial(BaseModel):
     attempt: int = Field(ge=1, le=MAX_ATTEMPTS)
     reward: float | None = Field(default=None, ge=0, le=1)
     stages: dict[str, float] = Field(default_factory=dict)
-    failureCategory: str | None = Field(default=None, max_length=64)
+    failureCategory: str | None = Field(default=None, max_length=FAILURE_CATEGORY_CHARS)
     log: str = ""
     task: str = ""
     seed: int = Field(default=0, ge=-(2**31), lt=2**31)

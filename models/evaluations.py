@@ -24,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from domain.outcome import STAGE_KEY_CHARS
+from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from domain.vocabulary import (
     MAX_ATTEMPTS,
     MIN_ATTEMPTS,
@@ -220,7 +220,7 @@ class EvaluationTrial(OrgScoped, Base):
     seed: Mapped[int] = mapped_column(Integer)
     status: Mapped[TrialStatus] = mapped_column(String(20))
     reward: Mapped[float | None]
-    failure_category: Mapped[str | None] = mapped_column(String(64))
+    failure_category: Mapped[str | None] = mapped_column(String(FAILURE_CATEGORY_CHARS))
     metrics: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
     trajectory_artifact_id: Mapped[uuid.UUID | None]
     log_excerpt: Mapped[str] = mapped_column(Text, default="")

@@ -7,7 +7,7 @@ import uuid
 from sqlalchemy import BigInteger, ForeignKeyConstraint, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from domain.outcome import STAGE_KEY_CHARS
+from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from models.base import Base
 
 
@@ -27,7 +27,7 @@ class FailureCategoryCount(Base):
 
     organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     environment_version_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
-    failure_category: Mapped[str] = mapped_column(String(64), primary_key=True)
+    failure_category: Mapped[str] = mapped_column(String(FAILURE_CATEGORY_CHARS), primary_key=True)
     trials: Mapped[int] = mapped_column(BigInteger, default=0)
 
 

@@ -146,23 +146,61 @@ def test_a_command_verifier_scores_from_its_json_output():
     assert "score" in next(s["observation"] for s in outcome.steps if s["command"] == "tools/list")
 
 
+LONG_KEY = "stage_" + "x" * 95  # 101 characters: the trial's rollup and stage rows hold 100
+
+
+def verifier_printing(printed: dict) -> dict:
+    return {**faulty("fine"), "verifier": {"command": ["python", "-c", f"print({json.dumps(printed)!r})"]}}
+
+
 @pytest.mark.fault
-def test_a_verifier_naming_a_stage_longer_than_a_trial_keeps_ends_the_trial_as_an_environment_error():
-    # The trial's rollup and stage rows hold keys of 100 characters: a longer one would fail the trial's recording.
-    key = "stage_" + "x" * 95
-    printed = json.dumps({key: 1, "stage_ok": 1})
-    spec = {**faulty("fine"), "verifier": {"command": ["python", "-c", f"print({printed!r})"]}}
-    outcome = run_trial(spec, {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=10)
+@pytest.mark.parametrize(
+    ("printed", "said"),
+    [
+        ({LONG_KEY: 1, "stage_ok": 1}, "the verifier gave a stage key of more than 100 characters"),
+        (
+            {"stage_ok": 0, "failure_category": "x" * 65},
+            "the verifier's failure_category is not text of 1 to 64 characters",
+        ),
+        (
+            {"stage_ok": 0, "failure_category": {"nested": "x"}},
+            "the verifier's failure_category is not text of 1 to 64 characters",
+        ),
+    ],
+)
+def test_a_verifier_output_a_trial_could_not_keep_ends_it_as_an_environment_error(printed, said):
+    # Recorded as given, these would fail the trial's recording (and the run after its retries).
+    outcome = run_trial(
+        verifier_printing(printed),
+        {"kind": "command", "argv": FIRST_TOOL},
+        world_seed=1,
+        seed=1,
+        max_steps=5,
+        timeout_s=10,
+    )
     assert (outcome.status, outcome.failure_category, outcome.reward, outcome.stages) == (
         "error",
         "environment_error",
         None,
         {},
     )
-    assert "could not score: ValueError: the verifier gave a stage key of more than 100 characters" in outcome.log
-    fits = {**spec, "verifier": {"command": ["python", "-c", f"print({json.dumps({key[:-1]: 1})!r})"]}}
-    outcome = run_trial(fits, {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=10)
-    assert outcome.stages == {key[:-1]: 1.0} and outcome.reward == 1
+    assert f"environment could not score: ValueError: {said}" in outcome.log
+
+
+def test_a_verifier_output_at_the_limits_is_kept(database, make_org):
+    printed = {LONG_KEY[:-1]: 1, "stage_ok": 0, "failure_category": "y" * 64}
+    org = make_org("Acme RL")
+    with database.session(org.id) as session, session.begin():
+        env = create_environment(session, org.id, "limits")
+        version = create_environment_version(session, env, verifier_printing(printed))
+        config = create_evaluator_config(session, org.id, "first", {"kind": "command", "argv": FIRST_TOOL}, 1)
+        enqueue_run(session, version, config)
+    assert run_workers(database, WorkerSettings(), threading.Event(), 1, until_idle=True) == 1
+    with database.session(org.id) as session:
+        trial = session.execute(text("SELECT reward, failure_category, metrics FROM evaluation_trials")).one()
+        stages = session.execute(text("SELECT stage_key, passed FROM trial_stages ORDER BY 1")).all()
+    assert trial == (0.5, "y" * 64, {LONG_KEY[:-1]: 1, "stage_ok": 0})
+    assert stages == [("stage_ok", False), (LONG_KEY[:-1], True)]
 
 
 @pytest.mark.fault

@@ -25,6 +25,7 @@ from pydantic_core import PydanticCustomError
 from blueprints.api import ApiError
 from domain.agents import AGENT_JSON_SCHEMA, validate_agent
 from domain.errors import AgentConfigError, RunError, SpecError
+from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from domain.scoring import check_attempt_count
 from domain.specs import SPEC_JSON_SCHEMA, validate_spec
 from domain.vocabulary import RESETS, TRIAL_STATUSES, TrialStatus
@@ -141,7 +142,7 @@ def moment(name: str) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-STAGE_KEY = "stage_[^,\\u0000]{1,100}"
+STAGE_KEY = f"stage_[^,\\u0000]{{1,{STAGE_KEY_CHARS - len('stage_')}}}"
 
 
 def stage_keys(name: str) -> BeforeValidator:
@@ -159,8 +160,10 @@ def stage_keys(name: str) -> BeforeValidator:
 
 
 def _category(value: Any) -> str:
-    if not isinstance(value, str) or len(value) > 64 or "\x00" in value:
-        raise _refuse(f"failureCategory must be text of at most 64 characters without NUL, not {value!r}")
+    if not isinstance(value, str) or len(value) > FAILURE_CATEGORY_CHARS or "\x00" in value:
+        raise _refuse(
+            f"failureCategory must be text of at most {FAILURE_CATEGORY_CHARS} characters without NUL, not {value!r}"
+        )
     return value.strip()
 
 

@@ -25,7 +25,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession
 
 from domain.limits import describe
-from domain.outcome import STAGE_KEY_CHARS
+from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from domain.specs import STARTUP_TIMEOUT_S
 from domain.trajectory import Content, content_text, environment_step
 from worker.environments.base import Task
@@ -270,7 +270,10 @@ class MCPEnvironment:
         values = json.loads(raw)
         if not isinstance(values, dict):
             raise ValueError("the verifier did not print a JSON object")
-        self.failure_category = values.get("failure_category")
+        category = values.get("failure_category")
+        if category is not None and not (isinstance(category, str) and 0 < len(category) <= FAILURE_CATEGORY_CHARS):
+            raise ValueError(f"the verifier's failure_category is not text of 1 to {FAILURE_CATEGORY_CHARS} characters")
+        self.failure_category = category
         said = values.get("explanations")
         self.explanations = (
             {k: str(v) for k, v in said.items() if isinstance(k, str) and isinstance(v, str)}
