@@ -7,7 +7,7 @@ import json
 import secrets
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import func, select, text, update
@@ -268,11 +268,11 @@ def record_trial(
     everything is written by one statement.
     """
     org = run.organization_id
-    body = json.dumps(outcome.artifact_document(), ensure_ascii=False).encode()
+    task, log, steps = storable(outcome.task), storable(outcome.log), storable(outcome.steps)
+    body = json.dumps(replace(outcome, log=log, steps=steps).artifact_document(), ensure_ascii=False).encode()
     recorded = RecordedTrial(new_id(), new_id(), new_id() if outcome.reward is not None else None)
     stages = sorted((key, float(value)) for key, value in outcome.stages.items())
     atif_body = json.dumps(atif_document, ensure_ascii=False).encode() if atif_document is not None else None
-    task, log, steps = storable(outcome.task), storable(outcome.log), storable(outcome.steps)
     params = {
         "org": org,
         "artifact_id": recorded.artifact_id,

@@ -22,6 +22,7 @@ system prompt). Exports (ATIF, TRL) read these fields, never the command text.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Literal
 
 from domain.outcome import OBSERVATION_CAP_CHARS, truncate
@@ -30,13 +31,20 @@ StepSource = Literal["agent", "environment", "user", "system"]
 Content = str | list[dict[str, Any]]  # text, or MCP/ATIF content parts ({"type": "text", "text": …}, images, …)
 
 
-def storable(value: Any) -> Any:
-    """`value` with every NUL character in its strings (and keys) replaced by U+FFFD.
+NOT_A_NUMBER = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # as Python's json.dumps would print them
 
-    PostgreSQL text and jsonb cannot hold NUL, and an agent or a tool may print one; the rest is kept as it was.
+
+def storable(value: Any) -> Any:
+    """`value` with every NUL character in its strings (and keys) replaced by U+FFFD, and every NaN or infinite
+    number as the text "NaN", "Infinity" or "-Infinity".
+
+    PostgreSQL text and jsonb cannot hold NUL, and JSON has no NaN or infinity (Python's json module reads and
+    writes them; jsonb refuses them); an agent or a tool may print either. The rest is kept as it was.
     """
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
+    if isinstance(value, float) and not math.isfinite(value):
+        return NOT_A_NUMBER[str(value)]
     if isinstance(value, list):
         return [storable(item) for item in value]
     if isinstance(value, dict):

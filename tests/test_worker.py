@@ -328,3 +328,24 @@ def test_an_enqueued_run_wakes_an_idle_worker(database, database_urls, org):
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.communicate(timeout=20)
+
+
+@pytest.mark.slow  # starts agent processes
+@pytest.mark.fault
+def test_an_agent_printing_nan_and_infinity_is_recorded_and_its_artifact_is_json(database, org):
+    # Python's json.dumps prints NaN and Infinity for float("nan") and float("inf"); neither is JSON, and PostgreSQL's
+    # jsonb refuses them. The trial is recorded with them as text; its artifact and the export stay valid JSON.
+    catalog = make_catalog(database, org.id, command_agent("misbehave.py", "not-a-number"), attempt_count=2)
+    queue(database, catalog)
+    assert work(database) == 1
+    (run,) = rows(database, org.id, "SELECT status, error FROM evaluation_runs")
+    assert (run.status, run.error) == ("completed", None)
+    trials = rows(database, org.id, "SELECT steps, trajectory_artifact_id FROM evaluation_trials ORDER BY 1")
+    assert len(trials) == 2
+    for trial in trials:
+        call = next(step for step in trial.steps if step.get("tool") == "list_inventory")
+        assert call["toolCalls"][0]["arguments"] == {"limit": "NaN", "offset": "-Infinity"}
+        (body,) = rows(database, org.id, "SELECT body FROM artifacts WHERE id = :id", id=trial.trajectory_artifact_id)
+        document = json.loads(body.body, parse_constant=lambda name: pytest.fail(f"{name} in the artifact"))
+        steps = json.loads(document["trajectory"], parse_constant=lambda name: pytest.fail(f"{name} in the steps"))
+        assert any(s.get("command", "").startswith("list_inventory") for s in steps["steps"])

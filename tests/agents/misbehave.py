@@ -17,6 +17,12 @@ if mode == "wrong-quantity":  # real steps, then a wrong restock: a failed trial
         sys.stdin.readline()
     print(json.dumps({"finish": True, "summary": "restocked"}), flush=True)
     sys.exit(0)
+if mode == "not-a-number":  # what Python's json.dumps prints for float("nan") and float("inf"): not JSON
+    print('{"tool": "list_inventory", "args": {"limit": NaN, "offset": -Infinity}, "message": "limit?"}')
+    sys.stdout.flush()
+    sys.stdin.readline()
+    print(json.dumps({"finish": True, "summary": "done"}), flush=True)
+    sys.exit(0)
 if mode == "crash":
     print("Traceback: something broke inside the agent", file=sys.stderr, flush=True)
     sys.exit(3)
