@@ -272,7 +272,8 @@ def record_trial(
     body = json.dumps(replace(outcome, log=log, steps=steps).artifact_document(), ensure_ascii=False).encode()
     recorded = RecordedTrial(new_id(), new_id(), new_id() if outcome.reward is not None else None)
     stages = sorted((key, float(value)) for key, value in outcome.stages.items())
-    atif_body = json.dumps(atif_document, ensure_ascii=False).encode() if atif_document is not None else None
+    atif = storable(atif_document)  # kept as imported, but as JSON (a Harbor file may hold NaN: Python writes it)
+    atif_body = json.dumps(atif, ensure_ascii=False).encode() if atif is not None else None
     params = {
         "org": org,
         "artifact_id": recorded.artifact_id,

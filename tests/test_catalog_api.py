@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -113,3 +114,26 @@ def test_viewers_cannot_create(viewer_api, count_rows):
     response = viewer_api.post("/api/v1/environments", {"name": "x"})
     assert response.status_code == 403
     assert count_rows("environments", viewer_api.org) == 0
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_body_with_python_only_numbers_answers_400_naming_them_and_writes_nothing(
+    client, auth, member, constant, count_rows
+):
+    # Python's json module reads and writes NaN and Infinity; JSON has neither, and jsonb refuses them.
+    auth.login(member.email)
+    env = client.post("/api/v1/environments", json={"name": "mcp-git"}, headers={"X-CSRFToken": auth.csrf()}).json
+    spec = json.dumps({"kind": "mcp", "command": ["x"], "verifier": {"tool": "score", "arguments": {"weight": 0}}})
+    response = client.post(
+        f"/api/v1/environments/{env['id']}/versions",
+        data='{"spec": ' + spec.replace('"weight": 0', f'"weight": {constant}') + "}",
+        content_type="application/json",
+        headers={"X-CSRFToken": auth.csrf()},
+    )
+    assert response.status_code == 400
+    assert response.json == {
+        "error": "invalid JSON body",
+        "detail": f"the body must be a JSON object ({constant} is not a JSON number)",
+    }
+    assert count_rows("environment_versions") == 0

@@ -141,6 +141,35 @@ def test_the_imported_atif_document_exports_unchanged(harbor, runner, make_membe
         assert document["extra"]["reward"] in (0.0, 1.0)
 
 
+def strict_lines(body: bytes) -> list:
+    """Each NDJSON line parsed as JSON only (Python's json module alone reads NaN and Infinity)."""
+
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} is not JSON")
+
+    return [json.loads(line, parse_constant=refuse) for line in body.splitlines()]
+
+
+@pytest.mark.fault
+def test_a_trajectory_holding_nan_imports_and_every_exported_line_is_json(harbor, runner, make_member, client, auth):
+    # Harbor writes its files with Python's json module, which writes NaN for a float("nan") (jsonb refuses it):
+    # the trial is imported with NaN kept as the text "NaN".
+    member = make_member("olga@acme.test", "Acme RL", "owner")
+    trajectory = trial_dirs(harbor / JOB)[0] / "agent" / "trajectory.json"
+    atif = json.loads(trajectory.read_text())
+    atif["steps"][-1]["metrics"] = {"prompt_tokens": 12, "cost_usd": float("nan")}
+    trajectory.write_text(json.dumps(atif))
+    assert "NaN" in trajectory.read_text()
+    result = import_harbor(runner, harbor / JOB)
+    assert result.exit_code == 0, result.output
+    auth.login(member.email)
+    for export_format in ("atif", "trl", "atif-shaped"):
+        assert len(strict_lines(client.get(f"/api/v1/rollouts?kind=all&format={export_format}").data)) == 4
+    exported = strict_lines(client.get("/api/v1/rollouts?kind=all&format=atif").data)
+    (document,) = [doc for doc in exported if doc["session_id"] == atif["session_id"]]
+    assert document["steps"][-1]["metrics"]["cost_usd"] == "NaN"
+
+
 def test_a_folder_holding_the_job_imports_that_one_job(harbor, runner, make_member, database):
     member = make_member("olga@acme.test", "Acme RL", "owner")
     result = import_harbor(runner, harbor)

@@ -280,3 +280,14 @@ def test_an_imported_log_longer_than_the_cap_keeps_its_end(api, database):
         stored = session.execute(text("SELECT log_excerpt FROM evaluation_trials")).scalar()
     assert stored.endswith("the failure is here") and "start" not in stored
     assert stored.startswith(f"… [log truncated: {len(log) - 16 * 1024} earlier characters]\n")
+
+
+@pytest.mark.bad_input
+def test_a_line_with_nan_is_refused_naming_the_line_and_nothing_is_written(api, count_rows):
+    good = json.dumps(line("x-1", 1, 0.5))
+    bad = json.dumps(line("x-2", 2, 0.5)).replace('"stage_counted": 1.0', '"stage_counted": NaN')
+    response = import_ndjson(api, good + "\n" + bad + "\n")
+    assert response.status_code == 400
+    assert response.json["detail"] == "line 2 is not JSON (NaN is not a JSON number)"
+    assert (response.json["line"], response.json["field"]) == (2, "line")
+    assert count_rows("evaluation_trials") == 0

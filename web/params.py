@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
+from typing import Any
 
 from flask import abort, request
 
 _INTEGER = re.compile(r"-?[0-9]{1,12}")  # ASCII digits only: str.isdigit() also accepts "²" and "٣", int() not all
+
+
+class NotJsonNumber(ValueError):
+    """NaN, Infinity or -Infinity where JSON wants a number."""
+
+
+def strict_json(text: str) -> Any:
+    """`text` parsed as JSON; ValueError for what is not JSON, NotJsonNumber for the NaN, Infinity and -Infinity
+    that Python's json module reads and writes (no other JSON parser reads them, and jsonb refuses them)."""
+
+    def refuse(constant: str) -> Any:
+        raise NotJsonNumber(f"{constant} is not a JSON number")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 def parse_int(value: str) -> int | None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, jsonify, request
-from werkzeug.exceptions import BadRequest, HTTPException
+from werkzeug.exceptions import HTTPException
+
+from web.params import NotJsonNumber, strict_json
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -26,9 +28,10 @@ def _api_error(error: ApiError):
 def json_object() -> dict[str, Any]:
     """Return the request's JSON object body, or answer 400 saying what is wrong with it."""
     try:
-        body = request.get_json(force=True, silent=False)
-    except (BadRequest, RecursionError) as error:  # RecursionError: absurdly deep nesting
-        raise ApiError(400, "invalid JSON body", "the body must be a JSON object") from error
+        body = strict_json(request.get_data(as_text=True))
+    except (ValueError, RecursionError) as error:  # RecursionError: absurdly deep nesting
+        said = f" ({error})" if isinstance(error, NotJsonNumber) else ""
+        raise ApiError(400, "invalid JSON body", f"the body must be a JSON object{said}") from error
     if not isinstance(body, dict):
         raise ApiError(400, "invalid JSON body", "the body must be a JSON object")
     return body

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from flask import g, jsonify, request
 from sqlalchemy.exc import IntegrityError
 
@@ -13,6 +11,7 @@ from blueprints.api.schemas import ImportResult
 from blueprints.auth import require_role
 from db import request_session
 from importers.ingest import IngestError, ingest, parse_trial
+from web.params import NotJsonNumber, strict_json
 
 MAX_LINES = 5000
 IMPORT_LINES = {
@@ -46,9 +45,11 @@ def import_runs():
     parsed = []
     for number, line in lines:
         try:
-            raw = json.loads(line)
+            raw = strict_json(line)
         except (ValueError, RecursionError) as error:
-            raise ApiError(400, "invalid line", f"line {number} is not JSON", line=number, field="line") from error
+            said = f" ({error})" if isinstance(error, NotJsonNumber) else ""
+            detail = f"line {number} is not JSON{said}"
+            raise ApiError(400, "invalid line", detail, line=number, field="line") from error
         try:
             parsed.append(parse_trial(raw, number))
         except IngestError as error:
