@@ -94,6 +94,17 @@ def test_invalid_json_answers_400(client, auth, member, catalog, count_rows):
 
 
 @pytest.mark.bad_input
+@pytest.mark.parametrize("body", [b'{"environmentVersionId": "\xff"}', '{"x": 1}'.encode("utf-16")])
+def test_a_body_that_is_not_utf8_answers_400(client, auth, member, catalog, count_rows, body):
+    auth.login(member.email)
+    response = client.post(
+        "/api/v1/evaluation-runs", data=body, content_type="application/json", headers={"X-CSRFToken": auth.csrf()}
+    )
+    assert response.status_code == 400 and response.json["error"] == "invalid JSON body"
+    assert count_rows("evaluation_runs") == 0
+
+
+@pytest.mark.bad_input
 def test_json_post_without_csrf_header_is_refused(client, auth, member, catalog, count_rows):
     auth.login(member.email)
     body = {"environmentVersionId": str(catalog.version_id), "evaluatorConfigId": str(catalog.config_id)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 from typing import Any
@@ -18,12 +19,19 @@ class NotJsonNumber(ValueError):
 
 def strict_json(text: str) -> Any:
     """`text` parsed as JSON; ValueError for what is not JSON, NotJsonNumber for the NaN, Infinity and -Infinity
-    that Python's json module reads and writes (no other JSON parser reads them, and jsonb refuses them)."""
+    that Python's json module reads and writes (no other JSON parser reads them, and jsonb refuses them) and for
+    a number too large for a double (which it reads as infinity)."""
 
     def refuse(constant: str) -> Any:
         raise NotJsonNumber(f"{constant} is not a JSON number")
 
-    return json.loads(text, parse_constant=refuse)
+    def finite(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):  # 1e999: Python reads it as infinity
+            raise NotJsonNumber(f"{number[:40]} is too large a number")
+        return value
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
 def parse_int(value: str) -> int | None:

@@ -28,8 +28,8 @@ def _api_error(error: ApiError):
 def json_object() -> dict[str, Any]:
     """Return the request's JSON object body, or answer 400 saying what is wrong with it."""
     try:
-        body = strict_json(request.get_data(as_text=True))
-    except (ValueError, RecursionError) as error:  # RecursionError: absurdly deep nesting
+        body = strict_json(request.get_data().decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError; RecursionError: deep nesting
         said = f" ({error})" if isinstance(error, NotJsonNumber) else ""
         raise ApiError(400, "invalid JSON body", f"the body must be a JSON object{said}") from error
     if not isinstance(body, dict):
