@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -363,3 +364,36 @@ def test_a_data_directory_anywhere_in_the_checkout_is_hidden_with_its_passwords(
     data_dir = ROOT / "var" / "pgdata"
     settings = SandboxSettings.from_environ({"AGENTFORGE_DATA_DIR": str(data_dir)})
     assert {str(data_dir), str(ROOT / "var" / "pgdata-passwords"), str(ROOT / "instance")} <= set(settings.hidden)
+
+
+@pytest.mark.slow  # copies the checkout and runs a trial in a process of its own
+@needs_bwrap
+def test_a_checkout_whose_virtualenv_is_a_symlink_runs_sandboxed_agents(tmp_path):
+    # `.venv -> /elsewhere/venv`: the sandbox binds the checkout, where the link then led nowhere, and binding the
+    # virtualenv onto the link failed, so every sandboxed program ended as an agent_error.
+    clone = tmp_path / "checkout"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in tracked.decode().split("\0"):
+        if name and (ROOT / name).is_file():  # the working tree's files, as a checkout holds them
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    (clone / ".venv").symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    agent_script = str(clone / "tests" / "agents" / "misbehave.py")
+    script = (
+        "import json, sys; from worker.trial import run_trial; "
+        f"agent = {{'kind': 'command', 'argv': [sys.executable, {agent_script!r}, 'quit']}}; "
+        "o = run_trial({'environment': 'admin-console'}, agent, world_seed=1, seed=1, max_steps=5, timeout_s=20); "
+        "print(json.dumps([o.status, o.failure_category, o.log]))"
+    )
+    done = subprocess.run(
+        [str(clone / ".venv" / "bin" / "python"), "-c", script],
+        cwd=clone,
+        env={**os.environ, "PYTHONPATH": str(clone)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    status, category, log = json.loads(done.stdout.splitlines()[-1])
+    assert (status, category) == ("failed", "gave_up"), log
+    assert "agent finished: nothing to do" in log

@@ -314,7 +314,10 @@ class TrialSandbox:
         flags = _namespace_flags(network=network, as_root=side.as_root)
         # The private /tmp first: the project or the Python may live under the host's /tmp and are bound over it.
         flags += ["--size", str(64 * MIB), "--tmpfs", "/tmp"]
-        readable = sorted({sys.prefix, sys.base_prefix, str(ROOT), *self.settings.shared} - {"/usr"})
+        # Resolved: a checkout's .venv may be a symlink to a virtualenv elsewhere; bound at its own path, the link
+        # inside the bound checkout then leads to it (binding onto the link itself fails).
+        paths = (sys.prefix, sys.base_prefix, str(ROOT), *self.settings.shared)
+        readable = sorted({os.path.realpath(path) for path in paths} - {"/usr"})
         for path in readable:  # parents bwrap creates would copy the host's modes (/root is 0700)
             for parent in reversed(Path(path).parents[:-1]):
                 flags += ["--perms", "0755", "--dir", str(parent)]
