@@ -11,9 +11,10 @@ index of migration 0018, the explorer's indexes of migrations 0019 and 0023),
 which are dropped for that measurement and recreated from their own
 definitions after it, and without the trigger that writes a trial's stage
 results (migration 0024), disabled meanwhile. The worker's figure includes
-cleaning the GIN index's pending list of what it recorded (gin_clean_pending_list, which VACUUM or an insert that
-fills the list does otherwise), so the index's cost is counted whether it is
-paid at insert or later. Each path's figure is the median time of its trials
+cleaning the GIN index's pending list of what it recorded
+(gin_clean_pending_list, which VACUUM or an insert that fills the list does
+otherwise), so the index's cost is counted whether it is paid at insert or
+later. Each path's figure is the median time of its trials
 (each trial's own transaction, commit included): on a shared machine a mean
 moves with whatever else runs, a median much less.
 """

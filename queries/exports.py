@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from queries.filters import Conditions, TrialFilters
+from queries.filters import BAND_RANKS, Conditions, TrialFilters
 
 RolloutExportKind = Literal["all", "successful", "failed", "recovery", "preference"]
 RolloutExportKindSchema = TypeAdapter(RolloutExportKind)
@@ -42,8 +42,9 @@ KIND_CONDITIONS = {
     "recovery": "r.reward > 0 AND r.reward < 1",
     "scored": "r.reward IS NOT NULL",  # what preference pairs are drawn from
 }
-# The failed-first ranks (queries.filters.FAILED_RANK) each kind holds: a rollout is scored, so never rank 1.
-KIND_RANKS = {"all": (2, 0), "successful": (0,), "failed": (2,), "recovery": (2,), "scored": (2, 0)}
+# The failed-first ranks (queries.filters.FAILED_RANK) each kind holds: those of the reward band of its name, and
+# for the others both scored ranks (a rollout is scored, so never rank 1).
+KIND_RANKS = {kind: BAND_RANKS.get(kind, (2, 0)) for kind in KIND_CONDITIONS}
 
 
 def export_filename(kind: str, export_format: str) -> str:
@@ -81,7 +82,7 @@ class Query:
 
 def select_rollouts(org_id: uuid.UUID, kind: str, filters: TrialFilters, after_seq: int | None = None) -> Selection:
     """The rollouts of `kind` in the organization, narrowed by `filters`, newer than `after_seq`."""
-    where = filters.conditions("r", trials="t", ranks=KIND_RANKS[kind]).also("r.organization_id = :org", org=org_id)
+    where = filters.conditions("r", trials="t", within=KIND_RANKS[kind]).also("r.organization_id = :org", org=org_id)
     where = where.also(KIND_CONDITIONS[kind])
     if after_seq is not None:
         where = where.also("r.seq > :after_seq", after_seq=after_seq)
@@ -186,7 +187,7 @@ def preference_pairs_sql(
     which the unique (organization_id, seq) index finds.
     """
     side = (
-        filters.conditions("r", versions="v", trials="t", ranks=KIND_RANKS["scored"])
+        filters.conditions("r", versions="v", trials="t", within=KIND_RANKS["scored"])
         .also("r.organization_id = :org", org=org_id)
         .also("r.environment_version_id = v.id")
         .also("r.reward IS NOT NULL")

@@ -108,7 +108,7 @@ class TrialFilters:
         return ranks
 
     def conditions(
-        self, rows: str, versions: str | None = None, trials: str | None = None, ranks: tuple[int, ...] = (2, 1, 0)
+        self, rows: str, versions: str | None = None, trials: str | None = None, within: tuple[int, ...] = (2, 1, 0)
     ) -> Conditions:
         """The filters as conditions on the table aliased `rows`.
 
@@ -119,7 +119,7 @@ class TrialFilters:
         environment and version filters then read on it (once per version).
         `trials` is the alias of the evaluation_trials row joined to each of
         `rows` (`rows` itself when not given): status, failure category,
-        stages, source and time read on it. `ranks` are the FAILED_RANK values
+        stages, source and time read on it. `within` are the FAILED_RANK values
         the caller's own conditions leave (an export of failed rollouts: 2).
         """
         t = trials or rows
@@ -167,8 +167,8 @@ class TrialFilters:
         # The ranks the reward filters leave are said on the stage row too, so PostgreSQL's statistics of
         # trial_stages (which results occur in which rank) tell it when few trials match in any order.
         rank = FAILED_RANK.format(t=t)
-        ranks = tuple(r for r in self.ranks() if r in ranks)
-        in_ranks = f" AND ts.failed_rank IN ({', '.join(map(str, ranks))})" if 0 < len(ranks) < 3 else ""
+        left = tuple(r for r in self.ranks() if r in within)
+        in_ranks = f" AND ts.failed_rank IN ({', '.join(map(str, left))})" if 0 < len(left) < 3 else ""
         results = (("stage_passed", "", self.stage_passed), ("stage_failed", "NOT ", self.stage_failed))
         for name, result, keys in results:
             for number, key in enumerate(keys):
