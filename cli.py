@@ -188,6 +188,7 @@ def register_commands(app: Flask) -> None:
         except ValueError as error:  # AGENTFORGE_SANDBOX names no mode
             _fail(str(error))
         click.echo(f"Worker started (concurrency {concurrency}, sandbox {settings.sandbox.mode}); waiting for runs.")
+        click.echo(f"Sandbox limits: {settings.sandbox.describe_limits()}.")
         processed = run_workers(database(), settings, stop, concurrency, until_idle)
         click.echo(f"Worker stopped after {processed} runs.")
 

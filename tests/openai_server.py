@@ -1,7 +1,8 @@
 """A local OpenAI-compatible chat-completions server answering scripted completions, for the openai-chat tests.
 
-Run as its own process: `python tests/openai_server.py <scenario> <request log>`. It binds 127.0.0.1 on a free
-port, prints the port on its first line of stdout, and appends every request it gets (headers and body) as one
+Run as its own process: `python tests/openai_server.py <scenario> <request log>`. It binds this host's own
+address (`host_address()`: a sandbox with a network has loopback of its own, never the host's) on a free port,
+prints the port on its first line of stdout, and appends every request it gets (headers and body) as one
 JSON line to the request log. What it answers depends on the scenario and on the conversation's turn (how many
 assistant messages the request holds), so every trial of a run gets the same conversation:
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import sys
 import threading
 from collections import Counter
@@ -127,9 +129,16 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(200, solve(turn, body, key))
 
 
+def host_address() -> str:
+    """This machine's own IPv4 address on its outgoing interface (a UDP socket's connect sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("198.51.100.1", 9))  # TEST-NET-2: nothing is sent, the route only picks the interface
+        return probe.getsockname()[0]
+
+
 def main() -> None:
     Handler.scenario, Handler.log_path = sys.argv[1], sys.argv[2]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer((host_address(), 0), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

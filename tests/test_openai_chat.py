@@ -1,6 +1,6 @@
 """The openai-chat agent end to end: the real worker runs it in the sandbox against a local scripted model server.
 
-The server (tests/openai_server.py) is a separate process on 127.0.0.1 answering scripted completions: tool
+The server (tests/openai_server.py) is a separate process on this host's address answering scripted completions: tool
 calls, arguments that are not JSON, a 429 and a 503 before success, reasoning content, a final answer. The agent
 reaches it from inside the trial's sandbox (network on, as its config must say).
 """
@@ -19,7 +19,7 @@ from atif import Trajectory
 from domain.agents import validate_agent
 from domain.errors import AgentConfigError
 from tests.factories import make_catalog
-from tests.openai_server import SOLVE_USAGE
+from tests.openai_server import SOLVE_USAGE, host_address
 from tests.test_secrets import assert_hidden, assert_not_stored, scoped_rows
 from tests.test_training_rows import assert_message_shape, render_everywhere
 from worker.loop import WorkerSettings, run_workers
@@ -34,7 +34,7 @@ SYSTEM = "You run a shop's admin console. Use the tools; say what you did when y
 
 @pytest.fixture
 def model_server(tmp_path):
-    """Start scripted servers on 127.0.0.1: `start(scenario)` returns (base URL, path of its request log)."""
+    """Start scripted servers on this host's address: `start(scenario)` returns (base URL, path of its request log)."""
     started: list[subprocess.Popen] = []
 
     def start(scenario: str) -> tuple[str, Path]:
@@ -42,7 +42,7 @@ def model_server(tmp_path):
         proc = subprocess.Popen([sys.executable, str(SERVER), scenario, str(log)], stdout=subprocess.PIPE, text=True)
         started.append(proc)
         port = int(proc.stdout.readline())  # type: ignore[union-attr]
-        return f"http://127.0.0.1:{port}/v1", log
+        return f"http://{host_address()}:{port}/v1", log
 
     yield start
     for proc in started:
@@ -99,7 +99,7 @@ def test_a_scripted_conversation_is_recorded_turn_by_turn_and_exported(
             ("agent", None),  # the final answer
         ]
         assert steps[0]["message"] == SYSTEM
-        assert "HTTP 429: slow down from 127.0.0.1:" in steps[1]["observation"]
+        assert f"HTTP 429: slow down from {host_address()}:" in steps[1]["observation"]
         assert "HTTP 503: busy" in steps[4]["observation"]
         first = steps[2]
         assert first["message"] == "Let me look at the inventory first."

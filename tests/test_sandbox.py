@@ -60,7 +60,7 @@ def enqueue(api, ids) -> str:
     return created(api, "/api/v1/evaluation-runs", {"environmentVersionId": ids[0], "evaluatorConfigId": ids[1]})["id"]
 
 
-def start_worker(database_urls, sentinel: str) -> subprocess.Popen:
+def start_worker(database_urls, sentinel: str, concurrency: int = 1) -> subprocess.Popen:
     """The real worker, as a separate process whose environment holds the sentinel (as SECRET_KEY too)."""
     env = {
         **os.environ,
@@ -70,7 +70,18 @@ def start_worker(database_urls, sentinel: str) -> subprocess.Popen:
         "AGENTFORGE_TEST_SENTINEL": sentinel,
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "flask", "--app", "app", "worker", "--poll-seconds", "0.2"],
+        [
+            sys.executable,
+            "-m",
+            "flask",
+            "--app",
+            "app",
+            "worker",
+            "--poll-seconds",
+            "0.2",
+            "--concurrency",
+            str(concurrency),
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -327,6 +327,11 @@ def announce_sandbox(sandbox: SandboxSettings) -> None:
         log.error("%s. Until then, trials that start a program end as environment_error.", problem)
     else:
         log.info("tenant programs run sandboxed by bubblewrap (%s)", sandbox.bwrap)
+    if sandbox.mode == "bwrap" and (problem := sandbox.problem(network=True)) and not sandbox.problem():
+        log.warning(
+            "%s. Until then, trials whose spec or configuration asks for the network end as environment_error.", problem
+        )
+    log.info("sandbox limits: %s", sandbox.describe_limits())
 
 
 class Presence:

@@ -2,14 +2,24 @@
 
 Mode `bwrap` (the default, `AGENTFORGE_SANDBOX`) starts each program under
 bubblewrap: its own PID namespace (everything in it dies with the trial, daemons
-included), no network unless the spec or evaluator config says
-`"network": true`, a read-only view of the system (/usr, a few /etc files, the
-Python the worker runs and the project source, with the instance directory
-hidden), a fresh workspace that is its cwd and $HOME and is removed after the
-trial, an environment built from an allow-list, and resource limits (prlimit).
-When the worker runs as root each sandbox runs as a uid of its own (neither
-root nor the worker's user), so the process limit counts that sandbox alone;
-otherwise bubblewrap maps the program into a user namespace of its own.
+included), its own network namespace (empty, or with `"network": true` wired to
+the outside through slirp4netns, never to the host's loopback), a read-only
+view of the system (/usr, a few /etc files, the Python the worker runs and the
+project source, with the instance directory hidden), a fresh workspace that is
+its cwd and $HOME and is removed after the trial, an environment built from an
+allow-list, a seccomp filter (worker/seccomp.py), and resource limits: a
+control group per party where the worker can make one (worker/cgroups.py),
+rlimits per process besides. When the worker runs as root each sandbox runs as
+a uid of its own (neither root nor the worker's user); otherwise bubblewrap maps
+the program into a user namespace of its own. Every program starts through
+worker/launcher.py, which applies the limits and wires the network.
+
+Host paths: everything a party needs on the host (its directory, workspace,
+passwd, the spec's `cwd`) is made before any of its programs runs, by walking
+from a directory the worker owns with O_NOFOLLOW, so a symlink a tenant
+program plants is never followed by the worker; once a party has started a
+program the worker creates, changes and reads nothing under its workspace
+(removal at the end walks by file descriptor and does not follow links).
 
 Mode `none` runs the programs directly (still with the allow-listed
 environment, the workspace and the limits): only for a single-tenant
@@ -21,9 +31,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -34,10 +46,16 @@ from pathlib import Path
 from typing import Any
 
 from domain.limits import LIMITS, MIB, describe, resolve_limits
+from worker import cgroups, seccomp
+from worker.cgroups import Cgroup, Hierarchy
 
 ROOT = Path(__file__).resolve().parents[1]
+LAUNCHER = Path(__file__).resolve().with_name("launcher.py")
 MODES = ("bwrap", "none")
 INSTALL_HINT = "install bubblewrap: apt-get install bubblewrap"
+NETWORK_HINT = "install slirp4netns: apt-get install slirp4netns"
+RLIMITS = {"--cpu": "RLIMIT_CPU", "--as": "RLIMIT_AS", "--nproc": "RLIMIT_NPROC", "--fsize": "RLIMIT_FSIZE"}
+RLIMITS["--nofile"] = "RLIMIT_NOFILE"
 WORKSPACE = "/workspace"  # where the workspace appears inside a bwrap sandbox
 INNER_UID = 1000  # the uid a program sees inside a user namespace when the worker is not root
 
@@ -82,6 +100,7 @@ class SandboxSettings:
 
     mode: str = "bwrap"
     bwrap: str | None = field(default_factory=lambda: shutil.which("bwrap"))
+    slirp4netns: str | None = field(default_factory=lambda: shutil.which("slirp4netns"))
     hidden: tuple[str, ...] = ()
     shared: tuple[str, ...] = ()  # host directories every sandbox sees read-only (AGENTFORGE_SANDBOX_PATHS)
     uid_base: int = 900_000
@@ -106,13 +125,27 @@ class SandboxSettings:
             shared=tuple(str(Path(p).expanduser().resolve()) for p in shared),
         )
 
-    def problem(self) -> str | None:
-        """Why bwrap sandboxes cannot start on this machine (with the fix), or None when they can."""
+    def problem(self, *, network: bool = False) -> str | None:
+        """Why bwrap sandboxes (with a network, when asked) cannot start here (with the fix), or None when they can."""
         if self.mode == "none":
             return None
         if not self.bwrap:
             return f"bubblewrap (bwrap) is not installed, so tenant programs cannot run sandboxed; {INSTALL_HINT}"
+        if network and not self.slirp4netns:
+            return (
+                "slirp4netns is not installed, so a sandbox cannot get a network of its own (it would share the "
+                f"host's); {NETWORK_HINT}"
+            )
         return _probe(self.bwrap, os.geteuid() == 0)
+
+    @property
+    def hierarchy(self) -> Hierarchy:
+        """Where this worker makes a control group per sandbox (cgroup v2, v1, or none: rlimits only)."""
+        return _hierarchy(os.geteuid())
+
+    def describe_limits(self) -> str:
+        """How sandbox limits are enforced on this machine, for the worker's start line."""
+        return self.hierarchy.words
 
 
 @functools.lru_cache(maxsize=4)
@@ -132,11 +165,53 @@ def _probe(bwrap: str, as_root: bool) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=2)
+def _hierarchy(euid: int) -> Hierarchy:
+    """The control-group hierarchy this process can use, found once (only root can write one here)."""
+    return cgroups.detect()
+
+
+def _private_dir(path: Path, mode: int) -> None:
+    """Make `path` (and its parents), then insist it is a real directory of this user that nobody else may write:
+    /tmp/agentforge-sandbox planted by another local user as a link or a shared directory is refused."""
+    path.mkdir(mode=mode, parents=True, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise SandboxUnavailable(
+            f"{path} is not a directory owned by this user and writable by it alone; remove it or set "
+            "TMPDIR to another directory"
+        )
+
+
+def _make_dirs(base: Path, relative: str, uid: int | None) -> None:
+    """Create `relative` under `base`, one component at a time through file descriptors opened with O_NOFOLLOW, and
+    give each new directory to `uid`: a component that is a symlink stops the walk instead of being followed."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(base, flags)
+    try:
+        for part in Path(relative).parts:
+            if part in ("", "."):
+                continue
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                child = os.open(part, flags, dir_fd=fd)
+            except OSError as error:
+                raise SandboxUnavailable(f"cwd {relative!r}: {part!r} is not a directory ({error.strerror})") from None
+            os.close(fd)
+            fd = child
+            if uid is not None:
+                os.fchown(fd, uid, uid)
+    finally:
+        os.close(fd)
+
+
 def _namespace_flags(*, network: bool, as_root: bool) -> list[str]:
+    """Every sandbox gets namespaces of its own, the network's included: with `network`, the launcher wires that
+    namespace to slirp4netns, so the host's loopback and other sandboxes' listeners stay out of reach."""
     flags = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
     flags.append("--new-session")  # no controlling terminal to inject keystrokes into
-    if not network:
-        flags.append("--unshare-net")
+    flags.append("--unshare-net")
     if not as_root:
         flags += ["--unshare-user", "--uid", str(INNER_UID), "--gid", str(INNER_UID), "--disable-userns"]
     return flags
@@ -163,11 +238,20 @@ class Launch:
     cwd: str | None
     limits: dict[str, int]
     workspace: str  # as the program sees it
+    cgroup: Cgroup | None = None  # the party's control group, when the machine gives one
 
     @property
     def output_cap(self) -> int:
         """Bytes of stdout + stderr the program may print before it is stopped."""
         return self.limits["outputMb"] * MIB
+
+    def breached(self, returncode: int | None, stderr: str) -> str | None:
+        """The limit the program's party went past, in words, or None: the control group's counters first (a process
+        killed at the memory limit, a fork refused), then the signal and what the program printed."""
+        key = self.cgroup.breach() if self.cgroup is not None else None
+        if key is not None:
+            return describe(key, self.limits)
+        return limit_breached(returncode, stderr, self.limits)
 
 
 class Party:
@@ -177,10 +261,19 @@ class Party:
         self.settings, self.name = settings, name
         self.as_root = os.geteuid() == 0 and settings.mode == "bwrap"
         self.lock_fd: int | None = None
-        self.uid = self._claim_uid() if self.as_root else os.getuid()
+        self.started = False  # once a program of this party may have run, the worker touches no path under it
         base = Path(settings.state_dir)
-        base.mkdir(mode=0o711, parents=True, exist_ok=True)
+        _private_dir(base, 0o711)
+        self.uid = self._claim_uid() if self.as_root else os.getuid()
         self.host_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))  # 0700, owned by the worker
+        self.cgroup: Cgroup | None = None
+        hierarchy = settings.hierarchy
+        if hierarchy.version:
+            try:
+                self.cgroup = hierarchy.group(name)
+            except OSError as error:
+                self.close()
+                raise SandboxUnavailable(f"could not make the sandbox's control group: {error}") from error
         self.workspace = self.host_dir / "workspace"
         self.workspace.mkdir(mode=0o700)
         if self.as_root:
@@ -201,11 +294,11 @@ class Party:
     def _claim_uid(self) -> int:
         """Take a free uid slot on this machine (an flock held until the trial ends, so crashed workers free theirs)."""
         locks = Path(self.settings.state_dir) / "uid-locks"
-        locks.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private_dir(locks, 0o700)
         start = (os.getpid() * 7 + threading.get_ident()) % self.settings.uid_slots
         for offset in range(self.settings.uid_slots):
             slot = (start + offset) % self.settings.uid_slots
-            fd = os.open(locks / str(slot), os.O_CREAT | os.O_RDWR, 0o600)
+            fd = os.open(locks / str(slot), os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -217,7 +310,10 @@ class Party:
 
     def close(self) -> None:
         """Kill whatever of this party still runs, remove its workspace, free its uid."""
-        if self.as_root:
+        if self.cgroup is not None:
+            self.cgroup.remove()  # every process of the party, wherever it forked to
+            self.cgroup = None
+        elif self.as_root and self.lock_fd is not None:
             # Everything already died with its PID namespace; this catches anything that could have escaped it.
             subprocess.run(
                 ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "kill", "-KILL", "-1"],
@@ -252,8 +348,12 @@ class TrialSandbox:
         limits: dict[str, int] | None = None,
         cwd: str | None = None,
     ) -> Launch:
-        """Return how to start `argv` for `party` ("agent" or "environment") inside the sandbox."""
-        problem = self.settings.problem()
+        """Return how to start `argv` for `party` ("agent" or "environment") inside the sandbox.
+
+        The party's directories (workspace, `cwd` inside it) are made by its first launch, before any of its programs
+        runs; later launches (an MCP verifier command after the server) make and change nothing on the host.
+        """
+        problem = self.settings.problem(network=network)
         if problem:
             raise SandboxUnavailable(problem)
         if party not in self.parties:
@@ -274,14 +374,23 @@ class TrialSandbox:
             "AGENTFORGE_TRIAL": str(self.trial),
             "AGENTFORGE_WORKSPACE": inner_workspace,
         }
-        host_cwd = side.workspace / os.path.relpath(inner_cwd, inner_workspace)
-        host_cwd.mkdir(parents=True, exist_ok=True)
-        if side.as_root:
-            os.chown(host_cwd, side.uid, side.uid)
-        rlimits = ["prlimit", *self._rlimit_flags(resolved, side), "--"]
+        relative_cwd = os.path.relpath(inner_cwd, inner_workspace)
+        if not side.started:
+            _make_dirs(side.workspace, relative_cwd, side.uid if side.as_root else None)
+            if side.cgroup is not None:
+                side.cgroup.limit(resolved)
+        side.started = True
+        config = {
+            "rlimits": self._rlimits(resolved, side),
+            "cgroups": side.cgroup.procs_files if side.cgroup is not None else [],
+            "seccomp": seccomp.program() if self.mode == "bwrap" else None,
+            "slirp4netns": self.settings.slirp4netns if network and self.mode == "bwrap" else None,
+        }
+        launcher = [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(config), "--"]
         if self.mode == "none":
-            return Launch([*rlimits, *argv], environment, str(host_cwd), resolved, inner_workspace)
-        wrapped = [*rlimits, self.settings.bwrap or "bwrap", *self._bwrap_flags(side, network, inner_cwd), "--"]
+            host_cwd = str(side.workspace / relative_cwd)
+            return Launch([*launcher, *argv], environment, host_cwd, resolved, inner_workspace, side.cgroup)
+        wrapped = [*launcher, self.settings.bwrap or "bwrap", *self._bwrap_flags(side, network, inner_cwd), "--"]
         if side.as_root:
             wrapped += [
                 "setpriv",
@@ -294,26 +403,28 @@ class TrialSandbox:
                 "--bounding-set=-all",
                 "--",
             ]
-        return Launch([*wrapped, *argv], environment, None, resolved, inner_workspace)
+        return Launch([*wrapped, *argv], environment, None, resolved, inner_workspace, side.cgroup)
 
-    def _rlimit_flags(self, limits: dict[str, int], side: Party) -> list[str]:
-        flags = []
+    def _rlimits(self, limits: dict[str, int], side: Party) -> list[tuple[str, int, int]]:
+        """The rlimits of each process of the party: [name, soft, hard]. Memory and processes are the control
+        group's when there is one (RLIMIT_AS would count address space V8 and the JVM reserve but never use)."""
+        result = []
         for limit in LIMITS:
             if limit.prlimit is None or (limit.key == "processes" and self.mode == "none"):
                 continue  # output is counted by the worker; RLIMIT_NPROC without a sandbox would count the worker's own
+            if limit.key in ("memoryMb", "processes") and side.cgroup is not None:
+                continue
             value = limits[limit.key] * limit.scale
             if limit.key == "processes" and not side.as_root:
                 value += _threads_of(os.getuid())  # the count is per uid: the sandbox shares the worker's
             # CPU: the soft limit sends SIGXCPU (named in the log), the hard one a second later SIGKILL.
-            flags.append(
-                f"{limit.prlimit}={value}:{value + 1}" if limit.key == "cpuSeconds" else f"{limit.prlimit}={value}"
-            )
-        return flags
+            result.append((RLIMITS[limit.prlimit], value, value + 1 if limit.key == "cpuSeconds" else value))
+        return result
 
     def _bwrap_flags(self, side: Party, network: bool, inner_cwd: str) -> list[str]:
         flags = _namespace_flags(network=network, as_root=side.as_root)
         # The private /tmp first: the project or the Python may live under the host's /tmp and are bound over it.
-        flags += ["--size", str(64 * MIB), "--tmpfs", "/tmp"]
+        flags += ["--size", str(64 * MIB), "--perms", "1777", "--tmpfs", "/tmp"]
         # Resolved: a checkout's .venv may be a symlink to a virtualenv elsewhere; bound at its own path, the link
         # inside the bound checkout then leads to it (binding onto the link itself fails).
         paths = (sys.prefix, sys.base_prefix, str(ROOT), *self.settings.shared)
@@ -458,7 +569,7 @@ def run_bounded(launch: Launch, *, timeout: float, keep: int = 64 * 1024) -> Fin
     stderr = kept["stderr"].decode("utf-8", "replace")
     if budget.exceeded:
         raise LimitExceeded(f"stopped at {describe('outputMb', launch.limits)}")
-    breach = limit_breached(proc.returncode, stderr, launch.limits)
+    breach = launch.breached(proc.returncode, stderr)
     if breach and proc.returncode != 0:
         raise LimitExceeded(f"exceeded {breach}: {stderr.strip()[-300:]}")
     return Finished(proc.returncode, kept["stdout"].decode("utf-8", "replace"), stderr)

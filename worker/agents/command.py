@@ -32,7 +32,7 @@ from worker.agents.base import (
     Finish,
     ToolCall,
 )
-from worker.sandbox import Launch, OutputBudget, TrialSandbox, kill_group, limit_breached
+from worker.sandbox import Launch, OutputBudget, TrialSandbox, kill_group
 
 MAX_LINE_BYTES = 64 * 1024
 STDERR_KEEP_BYTES = 8 * 1024
@@ -233,7 +233,7 @@ class CommandAgent(Agent):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = self.proc.wait(timeout=2)
         self.stderr_thread.join(timeout=1)
-        breach = limit_breached(code, self.stderr.text(), self.launch.limits)
+        breach = self.launch.breached(code, self.stderr.text())
         if breach:
             return AgentLimitExceeded(f"agent exceeded {breach} ({failure})")
         return failure

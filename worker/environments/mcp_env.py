@@ -30,7 +30,7 @@ from domain.specs import STARTUP_TIMEOUT_S
 from domain.trajectory import Content, content_text, environment_step
 from worker.environments.base import Task
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
-from worker.sandbox import Launch, LimitExceeded, TrialSandbox, limit_breached, run_bounded
+from worker.sandbox import Launch, LimitExceeded, TrialSandbox, run_bounded
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DATA_MARKER = "AGENTFORGE_TASK_DATA:"
@@ -96,6 +96,7 @@ class MCPEnvironment:
         self._portal: BlockingPortal | None = None
         self.output: ServerOutput | None = None
         self.launch_limits: dict[str, int] = {}
+        self.server_launch: Launch | None = None
 
     def _run(self, function, *args: Any) -> Any:
         """Run an MCP call on the portal's event loop within the trial's time budget (TimeoutError past it)."""
@@ -191,7 +192,7 @@ class MCPEnvironment:
         self._portal = self._portal_cm.__enter__()
         self.world_seed = world_seed
         launch = self._launch(self.spec["command"])
-        self.launch_limits = launch.limits
+        self.launch_limits, self.server_launch = launch.limits, launch
         self.output = ServerOutput(launch.output_cap, STDERR_KEEP)
         read, write = self._enter(sandboxed_stdio(launch, self.output))
         self.session = self._enter(ClientSession(read, write))
@@ -318,6 +319,6 @@ class MCPEnvironment:
             raise LimitExceeded(f"the MCP server was stopped at {describe('outputMb', self.launch_limits)}")
         if self.output.overlong_line:
             raise LimitExceeded("the MCP server printed a line over 4 MiB")
-        breach = limit_breached(None, self.output.text(), self.launch_limits)
+        breach = self.server_launch.breached(None, self.output.text()) if self.server_launch else None
         if breach:
             raise LimitExceeded(f"the MCP server exceeded {breach}")

@@ -1,0 +1,94 @@
+"""The system-call filter every bubblewrap sandbox runs under (bubblewrap's `--seccomp`), built with libseccomp.
+
+A sandboxed program may not make namespaces of its own (`unshare`, `setns`,
+`clone` with a CLONE_NEW* flag; `clone3` answers ENOSYS so the C library falls
+back to `clone`, whose flags the filter can read): that is what bubblewrap's
+`--disable-userns` gives a sandbox in a user namespace, and the filter gives it
+to the sandboxes of a root worker too, which have none. Nor may it reach kernel
+interfaces no evaluation needs and that widen the kernel's attack surface:
+mounts, keyrings, eBPF, perf events, userfaultfd, kernel modules and kexec,
+file handles (`open_by_handle_at` reads files by inode past any mount), raw
+I/O ports, swap, reboot, the kernel log, accounting, quotas. Each answers
+EPERM, so a program sees an ordinary refusal. System calls of another ABI
+(32-bit `int 0x80`) kill the process, as libseccomp does by default.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import functools
+import tempfile
+
+import pyseccomp as seccomp
+
+NAMESPACE_FLAGS = (
+    0x10000000  # CLONE_NEWUSER
+    | 0x00020000  # CLONE_NEWNS
+    | 0x40000000  # CLONE_NEWNET
+    | 0x20000000  # CLONE_NEWPID
+    | 0x08000000  # CLONE_NEWIPC
+    | 0x04000000  # CLONE_NEWUTS
+    | 0x02000000  # CLONE_NEWCGROUP
+    | 0x00000080  # CLONE_NEWTIME
+)
+REFUSED = (
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "iopl",
+    "ioperm",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "syslog",
+    "acct",
+    "quotactl",
+    "lookup_dcookie",
+)
+
+
+def _build() -> seccomp.SyscallFilter:
+    rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    refuse = seccomp.ERRNO(errno.EPERM)
+    for name in REFUSED:
+        try:
+            rules.add_rule(refuse, name)
+        except (RuntimeError, OSError, ValueError):  # a system call this architecture does not have
+            continue
+    for flag in range(32):
+        bit = 1 << flag
+        if NAMESPACE_FLAGS & bit:
+            rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, bit, bit))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # its flags are in memory a filter cannot read
+    return rules
+
+
+@functools.lru_cache(maxsize=1)
+def program() -> str:
+    """The compiled filter (classic BPF) in base64, as the launcher hands it to bubblewrap; built once per process."""
+    with tempfile.TemporaryFile() as file:
+        _build().export_bpf(file)
+        file.seek(0)
+        return base64.b64encode(file.read()).decode()
