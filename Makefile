@@ -27,11 +27,14 @@ run: $(VENV)/.runtime sandbox
 	$(BIN)/flask worker & worker=$$!; trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT INT TERM; \
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
-# Tenant programs (command agents, MCP servers, verifiers) run under bubblewrap; as root, install it when missing.
+# Tenant programs (command agents, MCP servers, verifiers) run under bubblewrap, and those that opt into the network
+# get one of their own through slirp4netns; as root, install whichever is missing.
 sandbox:
-	@command -v bwrap >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
-	else echo "bubblewrap is missing: sandboxed trials will end as environment_error (apt-get install bubblewrap)" >&2; fi; }
+	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v slirp4netns >/dev/null 2>&1 || missing="$$missing slirp4netns"; \
+	if [ -n "$$missing" ]; then if [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "missing:$$missing: sandboxed trials (or those with a network) end as environment_error (apt-get install$$missing)" >&2; fi; fi
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -75,7 +75,6 @@ def test_two_organizations_networked_trials_at_once_reach_neither_each_other_nor
         worker.send_signal(signal.SIGTERM)
         output = worker.communicate(timeout=30)[0]
         host_service.close()
-    assert "Sandbox limits:" in output
     heard = report_of(trial_log(api.client, runs[listening]))
     tried = report_of(trial_log(rival.client, runs[connector]))
     assert heard == {"listening": 18090, "accepted": 0}
@@ -83,6 +82,7 @@ def test_two_organizations_networked_trials_at_once_reach_neither_each_other_nor
     assert tried["host-loopback"] == "ConnectionRefusedError", tried
     assert tried["host-gateway"] != "connected", tried
     assert tried["outside"] == "connected", tried  # the network it opted into still works
+    assert "Sandbox limits: a cgroup" in output or "Sandbox limits: per-process rlimits" in output
 
 
 @needs_bwrap

@@ -1,7 +1,8 @@
 """The first process of every sandboxed program: limits, control group, seccomp filter, and a network of its own.
 
-Run by the worker as `python -I -S worker/launcher.py CONFIG -- ARGV…` (the
-standard library only, so it starts in a few milliseconds), it
+Run by the worker as `python -I -S worker/launcher.py OPTION… -- ARGV…` (a few
+built-in modules only, not even json or re, so it starts in a few
+milliseconds), it
 
 1. sets the per-process rlimits and joins the party's control group, so that
    the program and everything it starts are counted together (the launcher's
@@ -14,20 +15,16 @@ standard library only, so it starts in a few milliseconds), it
    sandbox's own 127.0.0.1 is its alone), and only then lets the program run.
    slirp4netns stops when the launcher's exit pipe closes, however it ends.
 
-CONFIG is a JSON object: `rlimits` ([name, soft, hard] of `resource`), `cgroups`
-(cgroup.procs files to join), `seccomp` (the BPF filter in base64, or null), and
-`slirp4netns` (its path when the program gets a network, else null). The exit
+The options (each `name=value`, repeatable where it makes sense): `rlimit=NAME:SOFT:HARD`
+(a `resource` limit), `cgroup=PATH` (a cgroup.procs file to join), `seccomp=HEX`
+(the BPF filter), `slirp4netns=PATH` (when the program gets a network). The exit
 status is the program's (a signal as 128+n, as bubblewrap reports it).
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import resource
-import select
-import subprocess
 import sys
 
 NETWORK_READY_S = 10.0
@@ -39,13 +36,23 @@ def _fail(message: str) -> int:
     return FAILED
 
 
-def _confine(config: dict) -> None:
+def _options(args: list[str]) -> dict[str, list[str]]:
+    """`name=value` options before `--`, gathered by name."""
+    found: dict[str, list[str]] = {"rlimit": [], "cgroup": [], "seccomp": [], "slirp4netns": []}
+    for arg in args:
+        name, _, value = arg.partition("=")
+        found[name].append(value)
+    return found
+
+
+def _confine(config: dict[str, list[str]]) -> None:
     """Join the party's control group and set the rlimits: the calling process and all it starts from now on."""
-    for procs in config["cgroups"]:
+    for procs in config["cgroup"]:
         with open(procs, "w") as file:
             file.write(str(os.getpid()))
-    for name, soft, hard in config["rlimits"]:
-        resource.setrlimit(getattr(resource, name), (soft, hard))
+    for limit in config["rlimit"]:
+        name, soft, hard = limit.split(":")
+        resource.setrlimit(getattr(resource, name), (int(soft), int(hard)))
 
 
 def _read_child_pid(info: int) -> int | None:
@@ -53,92 +60,104 @@ def _read_child_pid(info: int) -> int | None:
     data = b""
     while chunk := os.read(info, 4096):
         data += chunk
-        try:
-            return int(json.loads(data)["child-pid"])
-        except ValueError:
-            continue
+        _, found, rest = data.partition(b'"child-pid":')
+        number = rest.strip().split(b",")[0].split(b"}")[0].strip()
+        if found and number.isdigit() and (b"," in rest or b"}" in rest):
+            return int(number)
     return None
 
 
-def _networked(config: dict, argv: list[str], seccomp: list[str], pass_fds: list[int]) -> int:
+def _spawn(argv: list[str], keep: list[int], before_exec=None, stderr: int | None = None) -> int:
+    """Fork and exec `argv` with the descriptors `keep` inherited; return its pid (fork and exec, not subprocess,
+    whose import would cost the launcher more than everything else it does)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        for fd in keep:
+            os.set_inheritable(fd, True)
+        if stderr is not None:  # a helper: nothing of the program's streams, a session of its own
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 0)
+            os.dup2(null, 1)
+            os.dup2(stderr, 2)
+            os.setsid()
+        if before_exec:
+            before_exec()
+        os.execvp(argv[0], argv)
+    except BaseException as error:
+        os.write(2, f"agentforge sandbox: could not start {argv[0]}: {error}\n".encode())
+    os._exit(FAILED)
+
+
+def _status(pid: int) -> int:
+    """Wait for `pid`; its exit status, a signal as 128+n."""
+    status = os.waitpid(pid, 0)[1]
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+def _networked(config: dict[str, list[str]], argv: list[str], seccomp: list[str], pass_fds: list[int]) -> int:
     """Run bubblewrap with its own network namespace wired to slirp4netns; return the program's exit status."""
+    import select  # a built-in module; a program without a network starts without it
+
     info_read, info_write = os.pipe()
     block_read, block_write = os.pipe()
     flags = ["--info-fd", str(info_write), "--block-fd", str(block_read), *seccomp]
-    try:
-        sandbox = subprocess.Popen(
-            [argv[0], *flags, *argv[1:]],
-            pass_fds=[info_write, block_read, *pass_fds],
-            preexec_fn=lambda: _confine(config),
-        )
-    except OSError as error:
-        return _fail(f"could not start bubblewrap: {error}")
+    sandbox = _spawn([argv[0], *flags, *argv[1:]], [info_write, block_read, *pass_fds], lambda: _confine(config))
     os.close(info_write)
     os.close(block_read)
-    pid = _read_child_pid(info_read)
-    if pid is None:
-        return sandbox.wait()
+    child = _read_child_pid(info_read)
+    if child is None:  # bubblewrap failed before making the sandbox; it said why
+        return _status(sandbox)
     ready_read, ready_write = os.pipe()
     exit_read, exit_write = os.pipe()  # held by this process alone: slirp4netns ends when it closes
-    os.set_inheritable(exit_write, False)
-    try:
-        slirp = subprocess.Popen(
-            [
-                config["slirp4netns"],
-                "--configure",
-                "--mtu=65520",
-                "--disable-host-loopback",
-                "--enable-sandbox",
-                "--enable-seccomp",
-                "--ready-fd",
-                str(ready_write),
-                "--exit-fd",
-                str(exit_read),
-                *([] if os.geteuid() == 0 else [f"--userns-path=/proc/{pid}/ns/user"]),
-                str(pid),
-                "tap0",
-            ],
-            pass_fds=[ready_write, exit_read],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as error:
-        sandbox.kill()
-        sandbox.wait()
-        return _fail(f"could not start slirp4netns for the sandbox's network: {error}")
-    os.close(ready_write)
-    os.close(exit_read)
+    said_read, said_write = os.pipe()  # slirp4netns's own words, kept out of the program's stderr
+    slirp = [
+        config["slirp4netns"][0],
+        "--configure",
+        "--mtu=65520",
+        "--disable-host-loopback",
+        "--enable-sandbox",
+        "--enable-seccomp",
+        f"--ready-fd={ready_write}",
+        f"--exit-fd={exit_read}",
+        *([] if os.geteuid() == 0 else [f"--userns-path=/proc/{child}/ns/user"]),
+        str(child),
+        "tap0",
+    ]
+    slirp_pid = _spawn(slirp, [ready_write, exit_read], stderr=said_write)
+    for fd in (ready_write, exit_read, said_write):
+        os.close(fd)
     readable, _, _ = select.select([ready_read], [], [], NETWORK_READY_S)
     if not readable or os.read(ready_read, 1) != b"1":
-        sandbox.kill()
-        sandbox.wait()
-        slirp.kill()
-        said = slirp.stderr.read().decode("utf-8", "replace").strip()[-300:] if slirp.stderr else ""
+        for pid in (sandbox, slirp_pid):
+            os.kill(pid, 9)
+        _status(sandbox)
+        os.set_blocking(said_read, False)
+        try:
+            said = os.read(said_read, 4096).decode("utf-8", "replace").strip()[-300:]
+        except BlockingIOError:
+            said = ""
         return _fail(f"slirp4netns could not connect the sandbox's network: {said or 'no answer'}")
     os.write(block_write, b"1")
     os.close(block_write)
-    status = sandbox.wait()
-    os.close(exit_write)
-    try:
-        slirp.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        slirp.kill()
-    return 128 - status if status < 0 else status
+    status = _status(sandbox)
+    os.close(exit_write)  # slirp4netns sees it and exits (its parent is gone by then: init reaps it)
+    return status
 
 
 def main(args: list[str]) -> int:
-    """Set up and run the program `args` names after its config and `--`."""
-    config, argv = json.loads(args[0]), args[2:]
+    """Set up and run the program `args` names after its options and `--`."""
+    split = args.index("--")
+    config, argv = _options(args[:split]), args[split + 1 :]
     seccomp: list[str] = []
     pass_fds: list[int] = []
-    if config.get("seccomp"):
+    if config["seccomp"]:
         fd = os.memfd_create("seccomp", 0)
-        os.write(fd, base64.b64decode(config["seccomp"]))
+        os.write(fd, bytes.fromhex(config["seccomp"][0]))
         os.lseek(fd, 0, os.SEEK_SET)
         seccomp, pass_fds = ["--seccomp", str(fd)], [fd]
-    if config.get("slirp4netns"):
+    if config["slirp4netns"]:
         return _networked(config, argv, seccomp, pass_fds)
     _confine(config)
     for fd in pass_fds:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import json
 import os
 import shutil
 import signal
@@ -380,13 +379,13 @@ class TrialSandbox:
             if side.cgroup is not None:
                 side.cgroup.limit(resolved)
         side.started = True
-        config = {
-            "rlimits": self._rlimits(resolved, side),
-            "cgroups": side.cgroup.procs_files if side.cgroup is not None else [],
-            "seccomp": seccomp.program() if self.mode == "bwrap" else None,
-            "slirp4netns": self.settings.slirp4netns if network and self.mode == "bwrap" else None,
-        }
-        launcher = [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(config), "--"]
+        options = [f"rlimit={name}:{soft}:{hard}" for name, soft, hard in self._rlimits(resolved, side)]
+        options += [f"cgroup={procs}" for procs in (side.cgroup.procs_files if side.cgroup is not None else [])]
+        if self.mode == "bwrap":
+            options.append(f"seccomp={seccomp.program()}")
+            if network:
+                options.append(f"slirp4netns={self.settings.slirp4netns}")
+        launcher = [sys.executable, "-I", "-S", str(LAUNCHER), *options, "--"]
         if self.mode == "none":
             host_cwd = str(side.workspace / relative_cwd)
             return Launch([*launcher, *argv], environment, host_cwd, resolved, inner_workspace, side.cgroup)

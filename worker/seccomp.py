@@ -15,7 +15,6 @@ EPERM, so a program sees an ordinary refusal. System calls of another ABI
 
 from __future__ import annotations
 
-import base64
 import errno
 import functools
 import tempfile
@@ -87,8 +86,8 @@ def _build() -> seccomp.SyscallFilter:
 
 @functools.lru_cache(maxsize=1)
 def program() -> str:
-    """The compiled filter (classic BPF) in base64, as the launcher hands it to bubblewrap; built once per process."""
+    """The compiled filter (classic BPF) in hex, as the launcher hands it to bubblewrap; built once per process."""
     with tempfile.TemporaryFile() as file:
         _build().export_bpf(file)
         file.seek(0)
-        return base64.b64encode(file.read()).decode()
+        return file.read().hex()
