@@ -230,13 +230,13 @@ class Cgroup:
             for pid in alive:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-            time.sleep(0.01)
+            time.sleep(0.002)
         for _, path in self.dirs:
-            for _ in range(100):  # a killed process leaves its group a moment after the signal
+            for _ in range(500):  # a killed process leaves its group a moment after the signal
                 try:
                     path.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.01)
+                    time.sleep(0.002)
