@@ -53,8 +53,13 @@ LAUNCHER = Path(__file__).resolve().with_name("launcher.py")
 MODES = ("bwrap", "none")
 INSTALL_HINT = "install bubblewrap: apt-get install bubblewrap"
 NETWORK_HINT = "install slirp4netns: apt-get install slirp4netns"
-RLIMITS = {"--cpu": "RLIMIT_CPU", "--as": "RLIMIT_AS", "--nproc": "RLIMIT_NPROC", "--fsize": "RLIMIT_FSIZE"}
-RLIMITS["--nofile"] = "RLIMIT_NOFILE"
+RLIMITS = {  # a limit's prlimit option → the `resource` rlimit the launcher sets
+    "--cpu": "RLIMIT_CPU",
+    "--as": "RLIMIT_AS",
+    "--nproc": "RLIMIT_NPROC",
+    "--fsize": "RLIMIT_FSIZE",
+    "--nofile": "RLIMIT_NOFILE",
+}
 WORKSPACE = "/workspace"  # where the workspace appears inside a bwrap sandbox
 INNER_UID = 1000  # the uid a program sees inside a user namespace when the worker is not root
 
