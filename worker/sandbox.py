@@ -387,7 +387,10 @@ class TrialSandbox:
         options = [f"rlimit={name}:{soft}:{hard}" for name, soft, hard in self._rlimits(resolved, side)]
         options += [f"cgroup={procs}" for procs in (side.cgroup.procs_files if side.cgroup is not None else [])]
         if self.mode == "bwrap":
-            options.append(f"seccomp={seccomp.program()}")
+            try:
+                options.append(f"seccomp={seccomp.program()}")
+            except RuntimeError as error:
+                raise SandboxUnavailable(str(error)) from error
             if network:
                 options.append(f"slirp4netns={self.settings.slirp4netns}")
         launcher = [sys.executable, "-I", "-S", str(LAUNCHER), *options, "--"]

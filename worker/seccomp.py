@@ -18,8 +18,7 @@ from __future__ import annotations
 import errno
 import functools
 import tempfile
-
-import pyseccomp as seccomp
+from typing import Any
 
 NAMESPACE_FLAGS = (
     0x10000000  # CLONE_NEWUSER
@@ -68,7 +67,9 @@ REFUSED = (
 )
 
 
-def _build() -> seccomp.SyscallFilter:
+def _build() -> Any:
+    import pyseccomp as seccomp  # here: it loads libseccomp, which only the worker needs
+
     rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
     refuse = seccomp.ERRNO(errno.EPERM)
     for name in REFUSED:
@@ -86,8 +87,14 @@ def _build() -> seccomp.SyscallFilter:
 
 @functools.lru_cache(maxsize=1)
 def program() -> str:
-    """The compiled filter (classic BPF) in hex, as the launcher hands it to bubblewrap; built once per process."""
+    """The compiled filter (classic BPF) in hex, as the launcher hands it to bubblewrap; built once per process.
+
+    Raises RuntimeError naming the fix when libseccomp cannot be loaded."""
+    try:
+        rules = _build()
+    except (OSError, RuntimeError, ImportError) as error:
+        raise RuntimeError(f"the seccomp filter cannot be built ({error}); apt-get install libseccomp2") from error
     with tempfile.TemporaryFile() as file:
-        _build().export_bpf(file)
+        rules.export_bpf(file)
         file.seek(0)
         return file.read().hex()
