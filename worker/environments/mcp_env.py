@@ -28,7 +28,7 @@ from domain.limits import describe
 from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from domain.specs import STARTUP_TIMEOUT_S
 from domain.trajectory import Content, content_text, environment_step
-from worker.environments.base import Task
+from worker.environments.base import Task, ToolError
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
 from worker.sandbox import Launch, LimitExceeded, TrialSandbox, limit_breached, run_bounded
 
@@ -242,7 +242,13 @@ class MCPEnvironment:
         return self.tool_list
 
     def call(self, tool: str, args: dict[str, Any]) -> Content:
-        """Forward one tool call and return its content parts in order; a tool error is text the agent sees."""
+        """Forward one call of a tool the agent was offered and return its content parts in order; a tool error is
+        text the agent sees. A call of any other tool (the verifier's, one the server never listed) is refused here
+        as a tool error: the server never receives it."""
+        offered = [t["name"] for t in self.tool_list]
+        if tool not in offered:
+            self.tool_errors += 1
+            raise ToolError(f"no tool named {tool!r}; available: {', '.join(offered)}")
         try:
             result = self._run(self.session.call_tool, tool, args)
         except Exception:
