@@ -30,11 +30,13 @@ from domain.specs import STARTUP_TIMEOUT_S
 from domain.trajectory import Content, content_text, environment_step
 from worker.environments.base import Task, ToolError
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
+from worker.masking import Masker
 from worker.sandbox import Launch, LimitExceeded, TrialSandbox, limit_breached, run_bounded
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DATA_MARKER = "AGENTFORGE_TASK_DATA:"
 STDERR_KEEP = 8 * 1024
+VERIFIER_STDERR_KEEP = 500  # characters of a failing verifier command's stderr (its end) the log quotes
 SCORE_GRACE_S = 10.0  # the verifier gets its own budget, even when the agent used up the trial's
 MALFORMED_GRACE_S = 1.0  # after a line that is not JSON-RPC, how long a valid answer may still come during start-up
 BINARY_KEEP_CHARS = 256 * 1024  # base64 of one image/audio/blob part kept in a step; larger ones are named, not kept
@@ -78,12 +80,16 @@ class StartupTimeout(TimeoutError):
 
 
 class MCPEnvironment:
-    """One trial's MCP server process and client session, driven synchronously through an anyio portal."""
+    """One trial's MCP server process and client session, driven synchronously through an anyio portal.
+
+    `masker` holds the trial's secrets: what the server and the verifier print is masked before any of it is cut.
+    """
 
     name = "mcp"
 
-    def __init__(self, spec: dict[str, Any], sandbox: TrialSandbox) -> None:
+    def __init__(self, spec: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None = None) -> None:
         self.spec, self.sandbox = spec, sandbox
+        self.masker = masker or Masker(())
         self.log: list[str] = []
         self.tool_errors = 0
         self.preamble: list[dict[str, Any]] = []
@@ -192,7 +198,7 @@ class MCPEnvironment:
         self.world_seed = world_seed
         launch = self._launch(self.spec["command"])
         self.launch_limits = launch.limits
-        self.output = ServerOutput(launch.output_cap, STDERR_KEEP)
+        self.output = ServerOutput(launch.output_cap, STDERR_KEEP, self.masker)
         read, write = self._enter(sandboxed_stdio(launch, self.output))
         self.session = self._enter(ClientSession(read, write))
         began, clock = datetime.now(UTC).isoformat(), time.monotonic()
@@ -206,7 +212,7 @@ class MCPEnvironment:
             environment_step(
                 1,
                 "initialize",
-                f"server {getattr(info, 'name', '?')}: {text.strip()}",
+                self.masker.text(f"server {getattr(info, 'name', '?')}: {text.strip()}"),  # masked, then capped
                 started_at=began,
                 duration_ms=_elapsed_ms(clock),
                 extra={"serverInfo": server, "protocolVersion": getattr(initialized, "protocol_version", None)},
@@ -229,7 +235,7 @@ class MCPEnvironment:
             environment_step(
                 2,
                 "tools/list",
-                ", ".join(t["name"] for t in self.tool_list),
+                self.masker.text(", ".join(t["name"] for t in self.tool_list)),
                 started_at=began,
                 duration_ms=_elapsed_ms(clock),
                 extra={"tools": self.tool_list},
@@ -271,7 +277,8 @@ class MCPEnvironment:
         else:
             finished = run_bounded(self._launch(verifier["command"]), timeout=30)
             if finished.returncode != 0:
-                raise RuntimeError(f"the verifier exited with code {finished.returncode}: {finished.stderr[-500:]}")
+                stderr = self.masker.text(finished.stderr)[-VERIFIER_STDERR_KEEP:]  # masked whole, then its end kept
+                raise RuntimeError(f"the verifier exited with code {finished.returncode}: {stderr}")
             raw = finished.stdout
         values = json.loads(raw)
         if not isinstance(values, dict):
