@@ -350,8 +350,8 @@ def agent_summary(log: str) -> dict:
 
 
 def verifier_context(log: str) -> dict:
-    line = next(line for line in log.splitlines() if line.startswith("verifier context: "))
-    return json.loads(line.removeprefix("verifier context: "))
+    line = next(line for line in log.splitlines() if line.startswith("verifier | verifier context: "))
+    return json.loads(line.removeprefix("verifier | verifier context: "))  # its log, each line labelled as its own
 
 
 def test_mcp_server_git_from_the_registry_runs_as_an_environment(mcp_servers):

@@ -212,12 +212,12 @@ CUTS = {  # where the worker cuts what a program printed: the spec, the agent, a
     "the agent's stderr (8 KiB kept)": (
         None,
         command_agent("cut_secret.py", "stderr") | {"env": {"LEAK": CUT_SECRET}},
-        f"e{MASK}\n… [stderr truncated:",
+        f"e{MASK}\nagent | … [stderr truncated:",
     ),
     "an MCP server's stderr (8 KiB kept)": (
         cut_spec(["python", CUT_PROGRAM, "server-stderr"]),
         command_agent("first_tool.py"),
-        f"s{MASK}\n… [server stderr truncated:",
+        f"s{MASK}\nserver | … [server stderr truncated:",
     ),
 }
 

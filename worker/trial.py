@@ -9,7 +9,9 @@ The trial's secrets (the env values of its spec and agent config) are masked
 in everything it records, and before anything is cut: the agent and the
 environment get the trial's Masker for what their programs print, and the
 runner masks each observation before a step caps it and the log before it
-keeps the log's end.
+keeps the log's end. The log holds the worker's own lines, one line each, and
+what programs printed with each line labelled (`agent | …`): see
+domain/trial_log.py.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
+from domain.outcome import LOG_CAP_CHARS, TrialOutcome
 from domain.trajectory import Content, content_text, environment_step, message_step, step, tool_step
+from domain.trial_log import LogEntry, ProgramOutput, keep_end, log_text
 from domain.vocabulary import TrialStatus
 from worker import agents, environments
 from worker.agents import AgentFailure, Finish
@@ -65,9 +68,9 @@ def _failure_words(error: Exception, masker: Masker) -> str:
 
 
 def _recorded(outcome: TrialOutcome, masker: Masker) -> TrialOutcome:
-    """The outcome as it is recorded: its log masked, then cut to its last LOG_CAP_CHARS characters; then every
-    string of it masked once more (the task, arguments, stage keys: what no cut touched)."""
-    outcome.log = truncate_keep_end(masker.text(outcome.log), LOG_CAP_CHARS, "log")
+    """The outcome as it is recorded: its log masked, then cut to its last LOG_CAP_CHARS characters (from the start
+    of a line); then every string of it masked once more (the task, arguments, stage keys: what no cut touched)."""
+    outcome.log = keep_end(masker.text(outcome.log), LOG_CAP_CHARS)
     return mask_outcome(outcome, masker.values)
 
 
@@ -102,7 +105,7 @@ def run_trial(
                 failure_category="environment_error",
                 stages={},
                 steps=[],
-                log=f"environment could not start: {_error_words(error, masker)}",
+                log=log_text([f"environment could not start: {_error_words(error, masker)}"], masker.text),
                 started_at=started,
             )
             return _recorded(failed, masker)
@@ -117,7 +120,8 @@ def run_trial(
     outcome.started_at = started
     outcome.tools = outcome.tools or env.tools()
     if side_output:
-        outcome.log = f"{outcome.log}\nserver stderr:\n{side_output}"
+        server = log_text([ProgramOutput("server", side_output)], masker.text)
+        outcome.log = f"{outcome.log}\n{server}" if outcome.log else server
     return _recorded(outcome, masker)
 
 
@@ -128,9 +132,9 @@ def _episode(
 
     The agent's time budget starts once the environment is up: an MCP server's start-up (initialize, tools/list)
     has its own budget, `startupTimeoutS`, and is not charged to the agent. The log it returns is whole: run_trial
-    masks it, then keeps its end.
+    keeps its end.
     """
-    log: list[str] = []
+    log: list[LogEntry] = []
     started = datetime.now(UTC)
     try:
         task = env.reset(world_seed)
@@ -144,7 +148,7 @@ def _episode(
             failure_category=category if category in ("resource_limit", "timeout") else "environment_error",
             stages={},
             steps=list(env.preamble),
-            log="\n".join(log),
+            log=log_text(log, masker.text),
             started_at=started,
         )
     deadline = time.monotonic() + timeout_s
@@ -231,7 +235,7 @@ def _episode(
     finally:
         side_output = agent.close()
     if side_output:
-        log.append("agent stderr:\n" + side_output)
+        log.append(ProgramOutput("agent", side_output))  # its stderr, each line labelled as the agent's
 
     try:
         stages = env.score()
@@ -245,7 +249,7 @@ def _episode(
             failure_category="environment_error" if ended == "finished" else ended,
             stages={},
             steps=steps,
-            log="\n".join(log),
+            log=log_text(log, masker.text),
             started_at=started,
             task=task.text,
         )
@@ -266,7 +270,7 @@ def _episode(
         failure_category=category,
         stages=stages,
         steps=steps,
-        log="\n".join([*env.log, *log]),
+        log=log_text([*env.log, *log], masker.text),
         started_at=started,
         task=task.text,
         explanations=explanations,

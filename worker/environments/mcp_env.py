@@ -28,6 +28,7 @@ from domain.limits import describe
 from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from domain.specs import STARTUP_TIMEOUT_S
 from domain.trajectory import Content, content_text, environment_step
+from domain.trial_log import LogEntry, ProgramOutput
 from worker.environments.base import Task, ToolError
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
 from worker.masking import Masker
@@ -90,7 +91,7 @@ class MCPEnvironment:
     def __init__(self, spec: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None = None) -> None:
         self.spec, self.sandbox = spec, sandbox
         self.masker = masker or Masker(())
-        self.log: list[str] = []
+        self.log: list[LogEntry] = []  # the worker's lines, and the verifier's log labelled as its own
         self.tool_errors = 0
         self.preamble: list[dict[str, Any]] = []
         self.deadline: float | None = None
@@ -294,7 +295,7 @@ class MCPEnvironment:
             else {}
         )
         if values.get("log"):
-            self.log.extend(str(values["log"]).splitlines())
+            self.log.append(ProgramOutput("verifier", self.masker.text(str(values["log"]))))
         stages = {k: float(v) for k, v in values.items() if k.startswith("stage_")}
         if not stages or not all(0 <= v <= 1 for v in stages.values()):
             raise ValueError("the verifier gave no stage_* values between 0 and 1")
