@@ -187,47 +187,61 @@ def cut_spec(command: list[str], verifier: dict | None = None) -> dict:
 
 
 FAULTY_SERVER = ["python", str(ROOT / "tests" / "mcp" / "faulty_server.py"), "fine"]
-CUTS = {  # where the worker cuts what a program printed: the spec, the agent, and what the log shows at the cut
-    "a line of the agent that is not JSON (200 characters kept)": (
+CUTS = [  # where the worker cuts what a program printed: the spec, the agent, and what the log shows at the cut
+    pytest.param(
         None,
         command_agent("cut_secret.py", "line") | {"env": {"LEAK": CUT_SECRET}},
         f"x{MASK} and the res'",
+        id="a line of the agent that is not JSON (200 characters kept)",
     ),
-    "a failing verifier's stderr (its last 500 characters kept)": (
+    pytest.param(
         cut_spec(FAULTY_SERVER, {"command": ["python", CUT_PROGRAM, "verifier"]}),
         command_agent("first_tool.py"),
         f"the verifier exited with code 1: the verifier failed: {MASK}zzz",
+        id="a failing verifier's stderr (its last 500 characters kept)",
     ),
-    "an MCP server's first line that is not JSON-RPC (200 characters kept)": (
+    pytest.param(
         cut_spec(["python", CUT_PROGRAM, "server-line"]),
         command_agent("first_tool.py"),
         f"y{MASK} and the res')",
+        id="an MCP server's first line that is not JSON-RPC (200 characters kept)",
     ),
-    "an MCP server's answer the SDK refused (pydantic keeps 24 characters of each end)": (
+    pytest.param(
         cut_spec(["python", CUT_PROGRAM, "server-answer"]),
         command_agent("first_tool.py"),
         "for ListToolsResult: tools.0.inputSchema: Input should be a valid dictionary or instance of InputSchema "
         f"(input '{'y' * 100}{MASK}')",
+        id="an MCP server's answer the SDK refused (pydantic keeps 24 characters of each end)",
     ),
-    "the agent's stderr (8 KiB kept)": (
+    pytest.param(
+        cut_spec(FAULTY_SERVER, {"command": ["python", CUT_PROGRAM, "verifier-limit"]}),
+        command_agent("first_tool.py"),
+        f"exceeded the limit of 1024 MB of memory: the verifier failed: {MASK}zzz",
+        marks=pytest.mark.xfail(
+            strict=True, reason="worker/sandbox.py's run_bounded quotes stderr[-300:] before the trial can mask it"
+        ),
+        id="a failing verifier's stderr as a limit's breach quotes it (its last 300 characters kept)",
+    ),
+    pytest.param(
         None,
         command_agent("cut_secret.py", "stderr") | {"env": {"LEAK": CUT_SECRET}},
         f"e{MASK}\nagent | … [stderr truncated:",
+        id="the agent's stderr (8 KiB kept)",
     ),
-    "an MCP server's stderr (8 KiB kept)": (
+    pytest.param(
         cut_spec(["python", CUT_PROGRAM, "server-stderr"]),
         command_agent("first_tool.py"),
         f"s{MASK}\nserver | … [server stderr truncated:",
+        id="an MCP server's stderr (8 KiB kept)",
     ),
-}
+]
 
 
 @pytest.mark.slow  # starts agent, server and verifier processes
-@pytest.mark.parametrize("cut", list(CUTS))
+@pytest.mark.parametrize(("spec", "agent", "shown_at_the_cut"), CUTS)
 def test_a_secret_printed_across_a_cut_leaves_no_piece_of_it_in_anything_recorded(
-    cut, database, client, auth, acme, owner_engine, caplog
+    spec, agent, shown_at_the_cut, database, client, auth, acme, owner_engine, caplog
 ):
-    spec, agent, shown_at_the_cut = CUTS[cut]
     owner, _, viewer = acme
     catalog = make_catalog(database, owner.org.id, agent, attempt_count=1)
     version_id = catalog.version_id
