@@ -56,7 +56,7 @@ def clean_database():
 
 def chatty_outcome(number: int, seed: int) -> TrialOutcome:
     """A failed trial as an agent with words and long output records it: messages, reasoning, tokens, a 3 KB
-    JSON observation, a long unbroken identifier and a long log line."""
+    JSON observation, a long unbroken identifier, a long log line and a line of the agent's stderr."""
     inventory = {"items": [{"sku": f"SKU-{i:04d}", "name": f"widget {i}", "quantity": i * 3} for i in range(60)]}
     steps = [
         message_step(1, "I will list the inventory first.", reasoning="The task asks for restocking."),
@@ -77,7 +77,14 @@ def chatty_outcome(number: int, seed: int) -> TrialOutcome:
         failure_category="wrong_quantity",
         stages={"stage_inventory": 1.0, "stage_order": 0.0, "stage_checkout": 0.0},
         steps=steps,
-        log="opened admin-console (world 7): 60 items\n" + "restock-trace:" + "abcdef0123456789" * 40 + "\ndone",
+        log="\n".join(
+            [
+                "opened admin-console (world 7): 60 items",
+                "restock-trace:" + "abcdef0123456789" * 40,
+                "done",
+                "agent | warning: retrying the model request",  # shown as the agent's, not the worker's
+            ]
+        ),
         started_at=datetime.now(UTC),
         task="Restock every item below its threshold, then place the order.",
     )

@@ -19,7 +19,9 @@ from commands.environments import create_environment, create_environment_version
 from commands.runs import enqueue_run, reset_run
 from domain.errors import SpecError
 from domain.specs import validate_spec
+from tests.factories import command_agent
 from worker.loop import WorkerSettings, run_workers
+from worker.masking import MASK
 from worker.sandbox import ROOT, SandboxSettings
 from worker.trial import run_trial
 
@@ -203,6 +205,42 @@ def test_a_verifier_output_at_the_limits_is_kept(database, make_org):
     assert stages == [("stage_ok", False), (LONG_KEY[:-1], True)]
 
 
+@pytest.mark.leak
+def test_an_agent_calling_the_hidden_verifier_tool_is_refused_and_the_server_never_gets_the_call(database, make_org):
+    org = make_org("Acme RL")
+    with database.session(org.id) as session, session.begin():
+        env = create_environment(session, org.id, "faulty")
+        version = create_environment_version(session, env, faulty("fine"))
+        sneaky = command_agent("call_tools.py", "poke", "score", "nothing")  # the verifier tool mid-trial
+        config = create_evaluator_config(session, org.id, "sneaky", sneaky, 1)
+        enqueue_run(session, version, config)
+    assert run_workers(database, WorkerSettings(), threading.Event(), 1, until_idle=True) == 1
+    with database.session(org.id) as session:  # as the runtime role, scoped to the organization
+        trial = session.execute(text("SELECT reward, metrics, steps, log_excerpt FROM evaluation_trials")).one()
+    calls = {s["tool"]: s for s in trial.steps if s["source"] == "agent" and s["tool"]}
+    assert calls["poke"]["observation"] == "poked"
+    # The verifier tool is not offered, so a call to it is refused as a tool error the agent reads ...
+    assert calls["score"]["observation"] == "error: no tool named 'score'; available: poke"
+    assert calls["score"]["results"][0]["content"] == calls["score"]["observation"]
+    assert calls["nothing"]["observation"] == "error: no tool named 'nothing'; available: poke"
+    assert "stage_" not in json.dumps(trial.steps) and "verifier was called" not in json.dumps(trial.steps)
+    # ... and never reaches the server: the verifier's own call, after the agent is done, is the first it got.
+    assert trial.reward == 1.0
+    assert trial.metrics["explanations"] == {"stage_poked": "poked 1 times; the verifier was called 1 times"}
+
+
+@pytest.mark.leak
+@pytest.mark.parametrize("environment", ["admin-console", "support-desk"])
+def test_a_builtin_environment_refuses_its_verifier_and_any_tool_it_did_not_offer(environment):
+    spec = {"kind": "builtin", "environment": environment, "params": {}}
+    agent = command_agent("call_tools.py", "score", "explain", "diagnose")
+    outcome = run_trial(spec, agent, world_seed=1, seed=1, max_steps=5, timeout_s=10)
+    offered = ", ".join(tool["name"] for tool in outcome.tools)
+    assert [s["observation"] for s in outcome.steps if s["tool"]] == [
+        f"error: unknown tool {name!r}; available: {offered}" for name in ("score", "explain", "diagnose")
+    ]
+
+
 @pytest.mark.fault
 def test_a_server_that_does_not_answer_initialize_times_out_within_its_startup_budget():
     outcome = first_tool(faulty("mute", startupTimeoutS=1), timeout_s=30)
@@ -312,8 +350,8 @@ def agent_summary(log: str) -> dict:
 
 
 def verifier_context(log: str) -> dict:
-    line = next(line for line in log.splitlines() if line.startswith("verifier context: "))
-    return json.loads(line.removeprefix("verifier context: "))
+    line = next(line for line in log.splitlines() if line.startswith("verifier | verifier context: "))
+    return json.loads(line.removeprefix("verifier | verifier context: "))  # its log, each line labelled as its own
 
 
 def test_mcp_server_git_from_the_registry_runs_as_an_environment(mcp_servers):
@@ -373,7 +411,7 @@ def test_mcp_server_git_from_the_registry_runs_as_an_environment(mcp_servers):
             "trial": str(number),
             "seed": str(100 + number),
             "world": "7",
-            "spec_env": "Field notes",
+            "spec_env": MASK,  # the spec's env reached it; its values are secrets, masked in all a trial records
             "commits": [f"trial {number}", "initial"],
         }
         assert not context["cwd"].startswith(str(ROOT))

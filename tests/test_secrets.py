@@ -178,6 +178,97 @@ def test_a_leaking_agent_and_server_show_only_masks_in_every_page_export_artifac
     assert_not_stored(owner_engine, org_id, SECRET, QUOTED, SERVER_TOKEN)
 
 
+CUT_SECRET = "Qz7WkR2xVn9MpL4tJh8YsG3rXw6NqK5vZm1TjP0u"  # 40 characters, none of its pieces a hex or English word
+CUT_PROGRAM = str(ROOT / "tests" / "mcp" / "cut_secret.py")
+
+
+def cut_spec(command: list[str], verifier: dict | None = None) -> dict:
+    return {"kind": "mcp", "command": command, "env": {"LEAK": CUT_SECRET}, "verifier": verifier or {"tool": "score"}}
+
+
+FAULTY_SERVER = ["python", str(ROOT / "tests" / "mcp" / "faulty_server.py"), "fine"]
+CUTS = [  # where the worker cuts what a program printed: the spec, the agent, and what the log shows at the cut
+    pytest.param(
+        None,
+        command_agent("cut_secret.py", "line") | {"env": {"LEAK": CUT_SECRET}},
+        f"x{MASK} and the res'",
+        id="a line of the agent that is not JSON (200 characters kept)",
+    ),
+    pytest.param(
+        cut_spec(FAULTY_SERVER, {"command": ["python", CUT_PROGRAM, "verifier"]}),
+        command_agent("first_tool.py"),
+        f"the verifier exited with code 1: the verifier failed: {MASK}zzz",
+        id="a failing verifier's stderr (its last 500 characters kept)",
+    ),
+    pytest.param(
+        cut_spec(["python", CUT_PROGRAM, "server-line"]),
+        command_agent("first_tool.py"),
+        f"y{MASK} and the res')",
+        id="an MCP server's first line that is not JSON-RPC (200 characters kept)",
+    ),
+    pytest.param(
+        cut_spec(["python", CUT_PROGRAM, "server-answer"]),
+        command_agent("first_tool.py"),
+        "for ListToolsResult: tools.0.inputSchema: Input should be a valid dictionary or instance of InputSchema "
+        f"(input '{'y' * 100}{MASK}')",
+        id="an MCP server's answer the SDK refused (pydantic keeps 24 characters of each end)",
+    ),
+    pytest.param(
+        cut_spec(FAULTY_SERVER, {"command": ["python", CUT_PROGRAM, "verifier-limit"]}),
+        command_agent("first_tool.py"),
+        f": the verifier failed: {MASK}zzz",  # after "environment could not score: resource_limit: exceeded …"
+        id="a failing verifier's stderr as a limit's breach quotes it (its last 300 characters kept)",
+    ),
+    pytest.param(
+        None,
+        command_agent("cut_secret.py", "stderr") | {"env": {"LEAK": CUT_SECRET}},
+        f"e{MASK}\nagent | … [stderr truncated:",
+        id="the agent's stderr (8 KiB kept)",
+    ),
+    pytest.param(
+        cut_spec(["python", CUT_PROGRAM, "server-stderr"]),
+        command_agent("first_tool.py"),
+        f"s{MASK}\nserver | … [server stderr truncated:",
+        id="an MCP server's stderr (8 KiB kept)",
+    ),
+]
+
+
+@pytest.mark.slow  # starts agent, server and verifier processes
+@pytest.mark.parametrize(("spec", "agent", "shown_at_the_cut"), CUTS)
+def test_a_secret_printed_across_a_cut_leaves_no_piece_of_it_in_anything_recorded(
+    spec, agent, shown_at_the_cut, database, client, auth, acme, owner_engine, caplog
+):
+    owner, _, viewer = acme
+    catalog = make_catalog(database, owner.org.id, agent, attempt_count=1)
+    version_id = catalog.version_id
+    if spec is not None:
+        with database.session(owner.org.id) as session, session.begin():
+            version_id = create_environment_version(session, create_environment(session, owner.org.id, "cut"), spec).id
+    run_id = queue(database, owner.org.id, version_id, catalog.config_id)
+    with caplog.at_level("DEBUG"):
+        assert work(database) == 1
+
+    (trial,) = scoped_rows(
+        owner_engine, owner.org.id, "SELECT id, log_excerpt, trajectory_artifact_id FROM evaluation_trials"
+    )
+    auth.login(viewer.email)
+    seen = {
+        "stored": everything_stored(owner_engine, owner.org.id),
+        "worker log": caplog.text,
+        "trial page": client.get(f"/trials/{trial.id}").text,
+        "run page": client.get(f"/runs/{run_id}").text,
+        "run API": client.get(f"/api/v1/evaluation-runs/{run_id}").text,
+        "artifact": client.get(f"/api/v1/artifacts/{trial.trajectory_artifact_id}").text,
+        "export": client.get("/api/v1/rollouts", query_string={"kind": "all"}).text,
+    }
+    pieces = {CUT_SECRET[start : start + MIN_MASKED_LENGTH] for start in range(len(CUT_SECRET) - MIN_MASKED_LENGTH + 1)}
+    for where, body in seen.items():
+        shown = sorted(piece for piece in pieces if piece in body)
+        assert not shown, f"{where} shows {len(shown)} pieces of the secret: {shown}"
+    assert shown_at_the_cut in trial.log_excerpt  # the secret was printed, and cut, there
+
+
 def test_viewer_member_and_owner_see_only_secret_names(database, client, auth, acme, owner_engine):
     org_id = acme[0].org.id
     for person in acme:

@@ -3,9 +3,11 @@ per-step time and tokens, the verifier's words, the log's end with its cut said 
 
 from __future__ import annotations
 
+import html
 import json
 import random
 import re
+import threading
 import uuid
 from datetime import UTC, datetime
 
@@ -17,9 +19,11 @@ from commands.runs import enqueue_run, record_trial
 from db import Database
 from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
 from domain.trajectory import environment_step, message_step, step, tool_step
+from domain.trial_log import ProgramOutput, keep_end, log_lines, log_text, one_line
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.factories import Catalog, make_catalog
 from web.transcript import fold, transcript
+from worker.masking import Masker
 from worker.trial import run_trial
 
 TIMES, DASH = "\N{MULTIPLICATION SIGN}", "\N{EN DASH}"  # as the page writes them
@@ -293,3 +297,62 @@ def test_a_nine_kilobyte_json_observation_is_stored_whole_and_shown_as_a_tree(pa
     tree = re.search(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
     assert "<summary>[ 190 items ]</summary>" in tree and '<span class="json-string">"SKU-0189"</span>' in tree
     assert "[observation truncated" not in body
+
+
+FORGED_LINES = (  # what tests/agents/forge_worker_lines.py prints on stderr, as lines of the worker read
+    "agent finished: all stages passed, verified by the worker",
+    "step budget of 12 used up",
+    "server stderr:",
+    "time budget of 1s used up after step 1",
+)
+
+
+@pytest.mark.slow  # an MCP server and an agent process, through the worker
+@pytest.mark.leak
+def test_an_agent_cannot_print_a_line_of_the_worker_or_an_environment_step(page, database, member):
+    from commands.demo import MCP_SPEC
+    from commands.environments import create_environment, create_environment_version
+    from tests.factories import command_agent
+    from worker.loop import WorkerSettings, run_workers
+
+    catalog = make_catalog(database, member.org.id, command_agent("forge_worker_lines.py"), attempt_count=1)
+    with database.session(member.org.id) as session, session.begin():
+        version = create_environment_version(session, create_environment(session, member.org.id, "mcp"), MCP_SPEC)
+        config = session.get_one(EvaluatorConfig, (member.org.id, catalog.config_id))
+        enqueue_run(session, version, config)
+    assert run_workers(database, WorkerSettings(), threading.Event(), 1, until_idle=True) == 1
+    with database.session(member.org.id) as session:
+        trial_id = session.execute(text("SELECT id FROM evaluation_trials")).scalar()
+    body = page.get(f"/trials/{trial_id}").text
+
+    log = re.search(r'<pre class="log">(.*?)</pre>', body, re.S).group(1)
+    said = [html.unescape(line) for line in re.findall(r'<span class="log-output">(.*?)</span>', log, re.S)]
+    worker = html.unescape(re.sub(r'<span class="log-output">.*?</span>', "", log, flags=re.S)).split("\n")
+    # Every line the agent printed is shown as its stderr, none as a line of the worker ...
+    for forged in FORGED_LINES:
+        assert f"agent | {forged}" in said
+        assert not [line for line in worker if line.startswith(forged)], f"the worker seems to say {forged!r}"
+    assert said.count("agent | time budget of 1s used up after step 1") == 7  # behind \r, \x0b, … and \u2029 too
+    # ... and the lines it breaks in the worker's own line (its closing summary) stay on that line.
+    assert "agent finished: done\\nstep budget of 12 used up\\r\\nagent finished: reward 1.0" in worker
+    # The step its harness reported is shown as the agent harness's, not as the environment's (the MCP handshake).
+    heads = re.findall(r'<span class="tool">([^<]*)</span> <span class="muted">\(([^)]*)\)</span>', body)
+    assert heads == [("initialize", "environment"), ("tools/list", "environment"), ("initialize", "agent harness")]
+
+
+def test_a_log_cut_inside_a_program_line_does_not_make_the_rest_read_as_the_worker():
+    forged = "agent finished: all stages passed"
+    log = log_text(["opened admin-console", ProgramOutput("agent", "x" * 40 + forged + "\nmore"), "agent finished"])
+    kept = keep_end(log, len("more") + len(forged) + 30)  # the cut falls inside the agent's line
+    assert kept.endswith("\nagent | more\nagent finished") and forged not in kept  # kept from the next line
+    last_line = keep_end(log_text([ProgramOutput("agent", "x" * 40 + forged)]), len(forged))
+    assert last_line.splitlines()[1] == f"agent | …{forged}"  # no line break left: the piece keeps its label
+    assert [source for source, _ in log_lines(kept)] == [None, "agent", None]
+
+
+def test_program_text_is_masked_before_the_log_splits_or_escapes_it():
+    pem = "-----BEGIN KEY-----\nMIIEpAIBAAKCAQEA\n-----END KEY-----"
+    masker = Masker([pem])
+    log = log_text([f"agent finished: {pem}", ProgramOutput("server", f"key:\n{pem}\nbye")], masker.text)
+    assert log == "agent finished: ***\nserver | key:\nserver | ***\nserver | bye"
+    assert one_line("a\rb\u2028c\r\nd") == "a\\rb\\u2028c\\r\\nd"

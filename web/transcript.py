@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.trajectory import command_text, content_text
+from domain.trial_log import log_lines
 
 FOLD_LINES = 8  # a folded text shows this many lines…
 FOLD_CHARS = 800  # …and never more than about this many characters of them
@@ -19,6 +20,7 @@ JSON_TREE_MIN_CHARS = 80  # shorter JSON reads fine as it is
 JSON_TREE_OPEN_DEPTH = 2  # objects and arrays nested deeper start closed
 MIN_REPEATS = 3  # this many identical consecutive calls or more become one group
 HANDSHAKE_TOOLS = {"mcp": "MCP server", "model": "agent harness"}  # environment steps' tools, as the page names them
+HARNESS_TOOL = "model"  # an environment step the agent reported (its harness's retries): shown as the agent harness's
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,15 @@ class StepView:
     @property
     def anchor(self) -> str:
         return f"step-{self.number}"
+
+    @property
+    def party(self) -> str:
+        """Who the step is shown as: its source, but "agent harness" for an environment step the agent reported
+        (its `events`: the agent wrote them, so they never pass for the environment's own, such as an MCP
+        server's `initialize`)."""
+        if self.source == "environment" and self.record.get("tool") == HARNESS_TOOL:
+            return HANDSHAKE_TOOLS[HARNESS_TOOL]
+        return self.source
 
 
 @dataclass(frozen=True)
@@ -250,11 +261,25 @@ _CUT_BOTTOM = re.compile(r"\n… \[log truncated: (\d+) more characters\]\Z")
 
 
 @dataclass(frozen=True)
+class LogLine:
+    """A line of the log: `source` names the program that printed it (agent, server, verifier), None for the
+    worker's own (or an imported log's)."""
+
+    source: str | None
+    text: str
+
+
+@dataclass(frozen=True)
 class Log:
     """The stored log without its truncation marker, and what the page says about the cut above it."""
 
     text: str
     cut_note: str | None
+
+    @property
+    def lines(self) -> list[LogLine]:
+        """The log's lines, each program's marked as its own (the worker labels them: domain/trial_log.py)."""
+        return [LogLine(source, line) for source, line in log_lines(self.text)]
 
 
 def _size(characters: int) -> str:

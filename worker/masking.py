@@ -1,13 +1,19 @@
 """Mask secret values in what a trial recorded, as CI systems do: every exact occurrence becomes `***`.
 
-Applied once, between run_trial() and record_trial(), to every string of the
-outcome but its status: each step (tool, command, observation, and any richer
-field, keys included), the log, the task, the stage keys, the failure category. A value
-is found raw and in the escaped forms the worker itself writes (JSON string
-escapes, with and without ensure_ascii, and Python's repr). When output was cut
-short (a truncation marker, or the end of a text), a leading piece of a secret
-left right at the cut is masked too, and so is a trailing piece right after
-the marker of a text whose end was kept (a log).
+Masking comes before cutting: run_trial() builds one Masker of the trial's
+secrets and hands it to the agent and the environment, and every place that
+keeps part of what a program printed masks the whole text first, then cuts it
+(a line the agent printed that is not JSON, a failing verifier's stderr, an
+MCP server's first malformed line, observations, the log). A stream kept from
+its start (a program's stderr) is masked as a text whose end is a cut. Then
+run_trial() masks every string of the outcome but its status once more: each
+step (tool, command, observation, and any richer field, keys included), the
+log, the task, the stage keys, the failure category. A value is found raw and
+in the escaped forms the worker itself writes (JSON string escapes, with and
+without ensure_ascii, and Python's repr). At a cut (a truncation marker, or
+the end of a text) a leading piece of a secret left right before it is masked
+too, and so is a trailing piece right after the marker of a text whose end was
+kept (a log).
 
 Values shorter than MIN_MASKED_LENGTH characters are not masked: "1", "on" or
 "dev" would turn every such letter or number of every observation into `***`,

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -534,10 +535,13 @@ class Finished:
     stderr: str
 
 
-def run_bounded(launch: Launch, *, timeout: float, keep: int = 64 * 1024) -> Finished:
+def run_bounded(
+    launch: Launch, *, timeout: float, keep: int = 64 * 1024, mask: Callable[[str], str] = lambda text: text
+) -> Finished:
     """Run a sandboxed program to completion within `timeout`, keeping `keep` bytes of each stream.
 
-    Raises TimeoutError past the timeout and LimitExceeded past the output cap or another limit it shows.
+    Raises TimeoutError past the timeout and LimitExceeded past the output cap or another limit it shows (quoting
+    the end of stderr, `mask`ed before it is cut so no piece of a secret survives the cut).
     """
     budget = OutputBudget(launch.output_cap)
     proc = subprocess.Popen(
@@ -578,7 +582,7 @@ def run_bounded(launch: Launch, *, timeout: float, keep: int = 64 * 1024) -> Fin
         raise LimitExceeded(f"stopped at {describe('outputMb', launch.limits)}")
     breach = launch.breached(proc.returncode, stderr)
     if breach and proc.returncode != 0:
-        raise LimitExceeded(f"exceeded {breach}: {stderr.strip()[-300:]}")
+        raise LimitExceeded(f"exceeded {breach}: {mask(stderr).strip()[-300:]}")
     return Finished(proc.returncode, kept["stdout"].decode("utf-8", "replace"), stderr)
 
 

@@ -4,6 +4,14 @@ Every trial that ends is scored from the state the environment was left in
 (an agent crash or timeout still scores); only an environment that cannot run
 gives reward None. The failure category says how the loop ended when it ended
 abnormally, else what the environment diagnoses from its final state.
+
+The trial's secrets (the env values of its spec and agent config) are masked
+in everything it records, and before anything is cut: the agent and the
+environment get the trial's Masker for what their programs print, and the
+runner masks each observation before a step caps it and the log before it
+keeps the log's end. The log holds the worker's own lines, one line each, and
+what programs printed with each line labelled (`agent | …`): see
+domain/trial_log.py.
 """
 
 from __future__ import annotations
@@ -13,24 +21,42 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
+from pydantic import ValidationError
+
+from domain.outcome import LOG_CAP_CHARS, TrialOutcome
 from domain.trajectory import Content, content_text, environment_step, message_step, step, tool_step
+from domain.trial_log import LogEntry, ProgramOutput, keep_end, log_text
 from domain.vocabulary import TrialStatus
 from worker import agents, environments
 from worker.agents import AgentFailure, Finish
 from worker.agents.base import Event
+from worker.masking import Masker, mask_outcome, secret_values
 from worker.sandbox import LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox
 
 HARNESS_TOOL = "model"  # what the steps an agent's harness took on its own (retried model requests) are filed under
+INPUT_QUOTE_CHARS = 200  # how much of an input pydantic refused (an MCP server's answer) the log quotes
 
 
-def _event_steps(steps: list[dict[str, Any]], events: tuple[Event, ...]) -> None:
-    """Append what the agent's harness did on its own before its answer as environment steps."""
+def _event_steps(steps: list[dict[str, Any]], events: tuple[Event, ...], masker: Masker) -> None:
+    """Append what the agent's harness did on its own before its answer as environment steps (masked, then capped)."""
     for event in events:
-        steps.append(environment_step(len(steps) + 1, event.command, event.observation, tool=HARNESS_TOOL))
+        command, observation = masker.text(event.command), masker.text(event.observation)
+        steps.append(environment_step(len(steps) + 1, command, observation, tool=HARNESS_TOOL))
 
 
-def _failure_words(error: Exception) -> str:
+def _error_words(error: Exception, masker: Masker) -> str:
+    """An exception as `Type: message`. A pydantic ValidationError (an MCP server's answer the SDK refused) is
+    written from its errors, each input masked and then cut: pydantic's own message cuts the input first."""
+    if not isinstance(error, ValidationError):
+        return f"{type(error).__name__}: {error}"
+    said = "; ".join(
+        f"{'.'.join(map(str, e['loc']))}: {e['msg']} (input {masker.text(repr(e.get('input')))[:INPUT_QUOTE_CHARS]})"
+        for e in error.errors(include_url=False)
+    )
+    return f"ValidationError: {error.error_count()} validation error(s) for {error.title}: {said}"
+
+
+def _failure_words(error: Exception, masker: Masker) -> str:
     """An exception as a log line: sandbox problems and limit breaches in their own words, others with their type."""
     if isinstance(error, SandboxUnavailable):
         return f"the sandbox could not start: {error}"
@@ -38,7 +64,14 @@ def _failure_words(error: Exception) -> str:
         return f"resource_limit: {error}"
     if getattr(error, "category", None) == "timeout":  # an MCP server that did not answer its handshake in time
         return str(error)
-    return f"{type(error).__name__}: {error}"
+    return _error_words(error, masker)
+
+
+def _recorded(outcome: TrialOutcome, masker: Masker) -> TrialOutcome:
+    """The outcome as it is recorded: its log masked, then cut to its last LOG_CAP_CHARS characters (from the start
+    of a line); then every string of it masked once more (the task, arguments, stage keys: what no cut touched)."""
+    outcome.log = keep_end(masker.text(outcome.log), LOG_CAP_CHARS)
+    return mask_outcome(outcome, masker.values)
 
 
 def run_trial(
@@ -57,26 +90,29 @@ def run_trial(
 
     Every program the spec or the agent config names runs in this trial's sandbox, which is torn down (every
     process killed, every workspace removed) before the outcome is returned. `on_step(n)` is called as the agent
-    begins its step n (the run page shows it).
+    begins its step n (the run page shows it). The outcome holds no secret of the spec's or the agent's `env`.
     """
     started = datetime.now(UTC)
+    masker = Masker(secret_values(spec, agent_config))
     trial_sandbox = TrialSandbox(sandbox or SandboxSettings.from_environ(), seed=seed, trial=trial_number)
     try:
         try:
-            env = environments.load(spec, trial_sandbox)
+            env = environments.load(spec, trial_sandbox, masker)
         except Exception as error:  # a spec that cannot become an environment: no score, no rollout
-            log = f"environment could not start: {type(error).__name__}: {error}"
-            return TrialOutcome(
+            failed = TrialOutcome(
                 status="error",
                 reward=None,
                 failure_category="environment_error",
                 stages={},
                 steps=[],
-                log=truncate_keep_end(log, LOG_CAP_CHARS, "log"),
+                log=log_text([f"environment could not start: {_error_words(error, masker)}"], masker.text),
                 started_at=started,
             )
+            return _recorded(failed, masker)
         try:
-            outcome = _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, trial_sandbox, on_step)
+            outcome = _episode(
+                env, agent_config, world_seed, seed, max_steps, timeout_s, trial_sandbox, masker, on_step
+            )
         finally:
             side_output = env.close()  # MCP: stops the server process; its stderr goes to the log
     finally:
@@ -84,23 +120,27 @@ def run_trial(
     outcome.started_at = started
     outcome.tools = outcome.tools or env.tools()
     if side_output:
-        outcome.log = truncate_keep_end(f"{outcome.log}\nserver stderr:\n{side_output}", LOG_CAP_CHARS, "log")
-    return outcome
+        server = log_text([ProgramOutput("server", side_output)], masker.text)
+        outcome.log = f"{outcome.log}\n{server}" if outcome.log else server
+    return _recorded(outcome, masker)
 
 
-def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox, on_step=None) -> TrialOutcome:
+def _episode(
+    env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox, masker: Masker, on_step=None
+) -> TrialOutcome:
     """Reset, the agent loop, and the score of one trial in an environment that has been loaded.
 
     The agent's time budget starts once the environment is up: an MCP server's start-up (initialize, tools/list)
-    has its own budget, `startupTimeoutS`, and is not charged to the agent.
+    has its own budget, `startupTimeoutS`, and is not charged to the agent. The log it returns is whole: run_trial
+    keeps its end.
     """
-    log: list[str] = []
+    log: list[LogEntry] = []
     started = datetime.now(UTC)
     try:
         task = env.reset(world_seed)
     except Exception as error:  # an environment that cannot even start: no score, no rollout
         category = getattr(error, "category", "environment_error")
-        what = _failure_words(error)
+        what = _failure_words(error, masker)
         log = [*env.log, f"environment could not start: {what}"]
         return TrialOutcome(
             status="error",
@@ -108,14 +148,14 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox,
             failure_category=category if category in ("resource_limit", "timeout") else "environment_error",
             stages={},
             steps=list(env.preamble),
-            log=truncate_keep_end("\n".join(log), LOG_CAP_CHARS, "log"),
+            log=log_text(log, masker.text),
             started_at=started,
         )
     deadline = time.monotonic() + timeout_s
     env.deadline = deadline
     steps: list[dict[str, Any]] = [dict(record) for record in env.preamble]
     ended, observation = "finished", None
-    agent = agents.load(agent_config, seed, sandbox)
+    agent = agents.load(agent_config, seed, sandbox, masker)
     try:
         agent.start(
             task.text, {**task.data, "environment": task.data.get("environment", env.name)}, env.tools(), max_steps
@@ -126,7 +166,7 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox,
             if on_step is not None:
                 on_step(number)
             action = agent.act(observation, deadline)
-            _event_steps(steps, action.events)
+            _event_steps(steps, action.events, masker)
             if isinstance(action, Finish):
                 if action.reason == "out_of_tokens":
                     ended = "out_of_tokens"
@@ -159,7 +199,7 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox,
                     len(steps) + 1,
                     action.tool,
                     action.args,
-                    content,
+                    masker.data(content),  # masked before the step caps it
                     call_id=action.call_id,
                     started_at=called_at.isoformat(),
                     duration_ms=elapsed_ms,
@@ -177,7 +217,7 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox,
             ended = "out_of_steps"
             log.append(f"step budget of {max_steps} used up")
     except AgentFailure as failure:
-        _event_steps(steps, failure.events)
+        _event_steps(steps, failure.events, masker)
         ended = failure.category
         log.append(f"{failure.category}: {failure}")
     except LimitExceeded as breach:
@@ -191,25 +231,25 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox,
         log.append(f"time budget of {timeout_s:g}s used up waiting for the environment")
     except Exception as error:  # the environment itself raised mid-episode
         ended = "environment_error"
-        log.append(f"environment raised: {type(error).__name__}: {error}")
+        log.append(f"environment raised: {_error_words(error, masker)}")
     finally:
         side_output = agent.close()
     if side_output:
-        log.append("agent stderr:\n" + side_output)
+        log.append(ProgramOutput("agent", side_output))  # its stderr, each line labelled as the agent's
 
     try:
         stages = env.score()
     except Exception as error:
         if isinstance(error, LimitExceeded) and ended == "finished":
             ended = "resource_limit"
-        log = [*env.log, *log, f"environment could not score: {_failure_words(error)}"]
+        log = [*env.log, *log, f"environment could not score: {_failure_words(error, masker)}"]
         return TrialOutcome(
             status="error",
             reward=None,
             failure_category="environment_error" if ended == "finished" else ended,
             stages={},
             steps=steps,
-            log=truncate_keep_end("\n".join(log), LOG_CAP_CHARS, "log"),
+            log=log_text(log, masker.text),
             started_at=started,
             task=task.text,
         )
@@ -217,21 +257,20 @@ def _episode(env, agent_config, world_seed, seed, max_steps, timeout_s, sandbox,
         explanations = {key: text for key, text in env.explain().items() if key in stages}
     except Exception as error:  # the words are a courtesy: a verifier that cannot give them still scored
         explanations = {}
-        log.append(f"the verifier could not explain its scores: {type(error).__name__}: {error}")
+        log.append(f"the verifier could not explain its scores: {_error_words(error, masker)}")
     reward = round(sum(stages.values()) / len(stages), 6)
     if reward == 1:
         status: TrialStatus
         status, category = "succeeded", None
     else:
         status, category = "failed", env.diagnose() if ended == "finished" else ended
-    full_log = "\n".join([*env.log, *log])
     return TrialOutcome(
         status=status,
         reward=reward,
         failure_category=category,
         stages=stages,
         steps=steps,
-        log=truncate_keep_end(full_log, LOG_CAP_CHARS, "log"),
+        log=log_text([*env.log, *log], masker.text),
         started_at=started,
         task=task.text,
         explanations=explanations,

@@ -27,6 +27,7 @@ if mode == "nostart":
 
 server = MCPServer("faulty", instructions="Poke the server once.")
 poked = []
+scored = []  # every call of the verifier tool the server received
 
 
 PIXEL = bytes.fromhex("89504e470d0a1a0a")  # the PNG signature: enough to be an image part
@@ -48,8 +49,10 @@ def poke() -> Any:
 
 @server.tool()
 def score(weight: float = 1.0) -> str:
-    """Verifier (the spec may pass a weight)."""
-    return json.dumps({"stage_poked": weight if poked else 0.0})
+    """Verifier (the spec may pass a weight); its explanation says how often it was called."""
+    scored.append(1)
+    said = f"poked {len(poked)} times; the verifier was called {len(scored)} times"
+    return json.dumps({"stage_poked": weight if poked else 0.0, "explanations": {"stage_poked": said}})
 
 
 server.run("stdio")

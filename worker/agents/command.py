@@ -32,19 +32,22 @@ from worker.agents.base import (
     Finish,
     ToolCall,
 )
+from worker.masking import Masker
 from worker.sandbox import Launch, OutputBudget, TrialSandbox, kill_group
 
 MAX_LINE_BYTES = 64 * 1024
 STDERR_KEEP_BYTES = 8 * 1024
+LINE_QUOTE_CHARS = 200  # how much of a line that is not JSON the log quotes
 MALFORMED = "malformedArguments"  # the key a call's unparsable argument text is kept under
 STOP_REASONS = ("out_of_tokens",)  # why a finish may end the loop abnormally
 
 
 class BoundedBuffer:
-    """Keeps the first `limit` bytes written to it and counts the rest."""
+    """Keeps the first `limit` bytes written to it and counts the rest; its text has the trial's secrets masked."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, masker: Masker | None = None) -> None:
         self.limit, self.kept, self.dropped = limit, bytearray(), 0
+        self.masker = masker or Masker(())
 
     def write(self, chunk: bytes) -> None:
         room = self.limit - len(self.kept)
@@ -52,8 +55,9 @@ class BoundedBuffer:
         self.dropped += max(0, len(chunk) - room)
 
     def text(self) -> str:
+        """What was kept, masked (its end is a cut when bytes were dropped), then a marker for what was dropped."""
         tail = f"\n… [stderr truncated: {self.dropped} more bytes]" if self.dropped else ""
-        return self.kept.decode("utf-8", "replace") + tail
+        return self.masker.text(self.kept.decode("utf-8", "replace")) + tail
 
 
 def _is_count(value: Any) -> bool:
@@ -115,15 +119,19 @@ def _arguments(tool: str, args: Any) -> tuple[dict[str, Any], str | None]:
 
 
 class CommandAgent(Agent):
-    """Runs the config's `argv` in the trial's sandbox (its own workspace, limits, no network unless opted in)."""
+    """Runs the config's `argv` in the trial's sandbox (its own workspace, limits, no network unless opted in).
 
-    def __init__(self, config: dict[str, Any], sandbox: TrialSandbox) -> None:
+    `masker` holds the trial's secrets: what the program printed is masked before any of it is cut.
+    """
+
+    def __init__(self, config: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None = None) -> None:
         self.config, self.sandbox = config, sandbox
+        self.masker = masker or Masker(())
         self.argv = config["argv"]
         self.proc: subprocess.Popen[bytes] | None = None
         self.launch: Launch | None = None
         self.budget = OutputBudget(0)
-        self.stderr = BoundedBuffer(STDERR_KEEP_BYTES)
+        self.stderr = BoundedBuffer(STDERR_KEEP_BYTES, self.masker)
         self.pending = bytearray()
         self.first = True
 
@@ -160,7 +168,8 @@ class CommandAgent(Agent):
         try:
             message = json.loads(line)
         except ValueError as error:
-            raise AgentProtocolError(f"agent printed a line that is not JSON: {line[:200]!r}") from error
+            quoted = self.masker.text(line)[:LINE_QUOTE_CHARS]  # masked whole, then cut: no piece of a secret is left
+            raise AgentProtocolError(f"agent printed a line that is not JSON: {quoted!r}") from error
         if not isinstance(message, dict):
             raise AgentProtocolError(f"agent printed {type(message).__name__}, expected a JSON object")
         turn = _turn(message)

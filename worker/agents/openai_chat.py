@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.agents.command import CommandAgent
+from worker.masking import Masker
 from worker.sandbox import TrialSandbox
 
 PROGRAM = Path(__file__).with_name("openai_program.py")
@@ -23,10 +24,10 @@ SETTINGS = ("baseUrl", "model", "apiKeyEnv", "temperature", "maxTokens", "tokenB
 class OpenAIChatAgent(CommandAgent):
     """Runs the built-in chat-completions program for an openai-chat config (network on, the config's env)."""
 
-    def __init__(self, config: dict[str, Any], sandbox: TrialSandbox) -> None:
+    def __init__(self, config: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None = None) -> None:
         settings = {key: config[key] for key in SETTINGS if key in config}
         # -I: the program sees neither PYTHON* variables of the config's env nor the directory it lives in.
         argv = [sys.executable, "-I", str(PROGRAM), json.dumps(settings)]
         program = {"argv": argv, "env": config.get("env", {}), "network": True, "limits": config.get("limits")}
-        super().__init__(program, sandbox)
+        super().__init__(program, sandbox, masker)
         self.system_prompt = config.get("systemPrompt")

@@ -28,13 +28,16 @@ from domain.limits import describe
 from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from domain.specs import STARTUP_TIMEOUT_S
 from domain.trajectory import Content, content_text, environment_step
-from worker.environments.base import Task
+from domain.trial_log import LogEntry, ProgramOutput
+from worker.environments.base import Task, ToolError
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
+from worker.masking import Masker
 from worker.sandbox import Launch, LimitExceeded, TrialSandbox, run_bounded
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DATA_MARKER = "AGENTFORGE_TASK_DATA:"
 STDERR_KEEP = 8 * 1024
+VERIFIER_STDERR_KEEP = 500  # characters of a failing verifier command's stderr (its end) the log quotes
 SCORE_GRACE_S = 10.0  # the verifier gets its own budget, even when the agent used up the trial's
 MALFORMED_GRACE_S = 1.0  # after a line that is not JSON-RPC, how long a valid answer may still come during start-up
 BINARY_KEEP_CHARS = 256 * 1024  # base64 of one image/audio/blob part kept in a step; larger ones are named, not kept
@@ -78,13 +81,17 @@ class StartupTimeout(TimeoutError):
 
 
 class MCPEnvironment:
-    """One trial's MCP server process and client session, driven synchronously through an anyio portal."""
+    """One trial's MCP server process and client session, driven synchronously through an anyio portal.
+
+    `masker` holds the trial's secrets: what the server and the verifier print is masked before any of it is cut.
+    """
 
     name = "mcp"
 
-    def __init__(self, spec: dict[str, Any], sandbox: TrialSandbox) -> None:
+    def __init__(self, spec: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None = None) -> None:
         self.spec, self.sandbox = spec, sandbox
-        self.log: list[str] = []
+        self.masker = masker or Masker(())
+        self.log: list[LogEntry] = []  # the worker's lines, and the verifier's log labelled as its own
         self.tool_errors = 0
         self.preamble: list[dict[str, Any]] = []
         self.deadline: float | None = None
@@ -193,7 +200,7 @@ class MCPEnvironment:
         self.world_seed = world_seed
         launch = self._launch(self.spec["command"])
         self.launch_limits, self.server_launch = launch.limits, launch
-        self.output = ServerOutput(launch.output_cap, STDERR_KEEP)
+        self.output = ServerOutput(launch.output_cap, STDERR_KEEP, self.masker)
         read, write = self._enter(sandboxed_stdio(launch, self.output))
         self.session = self._enter(ClientSession(read, write))
         began, clock = datetime.now(UTC).isoformat(), time.monotonic()
@@ -207,7 +214,7 @@ class MCPEnvironment:
             environment_step(
                 1,
                 "initialize",
-                f"server {getattr(info, 'name', '?')}: {text.strip()}",
+                self.masker.text(f"server {getattr(info, 'name', '?')}: {text.strip()}"),  # masked, then capped
                 started_at=began,
                 duration_ms=_elapsed_ms(clock),
                 extra={"serverInfo": server, "protocolVersion": getattr(initialized, "protocol_version", None)},
@@ -230,7 +237,7 @@ class MCPEnvironment:
             environment_step(
                 2,
                 "tools/list",
-                ", ".join(t["name"] for t in self.tool_list),
+                self.masker.text(", ".join(t["name"] for t in self.tool_list)),
                 started_at=began,
                 duration_ms=_elapsed_ms(clock),
                 extra={"tools": self.tool_list},
@@ -243,7 +250,13 @@ class MCPEnvironment:
         return self.tool_list
 
     def call(self, tool: str, args: dict[str, Any]) -> Content:
-        """Forward one tool call and return its content parts in order; a tool error is text the agent sees."""
+        """Forward one call of a tool the agent was offered and return its content parts in order; a tool error is
+        text the agent sees. A call of any other tool (the verifier's, one the server never listed) is refused here
+        as a tool error: the server never receives it."""
+        offered = [t["name"] for t in self.tool_list]
+        if tool not in offered:
+            self.tool_errors += 1
+            raise ToolError(f"no tool named {tool!r}; available: {', '.join(offered)}")
         try:
             result = self._run(self.session.call_tool, tool, args)
         except Exception:
@@ -264,9 +277,10 @@ class MCPEnvironment:
                 _parts(self._run(self.session.call_tool, verifier["tool"], verifier.get("arguments", {})))
             )
         else:
-            finished = run_bounded(self._launch(verifier["command"]), timeout=30)
+            finished = run_bounded(self._launch(verifier["command"]), timeout=30, mask=self.masker.text)
             if finished.returncode != 0:
-                raise RuntimeError(f"the verifier exited with code {finished.returncode}: {finished.stderr[-500:]}")
+                stderr = self.masker.text(finished.stderr)[-VERIFIER_STDERR_KEEP:]  # masked whole, then its end kept
+                raise RuntimeError(f"the verifier exited with code {finished.returncode}: {stderr}")
             raw = finished.stdout
         values = json.loads(raw)
         if not isinstance(values, dict):
@@ -282,7 +296,7 @@ class MCPEnvironment:
             else {}
         )
         if values.get("log"):
-            self.log.extend(str(values["log"]).splitlines())
+            self.log.append(ProgramOutput("verifier", self.masker.text(str(values["log"]))))
         stages = {k: float(v) for k, v in values.items() if k.startswith("stage_")}
         if not stages or not all(0 <= v <= 1 for v in stages.values()):
             raise ValueError("the verifier gave no stage_* values between 0 and 1")

@@ -4,8 +4,9 @@ The SDK's own stdio client starts the program itself with the worker's
 environment merged in and buffers whatever the server prints; this one starts
 the sandbox's `Launch` as given, counts every byte of stdout and stderr
 against the server's output cap (a flood stops the server, never the worker),
-refuses lines over MAX_LINE_BYTES and keeps the first bytes of stderr for the
-log. Closing it kills the sandbox (and so every process the server started).
+refuses lines over MAX_LINE_BYTES and keeps the first bytes of stderr and of the
+first line that is not JSON-RPC for the log, the trial's secrets masked before
+either is cut. Closing it kills the sandbox (and so every process the server started).
 """
 
 from __future__ import annotations
@@ -20,16 +21,22 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from worker.masking import Masker
 from worker.sandbox import Launch, OutputBudget
 
 MAX_LINE_BYTES = 4 * 1024 * 1024
+MALFORMED_QUOTE_CHARS = 200  # how much of the first line that is not JSON-RPC the log quotes
 
 
 class ServerOutput:
-    """What the server printed on the side: the first `keep` bytes of stderr, and whether it hit its output cap."""
+    """What the server printed on the side: the first `keep` bytes of stderr, and whether it hit its output cap.
 
-    def __init__(self, cap: int, keep: int) -> None:
+    Its texts have the trial's secrets (`masker`) masked, before they were cut.
+    """
+
+    def __init__(self, cap: int, keep: int, masker: Masker | None = None) -> None:
         self.budget, self.keep = OutputBudget(cap), keep
+        self.masker = masker or Masker(())
         self.stderr = bytearray()
         self.dropped = 0
         self.overlong_line = False
@@ -37,9 +44,15 @@ class ServerOutput:
         self.first_malformed = ""
 
     def text(self) -> str:
-        """The kept stderr, with a marker for what was dropped."""
+        """The kept stderr, masked (its end is a cut when bytes were dropped), then a marker for what was dropped."""
         tail = f"\n… [server stderr truncated: {self.dropped} more bytes]" if self.dropped else ""
-        return self.stderr.decode("utf-8", "replace") + tail
+        return self.masker.text(self.stderr.decode("utf-8", "replace")) + tail
+
+    def refused(self, line: bytes) -> None:
+        """Count a stdout line that is not JSON-RPC; the first is kept for the log, masked whole, then cut."""
+        self.malformed += 1
+        if not self.first_malformed:
+            self.first_malformed = self.masker.text(line.decode("utf-8", "replace"))[:MALFORMED_QUOTE_CHARS]
 
 
 def _parse_line(line: bytes) -> SessionMessage | Exception:
@@ -85,8 +98,7 @@ async def sandboxed_stdio(launch: Launch, output: ServerOutput) -> AsyncIterator
                         if line.strip():
                             parsed = _parse_line(line)
                             if isinstance(parsed, Exception):
-                                output.malformed += 1
-                                output.first_malformed = output.first_malformed or line[:200].decode("utf-8", "replace")
+                                output.refused(line)
                             await read_writer.send(parsed)
                     if len(buffer) > MAX_LINE_BYTES:
                         output.overlong_line = True
