@@ -25,6 +25,8 @@ class Organization(Timestamped, Base):
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     slug: Mapped[str] = mapped_column(String(200), unique=True)
+    # When a worker last claimed one of its runs: organizations take turns in that order (migration 0025).
+    last_claimed_at: Mapped[datetime | None]
 
 
 class User(Timestamped, Base):
