@@ -11,6 +11,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -30,7 +31,11 @@ class Organization(Timestamped, Base):
 
 
 class User(Timestamped, Base):
-    """A person who logs in; email is stored lower-cased and unique."""
+    """A person who logs in; email is stored lower-cased and unique.
+
+    `email_proven` is false for an account made through an invitation link until a link of another organization
+    reaches it (migration 0026): until then add-member refuses it, and such a link's holder may take it over.
+    """
 
     __tablename__ = "users"
     __table_args__ = (CheckConstraint("email = lower(email)", name="email_lower_case"),)
@@ -39,6 +44,7 @@ class User(Timestamped, Base):
     email: Mapped[str] = mapped_column(String(320), unique=True)
     password_hash: Mapped[str] = mapped_column(String(400))
     name: Mapped[str] = mapped_column(String(200), default="")
+    email_proven: Mapped[bool] = mapped_column(server_default=true())
 
 
 class Membership(Timestamped, Base):
