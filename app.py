@@ -18,7 +18,7 @@ from blueprints import register_blueprints
 from blueprints.auth import csrf
 from cli import register_commands
 from domain.errors import DomainError
-from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
+from domain.limits import DEFAULT_MAX_EXPENSIVE_REQUESTS, DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.secret_env import create_once, load_secrets_key
 from web import security
 from web.forms import form_helpers
@@ -48,12 +48,17 @@ def create_app(test_config: dict | None = None) -> Flask:
         AGENTFORGE_MAX_TRIAL_TIMEOUT_S=float(
             os.environ.get("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", DEFAULT_MAX_TRIAL_TIMEOUT_S)
         ),
+        AGENTFORGE_MAX_EXPENSIVE_REQUESTS=int(
+            os.environ.get("AGENTFORGE_MAX_EXPENSIVE_REQUESTS", DEFAULT_MAX_EXPENSIVE_REQUESTS)
+        ),
         AGENTFORGE_BASE_URL=os.environ.get("AGENTFORGE_BASE_URL") or None,
         AGENTFORGE_TRUSTED_HOSTS=os.environ.get("AGENTFORGE_TRUSTED_HOSTS") or None,
     )
     if test_config:
         app.config.update(test_config)
     _check_base_url(app.config["AGENTFORGE_BASE_URL"])
+    if app.config["AGENTFORGE_MAX_EXPENSIVE_REQUESTS"] < 1:
+        raise ValueError("AGENTFORGE_MAX_EXPENSIVE_REQUESTS must be 1 or more (searches, comparisons and exports)")
     if app.config.get("TRUSTED_HOSTS") is None:  # an untrusted Host header answers 400 (Flask checks it)
         app.config["TRUSTED_HOSTS"] = trusted_hosts(
             app.config["AGENTFORGE_BASE_URL"], app.config["AGENTFORGE_TRUSTED_HOSTS"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -28,7 +29,7 @@ import psutil
 import psycopg
 from flask import Flask, current_app, g
 from psycopg import sql
-from sqlalchemy import CursorResult, Engine, create_engine, event, text
+from sqlalchemy import Connection, CursorResult, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
@@ -360,6 +361,38 @@ def _scope_transaction_to_org(session: Session, _transaction, connection) -> Non
     )
 
 
+def slot_key(scope: str, owner: uuid.UUID, index: int) -> int:
+    """The bigint advisory-lock key of `owner`'s slot `index` in `scope` (64 bits of a sha256: no two users share)."""
+    digest = hashlib.sha256(f"agentforge:{scope}:{owner}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _unlock_advisory_locks(dbapi_connection: Any, _record: Any, _state: Any) -> None:
+    """Before a slot connection goes back to the pool: release every advisory lock it holds (whatever path got it
+    there). Should this fail, the pool closes the connection, which releases them too."""
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock_all()")
+
+
+class HeldSlot:
+    """One slot held for a request: a session-level advisory lock on a pooled connection of its own.
+
+    `release()` (idempotent, from any thread) returns the connection, whose reset unlocks it; a process that dies
+    holding slots drops its connections, so PostgreSQL releases them then.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection: Connection | None = connection
+        self._guard = threading.Lock()
+
+    def release(self) -> None:
+        """Give the slot back."""
+        with self._guard:
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+
 class Database:
     """The app's connection to PostgreSQL: a pooled runtime engine and org-scoped sessions.
 
@@ -377,6 +410,9 @@ class Database:
         event.listen(self._sessions, "after_begin", _scope_transaction_to_org)
         self._admin_engine: Engine | None = None  # the owner role's, made on first use (see admin_session)
         self._admin_sessions = sessionmaker(expire_on_commit=False)
+        self._pool_size = pool_size
+        self._slot_engine: Engine | None = None  # connections that hold request slots, made on first use
+        self._slot_engine_guard = threading.Lock()
 
     def session(self, org_id: uuid.UUID | None = None, user_id: uuid.UUID | None = None) -> Session:
         """Open a session whose every transaction sees only `org_id`'s rows (none when `org_id` is None).
@@ -399,11 +435,46 @@ class Database:
             event.listen(self._admin_sessions, "after_begin", _scope_transaction_to_org)
         return self._admin_sessions(info={"org_id": org_id, "secrets_key": self.secrets_key})
 
+    def hold_slot(self, scope: str, owner: uuid.UUID, slots: int) -> HeldSlot | None:
+        """Take one of `owner`'s `slots` slots in `scope`, across every process using this database; None when all
+        are held.
+
+        A slot is a session-level advisory lock (pg_try_advisory_lock, never waiting) held on a connection of its
+        own, in autocommit so it holds no snapshot: it outlives the request's own transactions (an export streams
+        from one of its own) and is released by `HeldSlot.release()`.
+        """
+        connection = self._slots().connect()
+        try:
+            for index in range(slots):
+                key = slot_key(scope, owner, index)
+                if connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key}).scalar():
+                    return HeldSlot(connection)
+        except BaseException:
+            connection.close()
+            raise
+        connection.close()
+        return None
+
+    def _slots(self) -> Engine:
+        with self._slot_engine_guard:
+            if self._slot_engine is None:
+                self._slot_engine = create_engine(
+                    sqlalchemy_url(self.urls.runtime),
+                    pool_size=self._pool_size,
+                    max_overflow=self._pool_size,
+                    pool_pre_ping=True,
+                    isolation_level="AUTOCOMMIT",
+                )
+                event.listen(self._slot_engine, "reset", _unlock_advisory_locks)
+            return self._slot_engine
+
     def dispose(self) -> None:
-        """Close every pooled connection (the runtime role's and, once used, the owner's)."""
+        """Close every pooled connection (the runtime role's and, once used, the owner's and the slots')."""
         self.engine.dispose()
         if self._admin_engine is not None:
             self._admin_engine.dispose()
+        if self._slot_engine is not None:
+            self._slot_engine.dispose()
 
 
 def init_app(app: Flask, database: Database) -> None:

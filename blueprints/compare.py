@@ -11,6 +11,7 @@ from domain import comparison
 from queries.compare import BadSide, Comparison, SideRef, compare, find_side
 from web.charts import funnel_chart, histogram_chart, pass_at_k_chart
 from web.htmx import render
+from web.limits import expensive
 from web.params import optional_uuid, parse_uuid
 
 bp = Blueprint("compare", __name__)
@@ -64,6 +65,7 @@ def charts(result: Comparison) -> dict:
 
 
 @bp.get("/compare")
+@expensive()
 def show():
     """/compare?a=…&b=…: the two sides, each a run or an environment version (optionally one evaluator).
 

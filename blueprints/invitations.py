@@ -45,10 +45,12 @@ def _page(offer: InvitationOffer, token: str, status: int = 200, error: str | No
     )
 
 
-def _land_in(org_id, organization_name: str):
+def _land_in(org_id, organization_name: str, *, took_over: bool = False):
     """Work in the organization just joined and go to its environments."""
     session["org_id"] = str(org_id)
     flash(f"Welcome to {organization_name}.")
+    if took_over:
+        flash("The account is yours alone now: its earlier sessions and API tokens ended.")
     return redirect(url_for("environments.index"), 303)
 
 
@@ -76,7 +78,10 @@ def accept(token: str):
 @bp.post("/<token>")
 @public
 def create_account(token: str):
-    """A new person sets their own password: the account is created, joins the organization and is logged in."""
+    """A new person sets their own password: the account is created, joins the organization and is logged in.
+
+    For an email whose account is unproven (made through another organization's link), the link's holder takes it
+    over with this password (see accept_with_new_account)."""
     offer = _offer(token)
     form = NewAccountForm()
     if not form.validate():
@@ -98,4 +103,4 @@ def create_account(token: str):
     session.permanent = True
     if logged_in and (user := _load_user(logged_in[1])):
         login_user(user)
-    return _land_in(offer.organization_id, offer.organization_name)
+    return _land_in(offer.organization_id, offer.organization_name, took_over=offer.account == "unproven")

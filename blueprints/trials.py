@@ -23,6 +23,7 @@ from queries.trials import (
 )
 from queries.usage import step_usage
 from web.htmx import render
+from web.limits import expensive, searching
 from web.params import given_args, query_text
 from web.transcript import log_view, transcript
 from web.urls import export_links
@@ -166,6 +167,7 @@ def trajectory(trial_id: uuid.UUID):
 
 
 @bp.get("/trials")
+@expensive(searching)
 def index():
     """The trials explorer: a filter bar, removable chips, failed first (or a chosen order), keyset pages, exports."""
     args = given_args()

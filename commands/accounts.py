@@ -125,10 +125,24 @@ def find_account(session: Session, email: str) -> User | None:
     return User(id=user_id, email=email) if user_id else None
 
 
+def unproven_account_message(email: str) -> str:
+    """Why an account made through an invitation link is not added to another organization by hand."""
+    return (
+        f"the account {email} was made through an invitation link and nobody has proven the address is theirs yet: "
+        f"invite {email} instead, so that whoever holds the address accepts"
+    )
+
+
 def add_membership(session: Session, user: User, org: Organization, role: str) -> Membership:
-    """Make `user` a member of `org` with `role`; the session must be scoped to `org`."""
+    """Make `user` a member of `org` with `role` (the operator's tool: an owner role session scoped to `org`).
+
+    An account made through an invitation link and not proven since is refused: whoever opened that link (perhaps
+    the owner who made it) holds it, not necessarily the person the address belongs to.
+    """
     if role not in ROLES:
         raise AccountError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    if session.scalar(select(User.email_proven).where(User.id == user.id)) is False:
+        raise AccountError(unproven_account_message(user.email))
     if session.scalar(select(Membership.id).where(Membership.organization_id == org.id, Membership.user_id == user.id)):
         raise AccountError(f"{user.email} is already a member of {org.name}")
     membership = Membership(organization_id=org.id, id=new_id(), user_id=user.id, role=role)

@@ -89,7 +89,9 @@ def revoke_invitation(session: Session, invitation_id: uuid.UUID) -> bool:
 
 @dataclass(frozen=True)
 class InvitationOffer:
-    """What the link page shows: which organization, for which email, with which role, until when."""
+    """What the link page shows: which organization, for which email, with which role, until when, and what the link
+    can do for the email's account: `new` (none yet: set a password), `existing` (log in and accept) or `unproven`
+    (made through another organization's link: log in and accept, or take it over with a new password)."""
 
     organization_id: uuid.UUID
     id: uuid.UUID
@@ -97,6 +99,7 @@ class InvitationOffer:
     email: str
     role: str
     expires_at: datetime
+    account: str
 
 
 def find_invitation(session: Session, token: str) -> InvitationOffer | None:
@@ -120,7 +123,13 @@ class AccountExists(AccountError):
 
 
 def accept_with_new_account(session: Session, token: str, password: str, name: str = "") -> str | None:
-    """Create the invitee's account with the password they chose and join; the email, or None for a dead link."""
+    """Create the invitee's account with the password they chose and join; the email, or None for a dead link.
+
+    When the email has an unproven account (made through another organization's link), the link's holder takes it
+    over instead: it gets this password, its sessions and API tokens end, it leaves the organizations it had joined
+    and joins this one, proven from then on. A proven account, or one this organization's links made, is refused
+    (AccountExists): its owner logs in and accepts.
+    """
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AccountError(f"password must be at least {MIN_PASSWORD_LENGTH} characters")
     user = User(id=new_id(), password_hash=hash_password(password))

@@ -11,6 +11,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -25,10 +26,16 @@ class Organization(Timestamped, Base):
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     slug: Mapped[str] = mapped_column(String(200), unique=True)
+    # When a worker last claimed one of its runs: organizations take turns in that order (migration 0025).
+    last_claimed_at: Mapped[datetime | None]
 
 
 class User(Timestamped, Base):
-    """A person who logs in; email is stored lower-cased and unique."""
+    """A person who logs in; email is stored lower-cased and unique.
+
+    `email_proven` is false for an account made through an invitation link until a link of another organization
+    reaches it (migration 0026): until then add-member refuses it, and such a link's holder may take it over.
+    """
 
     __tablename__ = "users"
     __table_args__ = (CheckConstraint("email = lower(email)", name="email_lower_case"),)
@@ -37,6 +44,7 @@ class User(Timestamped, Base):
     email: Mapped[str] = mapped_column(String(320), unique=True)
     password_hash: Mapped[str] = mapped_column(String(400))
     name: Mapped[str] = mapped_column(String(200), default="")
+    email_proven: Mapped[bool] = mapped_column(server_default=true())
 
 
 class Membership(Timestamped, Base):

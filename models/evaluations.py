@@ -106,8 +106,14 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
             unique=True,
             postgresql_where=text("submission_key IS NOT NULL"),
         ),
-        # The one index that does not lead with organization_id: the cross-org claim queue.
-        Index("ix_evaluation_runs_claimable", "created_at", postgresql_where=text("status IN ('queued', 'running')")),
+        # The claim queue: each organization's queued runs, oldest first (migration 0025).
+        Index(
+            "ix_evaluation_runs_queue",
+            "organization_id",
+            "created_at",
+            "id",
+            postgresql_where=text("status = 'queued'"),
+        ),
         # The fair claim counts each organization's runs in progress (live leases).
         Index(
             "ix_evaluation_runs_in_progress",

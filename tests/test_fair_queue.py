@@ -1,4 +1,5 @@
-"""Fair queue: one organization cannot starve another, a per-organization cap holds, trial time has a ceiling."""
+"""Fair queue: organizations take turns (round robin), one cannot starve another, a per-organization cap holds, trial
+time has a ceiling."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import threading
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import ProgrammingError
 
 from tests.factories import make_catalog
 from tests.test_worker import queue, rows, work
@@ -40,6 +42,74 @@ def test_claims_alternate_between_organizations_with_queued_runs(database, two_c
     queue(database, acme, count=3)
     queue(database, globex, count=3)
     assert claims(database, 6) == [acme.org_id, globex.org_id] * 3
+
+
+@pytest.fixture
+def observed_claims(monkeypatch):
+    """The organization of every run the worker loop claims, in the order it claimed them."""
+    import worker.loop
+
+    seen: list = []
+    real = worker.loop.claim_next_run
+
+    def observed(database, name, settings):
+        claimed = real(database, name, settings)
+        if claimed:
+            seen.append(claimed[0])
+        return claimed
+
+    monkeypatch.setattr(worker.loop, "claim_next_run", observed)
+    return seen
+
+
+@pytest.mark.parametrize("b_runs", [1, 3])
+def test_one_worker_serves_the_organizations_in_turn(database, two_catalogs, observed_claims, b_runs):
+    """One worker, org A's 6 runs queued before org B's: B's first run is the second claimed, then A, B, A, …"""
+    acme, globex = two_catalogs
+    queue(database, acme, count=6)
+    queue(database, globex, count=b_runs)
+    assert work(database) == 6 + b_runs
+    a, b = acme.org_id, globex.org_id
+    expected = {1: [a, b, a, a, a, a, a], 3: [a, b, a, b, a, b, a, a, a]}[b_runs]
+    assert observed_claims == expected
+    statuses = rows(database, globex.org_id, "SELECT status, count(*) FROM evaluation_runs GROUP BY 1")
+    assert statuses == [("completed", b_runs)]
+
+
+def test_the_organization_served_longest_ago_goes_first(database, two_catalogs, make_org, observed_claims):
+    """Three organizations: the turn goes to the one that waited longest since its last claim, not to the oldest run."""
+    acme, globex = two_catalogs
+    initech = make_catalog(database, make_org("Initech").id, PERFECT, 1)
+    queue(database, initech)
+    queue(database, acme)
+    queue(database, globex)
+    assert work(database) == 3
+    assert observed_claims == [initech.org_id, acme.org_id, globex.org_id]
+    # Acme and Globex queue first this time, but Initech's last claim is the oldest: its run goes first.
+    queue(database, globex)
+    queue(database, acme, count=2)
+    queue(database, initech)
+    assert work(database) == 4
+    assert observed_claims[3:] == [initech.org_id, acme.org_id, globex.org_id, acme.org_id]
+
+
+def test_a_flood_of_runs_does_not_delay_another_organization(database, two_catalogs):
+    """Org A queues 40 runs ahead of org B's one; with the cap out of the way B's run is still the second claimed."""
+    acme, globex = two_catalogs
+    queue(database, acme, count=40)
+    queue(database, globex)
+    assert claims(database, 3) == [acme.org_id, globex.org_id, acme.org_id]
+
+
+def test_an_organization_cannot_move_its_own_turn(database, two_catalogs):
+    """The turn order lives where only the claim writes it: the runtime role cannot reset its last claim time."""
+    acme, _ = two_catalogs
+    queue(database, acme)
+    claims(database, 1)
+    denied = pytest.raises(ProgrammingError, match="permission denied for table organizations")
+    with denied, database.session(acme.org_id) as session, session.begin():
+        session.execute(text("UPDATE organizations SET last_claimed_at = NULL"))
+    assert rows(database, acme.org_id, "SELECT last_claimed_at IS NOT NULL FROM organizations") == [(True,)]
 
 
 def test_the_cap_on_runs_in_progress_holds_under_concurrent_workers(database, two_catalogs):

@@ -305,3 +305,155 @@ def test_cli_invite_bad_input_prints_one_error_line(runner, make_org, owner_engi
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error:") and message in lines[0], result.output
     assert rows(owner_engine, "SELECT 1 FROM invitations") == []
+
+
+def proven(owner_engine, email: str) -> bool:
+    return rows(owner_engine, f"SELECT email_proven FROM users WHERE email = '{email}'")[0].email_proven
+
+
+def organizations_of(client) -> list[str]:
+    return [m["organizationName"] for m in client.get("/api/v1/me").json["memberships"]]
+
+
+@pytest.mark.leak
+def test_an_owner_who_opens_their_own_link_cannot_keep_the_account(
+    app, client, auth, acme, globex, runner, owner_engine
+):
+    """Org A's owner invites victim@x and sets its password through the link; org B's link takes the account back."""
+    auth.login(acme.email)
+    a_link = link_of(invite(client, auth, "victim@x.test"))
+    squatter = app.test_client()
+    squatter_auth = AuthActions(squatter)
+    assert accept_with_password(squatter, a_link, "squatters-pw").status_code == 303
+    squatters_token = create_token(squatter, squatter_auth, "squatters-export")
+    bearer = {"Authorization": f"Bearer {squatters_token}"}
+    assert organizations_of(squatter) == ["Acme RL"] and not proven(owner_engine, "victim@x.test")
+    # The operator's add-member does not attach the squatted account to another organization.
+    refused = runner.invoke(args=["add-member", "victim@x.test", "--org", "Globex Research", "--role", "member"])
+    assert refused.exit_code == 1
+    assert refused.output.strip().splitlines() == [
+        "Error: the account victim@x.test was made through an invitation link and nobody has proven the address is "
+        "theirs yet: invite victim@x.test instead, so that whoever holds the address accepts"
+    ]
+
+    globex_owner = app.test_client()
+    globex_auth = AuthActions(globex_owner)
+    globex_auth.login(globex.email)
+    b_link = link_of(invite(globex_owner, globex_auth, "victim@x.test"))
+    victim = app.test_client()
+    page = victim.get(b_link).text
+    assert "Never chose a password for victim@x.test?" in page and "Take over the account and join" in page
+    joined = accept_with_password(victim, b_link, "the-victims-own-pw")
+    assert joined.status_code == 303 and joined.headers["Location"].endswith("/environments")
+    assert "The account is yours alone now" in victim.get("/environments").text
+    assert organizations_of(victim) == ["Globex Research"] and proven(owner_engine, "victim@x.test")
+
+    # The squatter's session, token and password are dead, and Globex is out of reach.
+    assert squatter.get("/api/v1/me").status_code == 401
+    assert squatter.get("/environments").status_code == 302
+    assert app.test_client().get("/api/v1/me", headers=bearer).status_code == 401
+    assert AuthActions(app.test_client()).login("victim@x.test", "squatters-pw").status_code == 401
+    assert organizations_of(client) == ["Acme RL"]
+    switch = client.post("/orgs/switch", data={"organization_id": str(globex.org.id), "csrf_token": auth.csrf()})
+    assert switch.status_code == 403
+    # A new link of org A cannot take the account back: it is proven now.
+    again = link_of(invite(client, auth, "victim@x.test"))
+    assert "Never chose a password" not in app.test_client().get(again).text
+    retake = accept_with_password(app.test_client(), again, "squatters-pw-2")
+    assert retake.status_code == 422 and "already has an account" in retake.text
+    assert AuthActions(app.test_client()).login("victim@x.test", "the-victims-own-pw").status_code == 303
+
+
+@pytest.mark.leak
+def test_removing_and_reinviting_a_squatted_account_does_not_prove_it(app, client, auth, acme, owner_engine):
+    """Org A's own links never count as another organization's, even after A removed the account it made."""
+    auth.login(acme.email)
+    first = link_of(invite(client, auth, "victim@x.test"))
+    assert accept_with_password(app.test_client(), first, "squatters-pw").status_code == 303
+    removed = client.post(
+        f"/settings/members/{membership_id(owner_engine, 'victim@x.test', acme.org.id)}/remove",
+        data={"csrf_token": auth.csrf()},
+    )
+    assert removed.status_code == 303
+    second = link_of(invite(client, auth, "victim@x.test"))
+    squatter = app.test_client()
+    assert "Never chose a password" not in squatter.get(second).text
+    refused = accept_with_password(squatter, second, "squatters-pw-2")
+    assert refused.status_code == 422 and "already has an account" in refused.text
+    logged_in = AuthActions(squatter)
+    assert logged_in.login("victim@x.test", "squatters-pw").status_code == 303
+    rejoined = squatter.post(f"{second}/accept", data={"csrf_token": csrf_token_from(squatter.get(second).text)})
+    assert rejoined.status_code == 303 and not proven(owner_engine, "victim@x.test")
+
+
+def test_the_person_who_made_the_account_logs_in_to_accept_and_keeps_everything(
+    app, auth, acme, globex, runner, owner_engine
+):
+    """The real invitee, whose account an earlier link made, accepts another organization's link by logging in: the
+    account keeps its organizations and is proven, so later links cannot take it over and add-member takes it."""
+    owner_a, owner_b = app.test_client(), app.test_client()
+    AuthActions(owner_a).login(acme.email)
+    AuthActions(owner_b).login(globex.email)
+    alice = app.test_client()
+    a_link = link_of(invite(owner_a, AuthActions(owner_a), "alice@x.test"))
+    assert accept_with_password(alice, a_link, "alices-own-pw").status_code == 303
+    b_link = link_of(invite(owner_b, AuthActions(owner_b), "alice@x.test"))
+    assert "Did you make the account alice@x.test?" in app.test_client().get(b_link).text
+    accepted = alice.post(f"{b_link}/accept", data={"csrf_token": csrf_token_from(alice.get(b_link).text)})
+    assert accepted.status_code == 303
+    assert sorted(organizations_of(alice)) == ["Acme RL", "Globex Research"] and proven(owner_engine, "alice@x.test")
+    b_again = link_of(invite(owner_b, AuthActions(owner_b), "alice@x.test", "viewer"))
+    taken = accept_with_password(app.test_client(), b_again, "owner-bs-pw")
+    assert taken.status_code == 422 and "already has an account" in taken.text
+    runner.invoke(args=["create-org", "Initech"])
+    added = runner.invoke(args=["add-member", "alice@x.test", "--org", "Initech", "--role", "viewer"])
+    assert added.exit_code == 0, added.output
+    assert alice.get("/api/v1/me").status_code == 200  # her session lived through all of it
+
+
+@pytest.mark.leak
+def test_taking_an_account_over_brings_nothing_it_reached_before(app, acme, globex, owner_engine):
+    """Org B's owner opens B's own link for an account that A's link made: whoever holds a link may take an unproven
+    account over, but it leaves every organization first, so B's owner never reaches org A's rows through it."""
+    owner_a, owner_b = app.test_client(), app.test_client()
+    AuthActions(owner_a).login(acme.email)
+    AuthActions(owner_b).login(globex.email)
+    alice = app.test_client()
+    a_link = link_of(invite(owner_a, AuthActions(owner_a), "alice@x.test"))
+    assert accept_with_password(alice, a_link, "pw-alice1").status_code == 303
+    b_link = link_of(invite(owner_b, AuthActions(owner_b), "alice@x.test"))
+    thief = app.test_client()
+    assert accept_with_password(thief, b_link, "pw-of-owner-b").status_code == 303
+    assert organizations_of(thief) == ["Globex Research"]
+    switch = thief.post("/orgs/switch", data={"organization_id": str(acme.org.id), "csrf_token": csrf_token(thief)})
+    assert switch.status_code == 403
+    acme_members = rows(owner_engine, f"SELECT user_id FROM memberships WHERE organization_id = '{acme.org.id}'")
+    assert acme_members == [(acme.user.id,)]
+    assert alice.get("/api/v1/me").status_code == 401
+
+
+def csrf_token(client) -> str:
+    return csrf_token_from(client.get("/environments").text)
+
+
+def test_accounts_made_through_a_link_before_the_migration_start_unproven(
+    app, client, auth, acme, globex, database, database_urls, owner_engine
+):
+    """Migration 0026 marks accounts made through a link unproven, unless another organization's link reached them."""
+    from tests.test_trial_steps import migrate
+
+    owner_a, owner_b = AuthActions(client), AuthActions(app.test_client())
+    owner_a.login(acme.email)
+    owner_b.login(globex.email)
+    for email in ("squatted@x.test", "alice@x.test"):
+        made = accept_with_password(app.test_client(), link_of(invite(client, owner_a, email)), "pw-12345678")
+        assert made.status_code == 303
+    alice = app.test_client()
+    AuthActions(alice).login("alice@x.test", "pw-12345678")
+    b_link = link_of(invite(owner_b.client, owner_b, "alice@x.test"))
+    accepted = alice.post(f"{b_link}/accept", data={"csrf_token": csrf_token_from(alice.get(b_link).text)})
+    assert accepted.status_code == 303
+    migrate(database_urls, database, "0025", downgrade=True)  # the column goes: a database from before 0026
+    migrate(database_urls, database, "head")
+    found = dict(rows(owner_engine, "SELECT email, email_proven FROM users"))
+    assert found == {acme.email: True, globex.email: True, "squatted@x.test": False, "alice@x.test": True}

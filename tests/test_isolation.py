@@ -165,14 +165,13 @@ def test_every_org_table_has_forced_rls_and_a_tenant_policy(owner_engine):
 
 
 def test_every_org_index_leads_with_organization_id(owner_engine):
-    """Indexes on org tables lead with organization_id (the cross-org claim queue is the documented exception)."""
+    """Indexes on org tables lead with organization_id (the lookups before any organization is known excepted)."""
     inspector = inspect(owner_engine)
-    # The cross-org claim queue, the login lookup of a user's memberships, and the bearer-token lookup by hash
-    # (all before any organization is known) are the documented exceptions; so is the full-text GIN index (a GIN
+    # The login lookup of a user's memberships and the token and invitation lookups by hash (all before any
+    # organization is known) are the documented exceptions; so is the full-text GIN index (a GIN
     # index cannot hold a uuid without btree_gin, which the embedded PostgreSQL lacks; RLS still filters its rows).
     allowed = {
         "ix_evaluation_trials_search_vector",
-        "ix_evaluation_runs_claimable",
         "ix_memberships_user_id",
         "ix_api_tokens_sha256",
         "ix_invitations_sha256",

@@ -90,7 +90,7 @@ class Worker:
         return done
 
     def claim(self) -> tuple[uuid.UUID, uuid.UUID] | None:
-        """Claim a run of the organization with the fewest runs in progress (oldest first), or an abandoned one."""
+        """Claim a run of the organization whose turn it is (fewest in progress, then served longest ago)."""
         return claim_next_run(self.database, self.name, self.settings)
 
     def wait_for_work(self) -> None:
@@ -225,7 +225,7 @@ class TrialProgress:
 
 
 def claim_next_run(database: Database, worker: str, settings: WorkerSettings) -> tuple[uuid.UUID, uuid.UUID] | None:
-    """Claim the next run fairly across organizations (within the per-org cap); None when nothing is claimable."""
+    """Claim the next run round-robin across organizations (within the per-org cap); None when nothing is claimable."""
     with database.engine.begin() as conn:
         row = conn.execute(
             text("SELECT run_organization_id, run_id FROM claim_next_run(:worker, :lease, :attempts, :per_org)"),

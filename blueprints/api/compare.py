@@ -21,6 +21,7 @@ from db import request_session
 from domain.comparison import Estimate, Test
 from queries.compare import BadSide, Side, compare, find_side
 from queries.compare import Comparison as Compared
+from web.limits import expensive
 
 
 def _estimate(estimate: Estimate) -> CompareEstimate:
@@ -75,9 +76,10 @@ def comparison_answer(result: Compared) -> Comparison:
     "compare",
     {200: Reply("Both sides' figures with 95% intervals and the tests of B - A", Comparison)},
     query=CompareQuery,
-    errors=(400, 404),
+    errors=(400, 404, 429),
     error_reasons={404: "No such run, environment version or evaluator configuration in this organization"},
 )
+@expensive()
 def compare_sides():
     """Compare two runs or environment versions: pass@k with intervals, mean reward, stages, categories, tests."""
     query = validated(CompareQuery, request.args.to_dict())

@@ -24,6 +24,8 @@ ERROR_REASONS = {
     404: "No such id in this organization",
     409: "The name is taken",
     413: "Request body over 1 MiB",
+    429: "The user already has AGENTFORGE_MAX_EXPENSIVE_REQUESTS searches, comparisons or exports in flight; "
+    "retry after Retry-After seconds",
     503: "PostgreSQL unreachable; retry after Retry-After seconds",
 }
 HEADERS = {
@@ -162,7 +164,7 @@ def build_document(app: Flask, prefix: str = "/api/v1") -> dict[str, Any]:
         responses = {str(status): _content(reply) for status, reply in sorted(op.replies.items())}
         for status in errors:
             reason = op.error_reasons.get(status, ERROR_REASONS[status])
-            headers = ("Retry-After",) if status == 503 else ()
+            headers = ("Retry-After",) if status in (429, 503) else ()
             responses[str(status)] = _content(Reply(reason, schemas.Error, headers=headers))
         doc = (view.__doc__ or "").strip()
         entry: dict[str, Any] = {"operationId": op.operation_id, "summary": doc.splitlines()[0] if doc else ""}

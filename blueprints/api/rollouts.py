@@ -32,6 +32,7 @@ from queries.exports import (
 )
 from queries.search import plan_each_search
 from queries.training_formats import atif_document, trl_conversation, trl_preference
+from web.limits import expensive
 
 PAIR_BATCH = 200  # preference pairs whose rollouts are read in one statement
 PRIVATE = {"X-Privacy-Class": "PRIVATE", "Cache-Control": "no-store"}
@@ -54,9 +55,10 @@ EXPORT_LINES = {
         )
     },
     query=RolloutExportQuery,
-    errors=(400, 404),
+    errors=(400, 404, 429),
     error_reasons={404: "No rollout `after` names in this organization"},
 )
+@expensive()
 def export_rollouts():
     """Stream the organization's rollouts of one kind as NDJSON (PRIVATE), in one snapshot with flat memory."""
     query = validated(RolloutExportQuery, request.args.to_dict())

@@ -10,6 +10,7 @@ from blueprints.api.schemas import TrialListQuery, TrialPage, TrialSnippet, Tria
 from db import request_session
 from queries.search import snippets
 from queries.trials import UnknownCursor, list_trials
+from web.limits import expensive, searching
 
 
 @bp.get("/trials")
@@ -17,9 +18,14 @@ from queries.trials import UnknownCursor, list_trials
     "listTrials",
     {200: Reply("A page of trials, failed first (or in `sort` order); `next` continues it", TrialPage)},
     query=TrialListQuery,
-    errors=(400, 404),
-    error_reasons={404: "No trial `after` names in this organization"},
+    errors=(400, 404, 429),
+    error_reasons={
+        404: "No trial `after` names in this organization",
+        429: "With `q`: the user already has AGENTFORGE_MAX_EXPENSIVE_REQUESTS searches, comparisons or exports in "
+        "flight; retry after Retry-After seconds",
+    },
 )
+@expensive(searching)
 def list_trials_api():
     """The organization's trials matching the filters, a page at a time (pass `next` back as `after`)."""
     query = validated(TrialListQuery, request.args.to_dict())
