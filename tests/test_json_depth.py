@@ -1,5 +1,5 @@
 """JSON nested deep, on every way in: 65 and 10,000 levels are refused cleanly (the limit is 64), nothing is
-written, no answer is a 500, and exports stay whole with every line JSON."""
+written, no answer is a 500, and a row stored deeper before the rule still exports whole with every line JSON."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from domain.json_depth import MAX_JSON_DEPTH, TooDeep, loads
+from domain.json_depth import MAX_JSON_DEPTH, MAX_STORED_JSON_DEPTH, OMITTED, TooDeep, loads, loads_stored
 from domain.trajectory import storable, structured
 from tests.factories import command_agent, finish_run, finished_outcome, make_catalog
 from tests.test_bad_input import table_counts
@@ -73,6 +73,13 @@ def test_loads_refuses_nesting_past_the_limit_naming_where(depth):
     with pytest.raises(TooDeep) as refused:
         loads(f'{{"spec": {{"x": {arrays(depth - 2)}}}}}')
     assert refused.value.field == "spec" and str(refused.value) == f"{TOO_DEEP} (at spec.x.0.0.…)"
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH * 2 + 1, 10_000, 100_000])
+def test_a_stored_value_too_deep_reads_with_its_deep_part_left_out(depth):
+    value = loads_stored(f'{{"kept": [1, "two"], "deep": {arrays(depth - 1)}}}'.encode())
+    assert value["kept"] == [1, "two"]
+    assert OMITTED in json.dumps(value) and json.loads(json.dumps(value)) == value  # any reader parses it
 
 
 @pytest.mark.parametrize("depth", DEPTHS)
@@ -221,7 +228,47 @@ def test_a_harbor_file_nested_too_deep_is_one_error_line_and_nothing_is_written(
     assert count_rows("evaluation_trials", org) == 0 and count_rows("environments", org) == 0
 
 
-# Pages
+# Rows stored deeper before the rule, and pages
+
+
+def store_steps(owner_engine, org_id, trial_number: int, steps: str) -> None:
+    """Write a trial's steps directly, as the owner role (a row from before the rule, or written by hand)."""
+    with owner_engine.begin() as connection:
+        connection.execute(text("SELECT set_config('app.current_org', :org, true)"), {"org": str(org_id)})
+        connection.execute(
+            text("UPDATE evaluation_trials SET steps = CAST(:steps AS jsonb) WHERE trial_number = :n"),
+            {"steps": steps, "n": trial_number},
+        )
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("depth", [100, 300, 10_000])
+def test_a_row_stored_too_deep_exports_whole_with_every_line_json(member, client, auth, database, owner_engine, depth):
+    """Arguments nested `depth` levels sit 5 levels down the steps: up to 128 in all they export as stored."""
+    catalog = make_catalog(database, member.org.id, {"kind": "scripted"}, attempt_count=4)
+    finish_run(database, catalog)  # trials 1, 2 and 4 fail, 3 succeeds
+    steps = [{"step": 1, "tool": "t", "command": "t", "observation": "o", "source": "agent",
+              "toolCalls": [{"id": "c1", "name": "t", "arguments": {"a": "DEEP"}}]}]  # fmt: skip
+    store_steps(owner_engine, member.org.id, 1, json.dumps(steps).replace('"DEEP"', arrays(depth)))
+    auth.login(member.email)
+    for url in KINDS_AND_FORMATS:
+        response = client.get(url)
+        assert response.status_code == 200, url
+        lines = every_line_json(response.data)
+        expected = 1 if "preference" in url else 3 if "failed" in url else 4
+        assert len(lines) == expected, url
+        left_out = depth + 5 > MAX_STORED_JSON_DEPTH
+        if url.endswith("atif-shaped") and "preference" not in url:  # PostgreSQL writes it: the steps left out
+            (deep,) = [line for line in lines if line["trialNumber"] == 1]
+            assert ("trajectory" in deep) != left_out
+            if left_out:
+                assert deep["trajectoryOmitted"] == f"its steps are {OMITTED[1:-1]}"
+        elif not url.endswith("atif-shaped"):  # the arguments kept down to 128 levels, then the placeholder
+            assert response.get_data(as_text=True).count(OMITTED) == left_out, url
+    with database.session(member.org.id) as session:
+        trial_id = session.execute(text("SELECT id FROM evaluation_trials WHERE trial_number = 1")).scalar()
+    page = client.get(f"/trials/{trial_id}")
+    assert page.status_code == 200
 
 
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH, 300, 8000])
