@@ -353,6 +353,8 @@ FIRST_TOOL = [sys.executable, str(Path(__file__).parent / "agents" / "first_tool
         ("result", "environment raised: RuntimeError: the MCP server printed a JSON-RPC line {} "
                    "(at result.content.0._meta.…); it was stopped"),
         ("verifier", "environment could not score: ValueError: the verifier printed JSON {} (at 0.0.0.0.…)"),
+        ("task", "environment could not start: ValueError: the MCP server's task data (AGENTFORGE_TASK_DATA:) "
+                 "is {} (at 0.0.0.0.…)"),
     ],
 )  # fmt: skip
 def test_an_mcp_server_or_verifier_nesting_too_deep_ends_the_trial_as_an_environment_error(where, said, depth):

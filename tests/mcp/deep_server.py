@@ -2,7 +2,8 @@
 
 It speaks JSON-RPC lines by hand, so each line is exactly as deep as asked: WHERE is `schema` (tools/list's line,
 through a tool's inputSchema), `result` (a tools/call answer's line, through a content part's `_meta`), `verifier`
-(the score tool's text: a JSON document nested DEPTH levels) or `fine` (nothing deep).
+(the score tool's text: a JSON document nested DEPTH levels), `task` (the task data its instructions carry, as
+JSON text nested DEPTH levels) or `fine` (nothing deep).
 """
 
 import json
@@ -34,10 +35,11 @@ for line in sys.stdin:
         continue  # a notification
     if method == "initialize":
         info = '{"name": "deep", "version": "1"}'
+        said = "Poke the server once." + (f"AGENTFORGE_TASK_DATA:{nested(depth)}" if where == "task" else "")
         answer(
             message_id,
             f'{{"protocolVersion": "2025-06-18", "capabilities": {{"tools": {{}}}}, "serverInfo": '
-            f'{info}, "instructions": "Poke the server once."}}',
+            f'{info}, "instructions": {json.dumps(said)}}}',
         )
     elif method == "tools/list":
         # the line: {result: {tools: [{inputSchema: …}]}} holds the nesting from depth 5 (an odd depth: one more)
