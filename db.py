@@ -34,6 +34,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
+from domain.json_depth import loads_stored
+
 if TYPE_CHECKING:
     from domain.secret_env import SecretsKey
 
@@ -404,7 +406,11 @@ class Database:
     def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10, secrets_key: SecretsKey | None = None) -> None:
         self.urls, self.secrets_key = urls, secrets_key
         self.engine: Engine = create_engine(
-            sqlalchemy_url(urls.runtime), pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+            sqlalchemy_url(urls.runtime),
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            json_deserializer=loads_stored,  # a value stored nested too deep reads with its deep parts left out
         )
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         event.listen(self._sessions, "after_begin", _scope_transaction_to_org)
@@ -429,7 +435,11 @@ class Database:
         """
         if self._admin_engine is None:
             self._admin_engine = create_engine(
-                sqlalchemy_url(self.urls.admin), pool_size=1, max_overflow=4, pool_pre_ping=True
+                sqlalchemy_url(self.urls.admin),
+                pool_size=1,
+                max_overflow=4,
+                pool_pre_ping=True,
+                json_deserializer=loads_stored,
             )
             self._admin_sessions = sessionmaker(self._admin_engine, expire_on_commit=False)
             event.listen(self._admin_sessions, "after_begin", _scope_transaction_to_org)

@@ -25,6 +25,7 @@ import json
 import math
 from typing import Any, Literal
 
+from domain.json_depth import loads, rebuild
 from domain.outcome import OBSERVATION_CAP_CHARS, truncate
 
 StepSource = Literal["agent", "environment", "user", "system"]
@@ -39,16 +40,17 @@ def storable(value: Any) -> Any:
     number as the text "NaN", "Infinity" or "-Infinity".
 
     PostgreSQL text and jsonb cannot hold NUL, and JSON has no NaN or infinity (Python's json module reads and
-    writes them; jsonb refuses them); an agent or a tool may print either. The rest is kept as it was.
+    writes them; jsonb refuses them); an agent or a tool may print either. The rest is kept as it was; the
+    walk keeps a stack of its own (domain.json_depth.rebuild), so no nesting makes it recurse.
     """
+    return rebuild(value, _storable_scalar, _storable_scalar)
+
+
+def _storable_scalar(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, float) and not math.isfinite(value):
         return NOT_A_NUMBER[str(value)]
-    if isinstance(value, list):
-        return [storable(item) for item in value]
-    if isinstance(value, dict):
-        return {storable(key): storable(item) for key, item in value.items()}
     return value
 
 
@@ -183,8 +185,8 @@ def structured(record: dict[str, Any]) -> dict[str, Any]:
         tool = command.split(" ", 1)[0]
     rest = command[len(tool) :].strip() if command.startswith(tool) else ""
     try:
-        arguments = json.loads(rest) if rest else {}
-    except ValueError:
+        arguments = loads(rest) if rest else {}
+    except ValueError:  # not JSON, or nested too deep (TooDeep)
         arguments = {"command": command}
     if not isinstance(arguments, dict):
         arguments = {"input": arguments}

@@ -25,6 +25,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from domain.json_depth import TooDeep, loads
 from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, truncate
 from domain.vocabulary import MAX_ATTEMPTS
 from importers.ingest import IngestError, ParsedTrial, parse_trial
@@ -104,9 +105,13 @@ class HarborFiles:
         return f"… [{skipped} earlier bytes not read]\n{text}" if skipped else text
 
     def read_json(self, path: Path) -> Any:
-        """The JSON document in `path`; a syntax error names the file and the position, not the text."""
+        """The JSON document in `path`; a syntax error names the file and the position, not the text, and so does
+        nesting deeper than MAX_JSON_DEPTH (not the keys down to it: they are the file's content)."""
         try:
-            return json.loads(self.read_text(path))
+            return loads(self.read_text(path))
+        except TooDeep as error:
+            detail = f"is nested more than {error.limit} levels deep; refused, nothing imported"
+            raise IngestError(0, self.name(path), detail) from None
         except json.JSONDecodeError as error:
             raise IngestError(
                 0, self.name(path), f"is not valid JSON ({error.msg} at line {error.lineno} column {error.colno})"

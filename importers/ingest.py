@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from atif import Trajectory
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -175,8 +176,6 @@ def atif_step(number: int, atif: Any) -> dict[str, Any]:
 
 def steps_from_atif(document: dict[str, Any], line: int) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
     """Validate an ATIF trajectory; return every step as a structured step, the task, and the document."""
-    from atif import Trajectory
-
     try:
         trajectory = Trajectory.model_validate(document)
     except ValidationError as error:

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from domain.json_depth import MAX_STORED_JSON_DEPTH, OMITTED
 from queries.filters import BAND_RANKS, Conditions, TrialFilters
 
 RolloutExportKind = Literal["all", "successful", "failed", "recovery", "preference"]
@@ -133,9 +134,16 @@ ROLLOUT_FIELDS = """'rolloutId', r.id, 'seed', r.seed, 'reward', r.reward, 'eval
     'environmentVersionId', r.environment_version_id, 'trialNumber', t.trial_number,
     'failureCategory', t.failure_category, 'stages', m.stages"""
 
+# Steps stored nested deeper than MAX_STORED_JSON_DEPTH (before JSON that comes in was held to MAX_JSON_DEPTH, or
+# written by hand) are left out of the line, which says so in `trajectoryOmitted`: every line stays JSON that any
+# reader parses. The path walk stops at that level, so it costs little beside writing the steps out.
+TOO_DEEP_STEPS = f"""strict $.**{{{MAX_STORED_JSON_DEPTH}}} ? (@.type() == "object" || @.type() == "array")"""
 ATIF_SHAPED_LINE = f"""
     CASE WHEN coalesce(jsonb_array_length(t.steps), 0) = 0
          THEN json_build_object('schemaVersion', 1, 'privacyClass', 'PRIVATE', {ROLLOUT_FIELDS})
+         WHEN jsonb_path_exists(t.steps, '{TOO_DEEP_STEPS}')
+         THEN json_build_object('schemaVersion', 1, 'privacyClass', 'PRIVATE', {ROLLOUT_FIELDS},
+                                'trajectoryOmitted', 'its steps are {OMITTED[1:-1]}')
          ELSE json_build_object('schemaVersion', 1, 'privacyClass', 'PRIVATE', 'format', 'atif-shaped',
                                 {ROLLOUT_FIELDS}, 'trajectory', t.steps)
     END::text"""

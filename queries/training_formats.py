@@ -8,9 +8,9 @@ themselves), `tool` messages answering them by `tool_call_id`, and a `tools` col
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from domain.json_depth import loads_stored
 from domain.trajectory import content_text, structured
 
 ATIF_VERSION = "ATIF-v1.7"
@@ -131,7 +131,7 @@ def atif_document(row: Any) -> dict[str, Any]:
     observations as they came in), with AgentForge's ids added under `extra`.
     """
     if getattr(row, "atif_body", None):
-        original = json.loads(bytes(row.atif_body))
+        original = loads_stored(bytes(row.atif_body))
         original["extra"] = {**(original.get("extra") or {}), **rollout_extra(row)}
         return original
     steps: list[dict[str, Any]] = [{"step_id": 1, "source": "user", "message": row.task or NO_TASK}]

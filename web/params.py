@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import uuid
 from typing import Any
 
 from flask import abort, request
+
+from domain.json_depth import loads
 
 _INTEGER = re.compile(r"-?[0-9]{1,12}")  # ASCII digits only: str.isdigit() also accepts "²" and "٣", int() not all
 
@@ -20,7 +21,7 @@ class NotJsonNumber(ValueError):
 def strict_json(text: str) -> Any:
     """`text` parsed as JSON; ValueError for what is not JSON, NotJsonNumber for the NaN, Infinity and -Infinity
     that Python's json module reads and writes (no other JSON parser reads them, and jsonb refuses them) and for
-    a number too large for a double (which it reads as infinity)."""
+    a number too large for a double (which it reads as infinity), TooDeep for nesting deeper than MAX_JSON_DEPTH."""
 
     def refuse(constant: str) -> Any:
         raise NotJsonNumber(f"{constant} is not a JSON number")
@@ -31,7 +32,7 @@ def strict_json(text: str) -> Any:
             raise NotJsonNumber(f"{number[:40]} is too large a number")
         return value
 
-    return json.loads(text, parse_constant=refuse, parse_float=finite)
+    return loads(text, parse_constant=refuse, parse_float=finite)
 
 
 def parse_int(value: str) -> int | None:

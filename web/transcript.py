@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.json_depth import loads
 from domain.trajectory import command_text, content_text
 from domain.trial_log import log_lines
 
@@ -68,8 +69,8 @@ def json_tree(text: str) -> Any:
     if len(stripped) < JSON_TREE_MIN_CHARS or stripped[:1] not in ("{", "[") or stripped[-1:] not in ("}", "]"):
         return None
     try:
-        value = json.loads(stripped)
-    except ValueError:
+        value = loads(stripped)
+    except ValueError:  # not JSON, or nested deeper than a tree is drawn (TooDeep): shown as text
         return None
     return value if isinstance(value, dict | list) and value else None
 

@@ -33,6 +33,8 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from domain.json_depth import rebuild
+
 if TYPE_CHECKING:
     from domain.outcome import TrialOutcome
 
@@ -98,14 +100,12 @@ class Masker:
         return masked
 
     def data(self, value: Any) -> Any:
-        """Mask every string inside `value` (dict keys included), keeping its shape."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self.data(k): self.data(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return type(value)(self.data(v) for v in value)
-        return value
+        """Mask every string inside `value` (dict keys included), keeping its shape; it walks with a stack of its
+        own (domain.json_depth.rebuild), so no nesting makes it recurse."""
+        return rebuild(value, self._scalar, self._scalar)
+
+    def _scalar(self, value: Any) -> Any:
+        return self.text(value) if isinstance(value, str) else value
 
 
 def mask_outcome(outcome: TrialOutcome, values: Iterable[str]) -> TrialOutcome:

@@ -7,6 +7,7 @@ from typing import Any
 from flask import Blueprint, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from domain.json_depth import TooDeep
 from web.params import NotJsonNumber, strict_json
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -29,12 +30,19 @@ def json_object() -> dict[str, Any]:
     """Return the request's JSON object body, or answer 400 saying what is wrong with it."""
     try:
         body = strict_json(request.get_data().decode("utf-8"))
-    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError; RecursionError: deep nesting
+    except TooDeep as error:
+        raise ApiError(400, "invalid JSON body", too_deep(error, "the body"), field=error.field or "body") from None
+    except ValueError as error:  # UnicodeDecodeError is a ValueError
         said = f" ({error})" if isinstance(error, NotJsonNumber) else ""
         raise ApiError(400, "invalid JSON body", f"the body must be a JSON object{said}") from error
     if not isinstance(body, dict):
         raise ApiError(400, "invalid JSON body", "the body must be a JSON object")
     return body
+
+
+def too_deep(error: TooDeep, whole: str) -> str:
+    """The refusal of JSON nested deeper than MAX_JSON_DEPTH, naming the field it is under (or `whole`)."""
+    return f"{error.field or whole}: {error}"
 
 
 from blueprints.api import account, catalog, compare, ingest, openapi, rollouts, runs, trials  # noqa: E402, F401  (register their routes on bp)

@@ -79,7 +79,6 @@ def create_version(environment_id: uuid.UUID):
         raise ApiError(404, "not found", f"no environment {environment_id}")
     body = validated(EnvironmentVersionCreate, raw)
     version = create_environment_version(session, env, body.spec)
-    session.commit()
     answer = EnvironmentVersion(
         id=version.id,
         environment_id=version.environment_id,
@@ -87,7 +86,9 @@ def create_version(environment_id: uuid.UUID):
         spec=version.spec,
         spec_sha256=version.spec_sha256,
     )
-    return jsonify(answer.to_json()), 201
+    reply = jsonify(answer.to_json())  # written out before the commit: a reply that cannot be made writes nothing
+    session.commit()
+    return reply, 201
 
 
 @bp.post("/evaluator-configs")
@@ -114,15 +115,16 @@ def create_config():
             max_steps=body.max_steps,
             timeout_s=body.timeout_s,
         )
+        answer = EvaluatorConfig(
+            id=config.id,
+            name=config.name,
+            agent=config.agent,
+            attempt_count=config.attempt_count,
+            max_steps=config.max_steps,
+            timeout_s=config.timeout_s,
+        )
+        reply = jsonify(answer.to_json())  # before the commit, as for a version
         session.commit()
     except IntegrityError as error:
         raise ApiError(409, "name taken", f"an evaluator configuration named {body.name!r} already exists") from error
-    answer = EvaluatorConfig(
-        id=config.id,
-        name=config.name,
-        agent=config.agent,
-        attempt_count=config.attempt_count,
-        max_steps=config.max_steps,
-        timeout_s=config.timeout_s,
-    )
-    return jsonify(answer.to_json()), 201
+    return reply, 201

@@ -5,11 +5,12 @@ from __future__ import annotations
 from flask import g, jsonify, request
 from sqlalchemy.exc import IntegrityError
 
-from blueprints.api import ApiError, bp
+from blueprints.api import ApiError, bp, too_deep
 from blueprints.api.contract import NDJSON, Reply, operation
 from blueprints.api.schemas import ImportResult
 from blueprints.auth import require_role
 from db import request_session
+from domain.json_depth import TooDeep
 from importers.ingest import IngestError, ingest, parse_trial
 from web.params import NotJsonNumber, strict_json
 
@@ -46,7 +47,12 @@ def import_runs():
     for number, line in lines:
         try:
             raw = strict_json(line)
-        except (ValueError, RecursionError) as error:
+        except TooDeep as error:
+            field = error.field or "line"
+            raise ApiError(
+                400, "invalid line", f"line {number}, {too_deep(error, 'the line')}", line=number, field=field
+            ) from None
+        except ValueError as error:
             said = f" ({error})" if isinstance(error, NotJsonNumber) else ""
             detail = f"line {number} is not JSON{said}"
             raise ApiError(400, "invalid line", detail, line=number, field="line") from error

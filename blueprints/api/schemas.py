@@ -413,7 +413,9 @@ class Error(ApiModel):
     detail: str
     valid: list[str] | None = Field(default=None, description="The valid values, when there is a fixed set")
     line: int | None = Field(default=None, description="The NDJSON line an import refused")
-    field: str | None = Field(default=None, description="The field of that line")
+    field: str | None = Field(
+        default=None, description="The field of that line, or of the body, refused (e.g. nested too deep)"
+    )
 
 
 class Membership(ApiModel):

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from domain.json_depth import TooDeep, loads
 from domain.limits import describe
 from worker.agents.base import (
     Action,
@@ -110,7 +111,10 @@ def _arguments(tool: str, args: Any) -> tuple[dict[str, Any], str | None]:
     if not args.strip():  # servers send "" for a call without arguments
         return {}, None
     try:
-        parsed = json.loads(args)
+        parsed = loads(args)
+    except TooDeep as deep:
+        why = f"the arguments of {tool} are {deep}; send a JSON object {deep.limit} levels deep at most"
+        return {MALFORMED: args}, why
     except ValueError as bad:
         return {MALFORMED: args}, f"the arguments of {tool} are not valid JSON ({bad}); send a JSON object"
     if not isinstance(parsed, dict):
@@ -166,7 +170,9 @@ class CommandAgent(Agent):
         self.first = False
         line = self._read_line(deadline)
         try:
-            message = json.loads(line)
+            message = loads(line)
+        except TooDeep as error:
+            raise AgentProtocolError(f"agent printed a line {error}") from None
         except ValueError as error:
             quoted = self.masker.text(line)[:LINE_QUOTE_CHARS]  # masked whole, then cut: no piece of a secret is left
             raise AgentProtocolError(f"agent printed a line that is not JSON: {quoted!r}") from error

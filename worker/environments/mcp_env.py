@@ -24,6 +24,7 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession
 
+from domain.json_depth import TooDeep, loads
 from domain.limits import describe
 from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from domain.specs import STARTUP_TIMEOUT_S
@@ -243,7 +244,10 @@ class MCPEnvironment:
                 extra={"tools": self.tool_list},
             )
         )
-        return Task(text.strip(), json.loads(data) if data.strip() else {})
+        try:
+            return Task(text.strip(), loads(data) if data.strip() else {})
+        except TooDeep as error:
+            raise ValueError(f"the MCP server's task data ({TASK_DATA_MARKER}) is {error}") from None
 
     def tools(self) -> list[dict[str, Any]]:
         """The server's tools, as handed to the agent (the verifier tool left out)."""
@@ -282,7 +286,10 @@ class MCPEnvironment:
                 stderr = self.masker.text(finished.stderr)[-VERIFIER_STDERR_KEEP:]  # masked whole, then its end kept
                 raise RuntimeError(f"the verifier exited with code {finished.returncode}: {stderr}")
             raw = finished.stdout
-        values = json.loads(raw)
+        try:
+            values = loads(raw)
+        except TooDeep as error:
+            raise ValueError(f"the verifier printed JSON {error}") from None
         if not isinstance(values, dict):
             raise ValueError("the verifier did not print a JSON object")
         category = values.get("failure_category")
@@ -326,13 +333,16 @@ class MCPEnvironment:
         return self.output.text().strip() if self.output else ""
 
     def raise_if_limited(self) -> None:
-        """Raise LimitExceeded when the server was stopped at its output cap or shows another limit's breach."""
+        """Raise LimitExceeded when the server was stopped at its output cap or shows another limit's breach, and
+        RuntimeError when it was stopped for a line nested too deep."""
         if self.output is None:
             return
         if self.output.budget.exceeded:
             raise LimitExceeded(f"the MCP server was stopped at {describe('outputMb', self.launch_limits)}")
         if self.output.overlong_line:
             raise LimitExceeded("the MCP server printed a line over 4 MiB")
+        if self.output.too_deep:  # not a limit of the sandbox: a line that is no usable JSON-RPC
+            raise RuntimeError(f"the MCP server printed a JSON-RPC line {self.output.too_deep}; it was stopped")
         breach = self.server_launch.breached(None, self.output.text()) if self.server_launch else None
         if breach:
             raise LimitExceeded(f"the MCP server exceeded {breach}")

@@ -4,9 +4,10 @@ The SDK's own stdio client starts the program itself with the worker's
 environment merged in and buffers whatever the server prints; this one starts
 the sandbox's `Launch` as given, counts every byte of stdout and stderr
 against the server's output cap (a flood stops the server, never the worker),
-refuses lines over MAX_LINE_BYTES and keeps the first bytes of stderr and of the
-first line that is not JSON-RPC for the log, the trial's secrets masked before
-either is cut. Closing it kills the sandbox (and so every process the server started).
+refuses lines over MAX_LINE_BYTES or nested deeper than MAX_JSON_DEPTH (either stops
+the server) and keeps the first bytes of stderr and of the first line that is not
+JSON-RPC for the log, the trial's secrets masked before either is cut. Closing it
+kills the sandbox (and so every process the server started).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from domain.json_depth import TooDeep, loads
 from worker.masking import Masker
 from worker.sandbox import Launch, OutputBudget
 
@@ -40,6 +42,7 @@ class ServerOutput:
         self.stderr = bytearray()
         self.dropped = 0
         self.overlong_line = False
+        self.too_deep = ""  # why a line nested too deep was refused (the server is stopped then)
         self.malformed = 0  # stdout lines that were not JSON-RPC
         self.first_malformed = ""
 
@@ -56,7 +59,10 @@ class ServerOutput:
 
 
 def _parse_line(line: bytes) -> SessionMessage | Exception:
+    """A JSON-RPC line as a message, or why it is none (TooDeep for nesting deeper than MAX_JSON_DEPTH, checked
+    before the SDK's parser reads it)."""
     try:
+        loads(line)
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as error:
         return error
@@ -97,6 +103,10 @@ async def sandboxed_stdio(launch: Launch, output: ServerOutput) -> AsyncIterator
                         del buffer[: end + 1]
                         if line.strip():
                             parsed = _parse_line(line)
+                            if isinstance(parsed, TooDeep):
+                                output.too_deep = str(parsed)
+                                stop()
+                                return
                             if isinstance(parsed, Exception):
                                 output.refused(line)
                             await read_writer.send(parsed)
