@@ -1,0 +1,544 @@
+"""Statistics of a comparison with the task as the unit: clustered intervals, tests paired by task, pass@k over tasks.
+
+Attempts of one task are not independent samples of an agent's ability (Miller 2024, "Adding Error Bars to
+Evals"), so every figure here reads per-task tallies (`TaskTally`: attempts, successes, scored trials, the sum
+and the sum of squares of the rewards), what one grouped SQL query gives without reading every trial:
+
+    SELECT task_hash, count(*), count(*) FILTER (WHERE succeeded), count(reward), sum(reward), sum(reward * reward)
+    FROM ... GROUP BY task_hash
+
+The methods, as the compare page states them (the *_METHOD constants):
+
+* a side's pass@1 and mean reward: the mean over its trials (scored trials for the reward) with the cluster-robust
+  standard error over tasks (CR0: SE = sqrt(Σ_tasks (Σ_trials in task (x - x̄))²) / N, N the trials) and the t
+  95% interval with tasks - 1 degrees of freedom, clipped to [0, 1]. A side of one task keeps the exact figures
+  of that task (Clopper-Pearson for pass@1, the t interval over its trials for the reward), marked `one_task`.
+* B - A when both sides hold the same tasks (at least MIN_PAIRED_TASKS shared, and the shared tasks at least half
+  of each side's): the mean over shared tasks of the per-task difference of means, its standard error over those
+  tasks and the paired t-test (`scipy.stats.ttest_rel`); tasks only one side holds are listed, not paired.
+  Otherwise the unpaired difference with SE = sqrt(SE_A² + SE_B²) and a t-test with Welch-Satterthwaite degrees of
+  freedom (each side's tasks - 1). When a side holds one task, the exact tests over trials: Fisher's for pass@1,
+  Welch's t-test for the reward.
+* pass@k: for each k, the mean over the tasks with at least k attempts of the unbiased estimator with that task's
+  own attempts, with the t 95% interval over those tasks; no entry for a k no task reaches.
+* power: the normal-approximation number of tasks per side (paired: shared tasks) that would detect a difference
+  of DETECTABLE at alpha = 0.05 two-sided with 80% power, from the clustered variance (the design effect), never
+  counted in trials.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from scipy import stats
+
+from domain.comparison import ALPHA, CONFIDENCE, DETECTABLE, POWER, Estimate, Test, proportion, unbiased_pass_at_k
+from domain.comparison import unpaired_pass_at_1 as trial_pass_at_1_test
+
+MIN_PAIRED_TASKS = 2  # fewer shared tasks cannot give a paired test's standard error
+
+METHOD = "cluster-robust (CR0) standard error over tasks, t 95% interval with tasks - 1 degrees of freedom"
+PASS_AT_1_METHOD = f"share of trials that succeeded; {METHOD}"
+REWARD_METHOD = f"mean of the scored trials' rewards; {METHOD}"
+PASS_AT_K_METHOD = "mean over tasks with at least k attempts of the unbiased estimator, t 95% interval over those tasks"
+ONE_TASK_PASS_AT_1_METHOD = "exact Clopper-Pearson interval over the trials of one task"
+ONE_TASK_REWARD_METHOD = "t interval over the scored trials of one task"
+PAIRED_METHOD = "paired t-test over shared tasks"
+UNPAIRED_METHOD = "t-test on task-clustered standard errors (Welch-Satterthwaite degrees of freedom)"
+ONE_TASK_REWARD_TEST = "Welch's t-test over the trials of one task"
+POWER_METHOD = (
+    "normal-approximation sample size in tasks from the task-clustered variance (design effect), "
+    "alpha = 0.05 two-sided, 80% power"
+)
+
+
+@dataclass(frozen=True)
+class TaskTally:
+    """One task's trials on one side: attempts, successes, and the scored trials' count, reward sum and squares."""
+
+    attempts: int
+    successes: int
+    scored: int = 0
+    reward_sum: float = 0.0
+    reward_square_sum: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.successes <= self.attempts or not 0 <= self.scored <= self.attempts:
+            raise ValueError(f"a task's tally needs 0 <= successes, scored <= attempts: {self}")
+
+
+def tally(trials: Iterable[tuple[str, bool, float | None]]) -> dict[str, TaskTally]:
+    """Per-task tallies of (task key, succeeded, reward or None) trials, for callers that hold trials."""
+    counts: dict[str, list[float]] = {}
+    for task, succeeded, reward in trials:
+        row = counts.setdefault(task, [0, 0, 0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += bool(succeeded)
+        if reward is not None:
+            row[2] += 1
+            row[3] += reward
+            row[4] += reward * reward
+    return {
+        task: TaskTally(int(n), int(wins), int(scored), total, squares)
+        for task, (n, wins, scored, total, squares) in counts.items()
+    }
+
+
+@dataclass(frozen=True)
+class TaskEstimate(Estimate):
+    """A side's figure with its 95% interval, standard error, and the tasks and trials it reads.
+
+    `one_task` marks a figure read from one task: its interval is that task's exact one and says nothing about
+    other tasks (`one_task_note` words it).
+    """
+
+    stderr: float | None = None
+    tasks: int = 0
+    trials: int = 0
+    method: str = ""
+
+    @property
+    def one_task(self) -> bool:
+        """True when the figure reads a single task."""
+        return self.tasks == 1
+
+
+@dataclass(frozen=True)
+class TaskPower:
+    """How many tasks per side (paired: shared tasks) would detect a difference of `detectable`, and how many more."""
+
+    tasks_per_side: int
+    more_tasks_per_side: int
+    design_effect: float | None  # clustered variance over the variance of as many independent trials
+    detectable: float = DETECTABLE
+    method: str = POWER_METHOD
+
+
+@dataclass(frozen=True)
+class TaskTest(Test):
+    """A two-sided test of B - A with the task as the unit (`unit` "trial" for the exact tests of one task).
+
+    Besides `Test`'s method, difference, 95% interval and p-value: the difference's standard error, the number of
+    tasks paired (0 when unpaired), the tasks only one side holds, each side's tasks, the degrees of freedom and
+    the power in tasks (`needed_per_side`, in trials, stays None).
+    """
+
+    stderr: float | None = None
+    paired_tasks: int = 0
+    unit: str = "task"
+    only_a: tuple[str, ...] = ()
+    only_b: tuple[str, ...] = ()
+    tasks_a: int = 0
+    tasks_b: int = 0
+    df: float | None = None
+    power: TaskPower | None = None
+
+    @property
+    def one_task(self) -> bool:
+        """True when a side holds a single task, so the test is over that task's trials."""
+        return self.unit == "trial"
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Which tasks the two sides share, which only one holds, and whether B - A is paired by task."""
+
+    shared: tuple[str, ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    paired: bool
+
+
+@dataclass(frozen=True)
+class _Clusters:
+    """One figure's per-task counts, sums and sums of squares (tasks with no trial for the figure left out)."""
+
+    keys: tuple[str, ...]
+    n: np.ndarray
+    total: np.ndarray
+    squares: np.ndarray = field(repr=False)
+
+    @property
+    def trials(self) -> int:
+        return int(self.n.sum())
+
+    @property
+    def mean(self) -> float:
+        return float(self.total.sum() / self.n.sum())
+
+    def task_means(self) -> dict[str, float]:
+        return {key: float(t / n) for key, t, n in zip(self.keys, self.total, self.n, strict=True)}
+
+    def cr0_stderr(self) -> float:
+        """sqrt(Σ_tasks (Σ_trials (x - x̄))²) / N, where a task's sum of residuals is its total - n·x̄."""
+        residuals = self.total - self.n * self.mean
+        return float(math.sqrt(float(np.sum(residuals**2))) / self.trials)
+
+    def trial_variance(self) -> float:
+        """The variance of the trials' values as if independent (divisor N - 1; 0 for one trial)."""
+        if self.trials < 2:
+            return 0.0
+        spread = float(self.squares.sum()) - self.trials * self.mean**2
+        return max(0.0, spread / (self.trials - 1))
+
+
+def _pass_clusters(tasks: Mapping[str, TaskTally]) -> _Clusters:
+    keys = tuple(sorted(k for k, t in tasks.items() if t.attempts > 0))
+    wins = np.asarray([tasks[k].successes for k in keys], dtype=float)
+    return _Clusters(keys, np.asarray([tasks[k].attempts for k in keys], dtype=float), wins, wins)
+
+
+def _reward_clusters(tasks: Mapping[str, TaskTally]) -> _Clusters:
+    keys = tuple(sorted(k for k, t in tasks.items() if t.scored > 0))
+    return _Clusters(
+        keys,
+        np.asarray([tasks[k].scored for k in keys], dtype=float),
+        np.asarray([tasks[k].reward_sum for k in keys], dtype=float),
+        np.asarray([tasks[k].reward_square_sum for k in keys], dtype=float),
+    )
+
+
+def _clip(value: float, low: float, high: float) -> float:
+    return min(high, max(low, value))
+
+
+def _t_quantile(df: float) -> float:
+    return float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df))
+
+
+def _clustered(c: _Clusters, method: str) -> TaskEstimate:
+    """The CR0 figure with its t interval over tasks (tasks - 1 df), for two tasks or more."""
+    value, se, tasks = c.mean, c.cr0_stderr(), len(c.keys)
+    half = _t_quantile(tasks - 1) * se
+    return TaskEstimate(value, _clip(value - half, 0, 1), _clip(value + half, 0, 1), se, tasks, c.trials, method)
+
+
+def pass_at_1(tasks: Mapping[str, TaskTally]) -> TaskEstimate:
+    """A side's pass@1 (the share of its trials that succeeded) with the CR0 standard error over tasks.
+
+    One task: the exact Clopper-Pearson interval of its trials, the binomial standard error, `one_task` True.
+    No trial: value None.
+    """
+    c = _pass_clusters(tasks)
+    if not c.keys:
+        return TaskEstimate(None, method=PASS_AT_1_METHOD)
+    if len(c.keys) == 1:
+        exact = proportion(int(c.total[0]), c.trials)
+        se = math.sqrt(c.mean * (1 - c.mean) / c.trials)
+        return TaskEstimate(exact.value, exact.low, exact.high, se, 1, c.trials, ONE_TASK_PASS_AT_1_METHOD)
+    return _clustered(c, PASS_AT_1_METHOD)
+
+
+def mean_reward(tasks: Mapping[str, TaskTally]) -> TaskEstimate:
+    """A side's mean reward over its scored trials with the CR0 standard error over tasks.
+
+    One task: the t interval over its scored trials (none for a single trial), `one_task` True. No scored trial:
+    value None.
+    """
+    c = _reward_clusters(tasks)
+    if not c.keys:
+        return TaskEstimate(None, method=REWARD_METHOD)
+    if len(c.keys) == 1:
+        value, n = c.mean, c.trials
+        if n < 2:
+            return TaskEstimate(value, None, None, None, 1, n, ONE_TASK_REWARD_METHOD)
+        se = math.sqrt(c.trial_variance() / n)
+        half = _t_quantile(n - 1) * se
+        return TaskEstimate(
+            value, _clip(value - half, 0, 1), _clip(value + half, 0, 1), se, 1, n, ONE_TASK_REWARD_METHOD
+        )
+    return _clustered(c, REWARD_METHOD)
+
+
+def pass_at_k(tasks: Mapping[str, TaskTally], ks: Iterable[int] | None = None) -> dict[int, TaskEstimate]:
+    """pass@k for each k (default 1 … the most attempts of any task): the mean over tasks with at least k attempts of
+    the unbiased estimator with each task's own attempts, its standard error over those tasks (sd / sqrt(tasks))
+    and the t 95% interval, clipped to [0, 1]; `tasks` and `trials` say what it read. No entry for a k no task
+    reaches. k = 1 here weights tasks equally; `pass_at_1` weights trials (they agree when attempts are equal).
+    """
+    usable = [t for t in tasks.values() if t.attempts > 0]
+    if not usable:
+        return {}
+    attempts = np.asarray([t.attempts for t in usable])
+    wins = np.asarray([t.successes for t in usable])
+    wanted = range(1, int(attempts.max()) + 1) if ks is None else sorted(set(ks))
+    table: dict[int, TaskEstimate] = {}
+    for k in wanted:
+        reach = attempts >= k
+        if k < 1 or not reach.any():
+            continue
+        values = np.asarray(unbiased_pass_at_k(wins[reach], attempts[reach], k), dtype=float)
+        value, count, trials = float(values.mean()), len(values), int(attempts[reach].sum())
+        if count < 2:
+            table[k] = TaskEstimate(value, None, None, None, count, trials, PASS_AT_K_METHOD)
+            continue
+        se = float(values.std(ddof=1) / math.sqrt(count))
+        half = _t_quantile(count - 1) * se
+        table[k] = TaskEstimate(
+            value, _clip(value - half, 0, 1), _clip(value + half, 0, 1), se, count, trials, PASS_AT_K_METHOD
+        )
+    return table
+
+
+def pairing(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> Pairing:
+    """The tasks the sides share and those only one holds (sorted); paired when at least MIN_PAIRED_TASKS are shared
+    and the shared tasks are at least half of each side's tasks (tasks with no attempt are not held)."""
+    held_a = {k for k, t in a.items() if t.attempts > 0}
+    held_b = {k for k, t in b.items() if t.attempts > 0}
+    shared = held_a & held_b
+    paired = len(shared) >= MIN_PAIRED_TASKS and 2 * len(shared) >= max(len(held_a), len(held_b))
+    return Pairing(tuple(sorted(shared)), tuple(sorted(held_a - held_b)), tuple(sorted(held_b - held_a)), paired)
+
+
+def _z_sum() -> float:
+    return float(stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER))
+
+
+def _design_effect(c: _Clusters) -> float | None:
+    naive = c.trial_variance() / c.trials
+    return c.cr0_stderr() ** 2 / naive if naive > 0 else None
+
+
+def _unpaired_power(ca: _Clusters, cb: _Clusters) -> TaskPower | None:
+    """Tasks per side for DETECTABLE from each side's variance per task (SE² x tasks: the trials' variance x the
+    design effect / attempts per task)."""
+    per_task = ca.cr0_stderr() ** 2 * len(ca.keys) + cb.cr0_stderr() ** 2 * len(cb.keys)
+    if per_task <= 0:
+        return None
+    needed = math.ceil(_z_sum() ** 2 * per_task / DETECTABLE**2)
+    effects = [e for e in (_design_effect(ca), _design_effect(cb)) if e is not None]
+    effect = float(np.mean(effects)) if effects else None
+    return TaskPower(needed, max(0, needed - min(len(ca.keys), len(cb.keys))), effect)
+
+
+def _base(
+    method: str,
+    ca: _Clusters,
+    cb: _Clusters,
+    p: Pairing,
+    *,
+    stderr: float | None = None,
+    paired_tasks: int = 0,
+    df: float | None = None,
+    power: TaskPower | None = None,
+    unit: str = "task",
+) -> TaskTest:
+    """A test with no figures yet (difference None) holding what the sides and their pairing say."""
+    return TaskTest(
+        method,
+        None,
+        None,
+        None,
+        None,
+        stderr=stderr,
+        paired_tasks=paired_tasks,
+        unit=unit,
+        only_a=p.only_a,
+        only_b=p.only_b,
+        tasks_a=len(ca.keys),
+        tasks_b=len(cb.keys),
+        df=df,
+        power=power,
+    )
+
+
+def _paired(means_a: dict[str, float], means_b: dict[str, float], p: Pairing, ca: _Clusters, cb: _Clusters) -> TaskTest:
+    keys = [k for k in p.shared if k in means_a and k in means_b]
+    xa = np.asarray([means_a[k] for k in keys])
+    xb = np.asarray([means_b[k] for k in keys])
+    spread = xb - xa
+    difference, count = float(spread.mean()), len(keys)
+    se = float(spread.std(ddof=1) / math.sqrt(count))
+    effects = [e for e in (_design_effect(ca), _design_effect(cb)) if e is not None]
+    effect = float(np.mean(effects)) if effects else None
+    power = None
+    if se > 0:
+        needed = math.ceil(_z_sum() ** 2 * float(spread.var(ddof=1)) / DETECTABLE**2)
+        power = TaskPower(needed, max(0, needed - count), effect)
+    base = _base(PAIRED_METHOD, ca, cb, p, stderr=se, paired_tasks=count, df=float(count - 1), power=power)
+    if se == 0:  # every shared task moved by the same amount: the t statistic's limit
+        p_value = 1.0 if difference == 0 else 0.0
+        return replace(base, difference=difference, low=difference, high=difference, p_value=p_value)
+    result = stats.ttest_rel(xb, xa)
+    ci = result.confidence_interval(CONFIDENCE)
+    low, high = _clip(float(ci.low), -1, 1), _clip(float(ci.high), -1, 1)
+    return replace(base, difference=difference, low=low, high=high, p_value=float(result.pvalue))
+
+
+def _unpaired(ca: _Clusters, cb: _Clusters, p: Pairing) -> TaskTest:
+    difference = cb.mean - ca.mean
+    va, vb = ca.cr0_stderr() ** 2, cb.cr0_stderr() ** 2
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(ca.keys) - 1) + vb**2 / (len(cb.keys) - 1)) if se > 0 else None
+    base = _base(UNPAIRED_METHOD, ca, cb, p, stderr=se, df=df, power=_unpaired_power(ca, cb))
+    if df is None:
+        p_value = 1.0 if difference == 0 else 0.0
+        return replace(base, difference=difference, low=difference, high=difference, p_value=p_value)
+    p_value = float(2 * stats.t.sf(abs(difference) / se, df))
+    half = _t_quantile(df) * se
+    low, high = _clip(difference - half, -1, 1), _clip(difference + half, -1, 1)
+    return replace(base, difference=difference, low=low, high=high, p_value=p_value)
+
+
+def _compare(ca: _Clusters, cb: _Clusters, p: Pairing, one_task: Callable[[], TaskTest]) -> TaskTest:
+    """Paired when `p` says so and at least MIN_PAIRED_TASKS shared tasks have trials for this figure on both
+    sides; else the exact test over trials (`one_task`) when a side holds one task; else unpaired."""
+    if not ca.keys or not cb.keys:
+        return _base(PAIRED_METHOD if p.paired else UNPAIRED_METHOD, ca, cb, p)
+    if p.paired:
+        means_a, means_b = ca.task_means(), cb.task_means()
+        if sum(k in means_a and k in means_b for k in p.shared) >= MIN_PAIRED_TASKS:
+            return _paired(means_a, means_b, p, ca, cb)
+    if len(ca.keys) == 1 or len(cb.keys) == 1:
+        return one_task()
+    return _unpaired(ca, cb, p)
+
+
+def compare_pass_at_1(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> TaskTest:
+    """pass@1 of B - A with the task as the unit: paired by task when `pairing` says so (mean of per-task
+    differences, `ttest_rel` over task means), else unpaired on the CR0 standard errors. When a side holds one task:
+    Fisher's exact test over the trials (chi-squared past comparison.EXACT_TEST_MAX_TRIALS) with Newcombe's
+    interval, `unit` "trial". Difference None when a side has no trial."""
+    ca, cb, p = _pass_clusters(a), _pass_clusters(b), pairing(a, b)
+
+    def one_task() -> TaskTest:
+        exact = trial_pass_at_1_test(int(ca.total.sum()), ca.trials, int(cb.total.sum()), cb.trials)
+        se = math.sqrt(ca.mean * (1 - ca.mean) / ca.trials + cb.mean * (1 - cb.mean) / cb.trials)
+        base = _base(exact.method, ca, cb, p, stderr=se, unit="trial")
+        return replace(base, difference=exact.difference, low=exact.low, high=exact.high, p_value=exact.p_value)
+
+    return _compare(ca, cb, p, one_task)
+
+
+def compare_mean_reward(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> TaskTest:
+    """Mean reward of B - A over scored trials with the task as the unit (as `compare_pass_at_1`; a shared task
+    without a scored trial on both sides is left out of the pairing); when a side holds one task, Welch's t-test
+    over the scored trials (`ttest_ind_from_stats`), `unit` "trial". Difference None when a side has no scored
+    trial (or, for the one-task test, fewer than two)."""
+    ca, cb, p = _reward_clusters(a), _reward_clusters(b), pairing(a, b)
+
+    def one_task() -> TaskTest:
+        base = _base(ONE_TASK_REWARD_TEST, ca, cb, p, unit="trial")
+        if ca.trials < 2 or cb.trials < 2:
+            return base
+        difference = cb.mean - ca.mean
+        sd_a, sd_b = math.sqrt(ca.trial_variance()), math.sqrt(cb.trial_variance())
+        va, vb = sd_a**2 / ca.trials, sd_b**2 / cb.trials
+        se = math.sqrt(va + vb)
+        if se == 0:
+            p_value = 1.0 if difference == 0 else 0.0
+            return replace(base, difference=difference, low=difference, high=difference, p_value=p_value, stderr=0.0)
+        df = (va + vb) ** 2 / (va**2 / (ca.trials - 1) + vb**2 / (cb.trials - 1))
+        result = stats.ttest_ind_from_stats(cb.mean, sd_b, cb.trials, ca.mean, sd_a, ca.trials, equal_var=False)
+        half = _t_quantile(df) * se
+        low, high = _clip(difference - half, -1, 1), _clip(difference + half, -1, 1)
+        return replace(base, difference=difference, low=low, high=high, p_value=float(result.pvalue), stderr=se, df=df)
+
+    return _compare(ca, cb, p, one_task)
+
+
+def signed(value: float, places: int = 2) -> str:
+    """`value` with its sign to `places` decimals, never a negative zero: a figure that rounds to zero is "0.00"."""
+    text = f"{value:+.{places}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def delta_tone(difference: float | None, test: Test | None = None) -> str:
+    """How a page colours a B - A delta: "up" or "down" only when a test behind it is significant, else "neutral"."""
+    if difference is None or test is None or not test.significant or float(signed(difference)) == 0:
+        return "neutral"
+    return "up" if difference > 0 else "down"
+
+
+def one_task_note(estimate: TaskEstimate) -> str | None:
+    """For a figure read from one task: "one task, 8 attempts: this says nothing about other tasks"; else None."""
+    if not estimate.one_task:
+        return None
+    return (
+        f"one task, {estimate.trials} attempt{'s' if estimate.trials != 1 else ''}: this says nothing about other tasks"
+    )
+
+
+def _p(p_value: float) -> str:
+    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.3f}" if p_value < 0.01 else f"p = {p_value:.2f}"
+
+
+def _tasks(count: int) -> str:
+    return f"{count} task{'s' if count != 1 else ''}"
+
+
+def _scope(test: TaskTest) -> str:
+    if test.one_task:
+        return "over trials: a side holds one task, so this says nothing about other tasks"
+    if test.paired_tasks:
+        return f"over {_tasks(test.paired_tasks)} both sides hold"
+    return f"over {_tasks(test.tasks_a)} on A and {_tasks(test.tasks_b)} on B"
+
+
+def _unpaired_note(test: TaskTest) -> str:
+    if not test.paired_tasks or not (test.only_a or test.only_b):
+        return ""
+    parts = [
+        f"{_tasks(len(keys))} only {side} holds" for side, keys in (("A", test.only_a), ("B", test.only_b)) if keys
+    ]
+    return f" Not paired: {' and '.join(parts)}."
+
+
+def task_verdict(test: TaskTest, what: str) -> str:
+    """The plain-language verdict on B - A for `what` (e.g. "pass@1"), with the method and the tasks it read; no
+    negative zero, and the power in tasks when no difference is detected."""
+    if test.difference is None or test.p_value is None:
+        return f"Not enough tasks with trials on both sides to test {what}."
+    interval = (
+        f" (95% CI {signed(test.low)} to {signed(test.high)})" if test.low is not None and test.high is not None else ""
+    )
+    scope, note = _scope(test), _unpaired_note(test)
+    if test.significant and float(signed(test.difference)) != 0:
+        direction = "higher" if test.difference > 0 else "lower"
+        return (
+            f"B's {what} is {direction} by {abs(test.difference):.2f}{interval}, {_p(test.p_value)}, "
+            f"{test.method} {scope}.{note}"
+        )
+    more = ""
+    if test.power is not None:
+        unit = "shared tasks" if test.paired_tasks else "tasks per side"
+        more = (
+            f"; about {test.power.more_tasks_per_side} more {unit} would detect a difference of {DETECTABLE:g}"
+            if test.power.more_tasks_per_side
+            else f"; these tasks could detect a difference of {DETECTABLE:g}, so any real one is smaller"
+        )
+    return (
+        f"No detectable difference in {what} at these sample sizes: B - A = {signed(test.difference)}{interval}, "
+        f"{_p(test.p_value)}, {test.method} {scope}{more}.{note}"
+    )
+
+
+@dataclass(frozen=True)
+class TaskWarning:
+    """A warning the compare page and API show: a stable code and its message."""
+
+    code: str
+    message: str
+
+
+def task_warnings(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> list[TaskWarning]:
+    """The warnings the tallies alone justify: `one-task` (a side holds a single task) and `attempts-differ` (tasks
+    were attempted different numbers of times, within a side or between the sides). `evaluator-mix` needs the
+    evaluators, which the tallies do not hold: the caller adds it."""
+    warnings: list[TaskWarning] = []
+    for side, tasks in (("A", a), ("B", b)):
+        note = one_task_note(pass_at_1(tasks))
+        if note:
+            warnings.append(TaskWarning("one-task", f"{side} holds {note}."))
+    counts = {side: sorted({t.attempts for t in tasks.values() if t.attempts}) for side, tasks in (("A", a), ("B", b))}
+    if len(set(counts["A"]) | set(counts["B"])) > 1:
+        described = "; ".join(
+            f"{side}: {', '.join(map(str, values))} attempts per task" for side, values in counts.items() if values
+        )
+        warnings.append(
+            TaskWarning("attempts-differ", f"Tasks were attempted different numbers of times ({described}).")
+        )
+    return warnings
