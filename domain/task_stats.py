@@ -46,7 +46,7 @@ REWARD_METHOD = f"mean of the scored trials' rewards; {METHOD}"
 PASS_AT_K_METHOD = "mean over tasks with at least k attempts of the unbiased estimator, t 95% interval over those tasks"
 ONE_TASK_PASS_AT_1_METHOD = "exact Clopper-Pearson interval over the trials of one task"
 ONE_TASK_REWARD_METHOD = "t interval over the scored trials of one task"
-PAIRED_METHOD = "paired t-test over shared tasks"
+PAIRED_METHOD = "paired t-test over task means"
 UNPAIRED_METHOD = "t-test on task-clustered standard errors (Welch-Satterthwaite degrees of freedom)"
 ONE_TASK_REWARD_TEST = "Welch's t-test over the trials of one task"
 POWER_METHOD = (
@@ -202,7 +202,7 @@ def _reward_clusters(tasks: Mapping[str, TaskTally]) -> _Clusters:
 
 
 def _clip(value: float, low: float, high: float) -> float:
-    return min(high, max(low, value))
+    return float(min(high, max(low, value)))
 
 
 def _t_quantile(df: float) -> float:
@@ -440,105 +440,28 @@ def compare_mean_reward(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) 
     return _compare(ca, cb, p, one_task)
 
 
-def signed(value: float, places: int = 2) -> str:
-    """`value` with its sign to `places` decimals, never a negative zero: a figure that rounds to zero is "0.00"."""
-    text = f"{value:+.{places}f}"
-    return text[1:] if float(text) == 0 else text
-
-
-def delta_tone(difference: float | None, test: Test | None = None) -> str:
-    """How a page colours a B - A delta: "up" or "down" only when a test behind it is significant, else "neutral"."""
-    if difference is None or test is None or not test.significant or float(signed(difference)) == 0:
-        return "neutral"
-    return "up" if difference > 0 else "down"
-
-
-def one_task_note(estimate: TaskEstimate) -> str | None:
-    """For a figure read from one task: "one task, 8 attempts: this says nothing about other tasks"; else None."""
-    if not estimate.one_task:
-        return None
-    return (
-        f"one task, {estimate.trials} attempt{'s' if estimate.trials != 1 else ''}: this says nothing about other tasks"
-    )
-
-
-def _p(p_value: float) -> str:
-    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.3f}" if p_value < 0.01 else f"p = {p_value:.2f}"
-
-
-def _tasks(count: int) -> str:
-    return f"{count} task{'s' if count != 1 else ''}"
-
-
-def _scope(test: TaskTest) -> str:
-    if test.one_task:
-        return "over trials: a side holds one task, so this says nothing about other tasks"
-    if test.paired_tasks:
-        return f"over {_tasks(test.paired_tasks)} both sides hold"
-    return f"over {_tasks(test.tasks_a)} on A and {_tasks(test.tasks_b)} on B"
-
-
-def _unpaired_note(test: TaskTest) -> str:
-    if not test.paired_tasks or not (test.only_a or test.only_b):
-        return ""
-    parts = [
-        f"{_tasks(len(keys))} only {side} holds" for side, keys in (("A", test.only_a), ("B", test.only_b)) if keys
-    ]
-    return f" Not paired: {' and '.join(parts)}."
-
-
-def task_verdict(test: TaskTest, what: str) -> str:
-    """The plain-language verdict on B - A for `what` (e.g. "pass@1"), with the method and the tasks it read; no
-    negative zero, and the power in tasks when no difference is detected."""
-    if test.difference is None or test.p_value is None:
-        return f"Not enough tasks with trials on both sides to test {what}."
-    interval = (
-        f" (95% CI {signed(test.low)} to {signed(test.high)})" if test.low is not None and test.high is not None else ""
-    )
-    scope, note = _scope(test), _unpaired_note(test)
-    if test.significant and float(signed(test.difference)) != 0:
-        direction = "higher" if test.difference > 0 else "lower"
-        return (
-            f"B's {what} is {direction} by {abs(test.difference):.2f}{interval}, {_p(test.p_value)}, "
-            f"{test.method} {scope}.{note}"
-        )
-    more = ""
-    if test.power is not None:
-        unit = "shared tasks" if test.paired_tasks else "tasks per side"
-        more = (
-            f"; about {test.power.more_tasks_per_side} more {unit} would detect a difference of {DETECTABLE:g}"
-            if test.power.more_tasks_per_side
-            else f"; these tasks could detect a difference of {DETECTABLE:g}, so any real one is smaller"
-        )
-    return (
-        f"No detectable difference in {what} at these sample sizes: B - A = {signed(test.difference)}{interval}, "
-        f"{_p(test.p_value)}, {test.method} {scope}{more}.{note}"
-    )
-
-
 @dataclass(frozen=True)
-class TaskWarning:
-    """A warning the compare page and API show: a stable code and its message."""
+class TaskRow:
+    """One task of the per-task table: each side's tally (None when that side never attempted it)."""
 
-    code: str
-    message: str
+    task: str
+    a: TaskTally | None
+    b: TaskTally | None
+
+    @property
+    def difference(self) -> float | None:
+        """B's pass rate on this task minus A's, when both sides attempted it."""
+        if self.a is None or self.b is None:
+            return None
+        return self.b.successes / self.b.attempts - self.a.successes / self.a.attempts
 
 
-def task_warnings(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> list[TaskWarning]:
-    """The warnings the tallies alone justify: `one-task` (a side holds a single task) and `attempts-differ` (tasks
-    were attempted different numbers of times, within a side or between the sides). `evaluator-mix` needs the
-    evaluators, which the tallies do not hold: the caller adds it."""
-    warnings: list[TaskWarning] = []
-    for side, tasks in (("A", a), ("B", b)):
-        note = one_task_note(pass_at_1(tasks))
-        if note:
-            warnings.append(TaskWarning("one-task", f"{side} holds {note}."))
-    counts = {side: sorted({t.attempts for t in tasks.values() if t.attempts}) for side, tasks in (("A", a), ("B", b))}
-    if len(set(counts["A"]) | set(counts["B"])) > 1:
-        described = "; ".join(
-            f"{side}: {', '.join(map(str, values))} attempts per task" for side, values in counts.items() if values
-        )
-        warnings.append(
-            TaskWarning("attempts-differ", f"Tasks were attempted different numbers of times ({described}).")
-        )
-    return warnings
+def task_table(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally], limit: int = 200) -> tuple[list[TaskRow], bool]:
+    """The per-task table of both sides' tasks ordered by task key (a hash of the task text), the first `limit` of
+    them, and whether more were left out (the API's `tasks` and `tasksTruncated`)."""
+    held = sorted({k for k, t in a.items() if t.attempts > 0} | {k for k, t in b.items() if t.attempts > 0})
+    rows = [
+        TaskRow(k, a[k] if k in a and a[k].attempts else None, b[k] if k in b and b[k].attempts else None)
+        for k in held[:limit]
+    ]
+    return rows, len(held) > limit

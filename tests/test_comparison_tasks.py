@@ -11,6 +11,7 @@ from scipy import stats
 
 from domain import comparison
 from domain import task_stats as ts
+from domain import task_verdict as tv
 
 
 def close(x, y):
@@ -96,7 +97,7 @@ def test_tasks_only_one_side_holds_are_listed_not_paired():
     assert (test.paired_tasks, test.only_a, test.only_b, test.tasks_a, test.tasks_b) == (4, ("t5",), ("t6", "t7"), 5, 6)
     plain = ts.compare_pass_at_1(ts.tally(trials_of(A)), ts.tally(trials_of(B)))
     assert test.p_value == plain.p_value  # the unshared tasks do not enter the paired test
-    assert "Not paired: 1 task only A holds and 2 tasks only B holds." in ts.task_verdict(test, "pass@1")
+    assert "Not paired: 1 task only A holds and 2 tasks only B holds." in tv.task_verdict(test, "pass@1")
     # Two shared tasks among eight per side are not "the same tasks": the comparison is unpaired.
     many_a = {f"a{i}": [1.0, 0.0] for i in range(6)} | {"s1": [1.0], "s2": [0.0]}
     many_b = {f"b{i}": [1.0, 1.0] for i in range(6)} | {"s1": [1.0], "s2": [1.0]}
@@ -121,7 +122,7 @@ def test_different_tasks_are_compared_unpaired_on_the_clustered_standard_errors(
     needed = math.ceil(z**2 * (se_a**2 * 4 + se_b**2 * 4) / 0.1**2)
     assert test.power is not None and test.power.tasks_per_side == needed
     assert test.power.more_tasks_per_side == needed - 4
-    assert f"about {needed - 4} more tasks per side would detect a difference of 0.1" in ts.task_verdict(test, "x")
+    assert f"about {needed - 4} more tasks per side would detect a difference of 0.1" in tv.task_verdict(test, "x")
 
 
 def test_simpson_per_task_pairing_reverses_what_pooled_trials_say():
@@ -143,8 +144,8 @@ def test_one_task_keeps_its_exact_figures_and_says_so():
     exact = stats.binomtest(2, 8).proportion_ci(0.95, method="exact")
     assert figure.one_task and figure.method == ts.ONE_TASK_PASS_AT_1_METHOD
     assert close(figure.low, exact.low) and close(figure.high, exact.high)
-    assert ts.one_task_note(figure) == "one task, 8 attempts: this says nothing about other tasks"
-    assert ts.one_task_note(ts.pass_at_1(ts.tally(trials_of(A)))) is None
+    assert tv.one_task_note(figure) == "one task, 8 attempts: this says nothing about other tasks"
+    assert tv.one_task_note(ts.pass_at_1(ts.tally(trials_of(A)))) is None
     test = ts.compare_pass_at_1(a, b)
     assert test.unit == "trial" and test.one_task and test.method == "Fisher's exact test" and test.paired_tasks == 0
     assert close(test.p_value, stats.fisher_exact([[7, 1], [2, 6]]).pvalue)
@@ -154,9 +155,9 @@ def test_one_task_keeps_its_exact_figures_and_says_so():
     )
     assert reward.method == ts.ONE_TASK_REWARD_TEST and close(reward.p_value, welch.pvalue)
     assert close(reward.low, welch.confidence_interval(0.95).low)
-    assert "a side holds one task, so this says nothing about other tasks" in ts.task_verdict(test, "pass@1")
-    assert [w.code for w in ts.task_warnings(a, b)] == ["one-task", "one-task"]
-    assert ts.task_warnings(a, b)[0].message == "A holds one task, 8 attempts: this says nothing about other tasks."
+    assert "a side holds one task, so this says nothing about other tasks" in tv.task_verdict(test, "pass@1")
+    assert [w.code for w in tv.task_warnings(a, b)] == ["one-task", "one-task"]
+    assert tv.task_warnings(a, b)[0].message == "A holds one task, 8 attempts: this says nothing about other tasks."
 
 
 def test_pass_at_k_reads_only_tasks_with_enough_attempts():
@@ -187,7 +188,7 @@ def test_pass_at_k_reads_only_tasks_with_enough_attempts():
 
 
 def test_wording_has_no_negative_zero_and_untested_deltas_are_neutral():
-    assert [ts.signed(x) for x in (-0.001, 0.0, -0.0, 0.004, 0.005001, -0.2)] == [
+    assert [tv.signed(x) for x in (-0.001, 0.0, -0.0, 0.004, 0.005001, -0.2)] == [
         "0.00",
         "0.00",
         "0.00",
@@ -196,31 +197,61 @@ def test_wording_has_no_negative_zero_and_untested_deltas_are_neutral():
         "-0.20",
     ]
     significant = comparison.Test("t", -0.3, -0.5, -0.1, 0.01)
-    assert ts.delta_tone(-0.3) == "neutral" and ts.delta_tone(-0.3, significant) == "down"
-    assert ts.delta_tone(0.3, comparison.Test("t", 0.3, -0.1, 0.7, 0.2)) == "neutral"
+    assert tv.delta_tone(-0.3) == "neutral" and tv.delta_tone(-0.3, significant) == "down"
+    assert tv.delta_tone(0.3, comparison.Test("t", 0.3, -0.1, 0.7, 0.2)) == "neutral"
     same = {f"t{i}": [1.0, 0.0] for i in range(4)}
     test = ts.compare_pass_at_1(ts.tally(trials_of(same)), ts.tally(trials_of(same)))
-    text = ts.task_verdict(test, "pass@1")
-    assert "-0.00" not in text and "B - A = 0.00" in text and "over 4 tasks both sides hold" in text
+    text = tv.task_verdict(test, "pass@1")
+    assert (
+        "-0.00" not in text
+        and "B - A = 0.00" in text
+        and "paired t-test over task means, across 4 tasks both sides hold" in text
+    )
     a, b = ts.tally(trials_of(A)), ts.tally(trials_of({t: [1.0] * len(v) for t, v in A.items()}))
-    found = ts.task_verdict(ts.compare_pass_at_1(a, b), "pass@1")
+    found = tv.task_verdict(ts.compare_pass_at_1(a, b), "pass@1")
     assert found.startswith("B's pass@1 is higher by") and ts.PAIRED_METHOD in found
-    assert ts.task_verdict(ts.compare_pass_at_1({}, b), "pass@1").startswith("Not enough tasks")
+    assert tv.task_verdict(ts.compare_pass_at_1({}, b), "pass@1").startswith("Not enough tasks")
+
+
+def test_the_task_table_lists_both_sides_tasks_by_key_up_to_its_limit():
+    a = {"k3": ts.TaskTally(4, 1), "k1": ts.TaskTally(8, 8), "k0": ts.TaskTally(0, 0)}
+    b = {"k1": ts.TaskTally(8, 2), "k2": ts.TaskTally(2, 1)}
+    rows, truncated = ts.task_table(a, b)
+    assert [r.task for r in rows] == ["k1", "k2", "k3"] and not truncated
+    assert [r.difference for r in rows] == [-0.75, None, None] and rows[1].a is None and rows[2].b is None
+    rows, truncated = ts.task_table(a, b, limit=2)
+    assert [r.task for r in rows] == ["k1", "k2"] and truncated
+
+
+def test_evaluator_mix_warning_gives_the_counts_per_evaluator_per_side():
+    assert tv.evaluator_mix_warning({"expert": 96}, {"expert": 40}) is None
+    assert tv.evaluator_mix_warning({"expert": 48, "weak": 48}, {"expert": 50, "weak": 46}) is None
+    warning = tv.evaluator_mix_warning({"expert": 96}, {"expert": 96, "weak": 32})
+    assert warning is not None and warning.code == "evaluator-mix"
+    assert "A: expert 96, weak 0; B: expert 96, weak 32" in warning.message
+    assert tv.evaluator_mix_warning({"expert": 90, "weak": 10}, {"expert": 50, "weak": 50}) is not None
+    assert tv.evaluator_mix_warning({}, {"expert": 3}) is None
 
 
 def test_warnings_say_when_attempts_differ():
     even = {f"t{i}": ts.TaskTally(8, 4, 8, 4.0, 4.0) for i in range(3)}
-    assert ts.task_warnings(even, even) == []
+    assert tv.task_warnings(even, even) == []
     uneven = {**even, "t9": ts.TaskTally(4, 1)}
-    (warning,) = ts.task_warnings(even, uneven)
+    (warning,) = tv.task_warnings(even, uneven)
     assert warning.code == "attempts-differ" and "B: 4, 8 attempts per task" in warning.message
     with pytest.raises(ValueError):
         ts.TaskTally(3, 4)
 
 
 def _side(rng: np.random.Generator, difficulty: np.ndarray, prefix: str, attempts: int = 8) -> dict[str, ts.TaskTally]:
-    wins = rng.binomial(attempts, difficulty)
-    return {f"{prefix}{i}": ts.TaskTally(attempts, int(w), attempts, float(w), float(w)) for i, w in enumerate(wins)}
+    """Tallies of `attempts` trials per task; a trial of task i succeeds with probability difficulty[i] and earns
+    reward 1, else a partial reward uniform on [0, 0.6)."""
+    won = rng.random((len(difficulty), attempts)) < difficulty[:, np.newaxis]
+    rewards = np.where(won, 1.0, rng.uniform(0.0, 0.6, won.shape))
+    return {
+        f"{prefix}{i}": ts.TaskTally(attempts, int(w.sum()), attempts, float(r.sum()), float((r**2).sum()))
+        for i, (w, r) in enumerate(zip(won, rewards, strict=True))
+    }
 
 
 @pytest.mark.slow
@@ -229,13 +260,14 @@ def test_null_simulation_rejects_about_five_percent_and_a_real_difference_is_fou
     through compare_pass_at_1; the pooled Fisher test on the same data; 400 paired datasets with a true per-task
     difference of 0.2, and 400 paired ones with none."""
     rng = np.random.default_rng(20261201)
-    datasets, rejected, pooled_rejected = 1_000, 0, 0
+    datasets, rejected, pooled_rejected, reward_rejected = 1_000, 0, 0, 0
     for _ in range(datasets):
         a = _side(rng, rng.beta(0.5, 0.5, 12), "a")
         b = _side(rng, rng.beta(0.5, 0.5, 12), "b")
         test = ts.compare_pass_at_1(a, b)
         assert test.paired_tasks == 0 and test.method == ts.UNPAIRED_METHOD
         rejected += test.p_value < 0.05
+        reward_rejected += ts.compare_mean_reward(a, b).p_value < 0.05
         wins_a, wins_b = (sum(t.successes for t in side.values()) for side in (a, b))
         pooled_rejected += comparison.unpaired_pass_at_1(wins_a, 96, wins_b, 96).p_value < 0.05
     paired_sets, found, false_alarms = 400, 0, 0
@@ -252,11 +284,13 @@ def test_null_simulation_rejects_about_five_percent_and_a_real_difference_is_fou
         found / paired_sets,
         false_alarms / paired_sets,
     )
-    print(f"\nnull rejection at 5%: by task {rate:.3f}, pooled Fisher over trials {pooled:.3f}")
+    reward_rate = reward_rejected / datasets
+    print(f"\nnull rejection at 5%: pass@1 by task {rate:.3f}, mean reward by task {reward_rate:.3f}")
+    print(f"the same null datasets through today's pooled pass@1 test (Fisher over trials): {pooled:.3f}")
     print(
         f"paired by task: power at a per-task difference of 0.2 {power:.3f}, rejection under the null {paired_null:.3f}"
     )
-    assert 0.02 <= rate <= 0.09
+    assert 0.02 <= rate <= 0.09 and 0.02 <= reward_rate <= 0.09
     assert 0.02 <= paired_null <= 0.09
     assert pooled > 0.2  # today's pooled test cries wolf
     assert power > 0.5
