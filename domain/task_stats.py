@@ -35,8 +35,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import stats
 
-from domain.comparison import ALPHA, CONFIDENCE, DETECTABLE, POWER, Estimate, Test, proportion, unbiased_pass_at_k
+from domain.comparison import ALPHA, CONFIDENCE, DETECTABLE, POWER, Estimate, Test, proportion
 from domain.comparison import unpaired_pass_at_1 as trial_pass_at_1_test
+from domain.vocabulary import MAX_ATTEMPTS
 
 MIN_PAIRED_TASKS = 2  # fewer shared tasks cannot give a paired test's standard error
 
@@ -253,24 +254,36 @@ def mean_reward(tasks: Mapping[str, TaskTally]) -> TaskEstimate:
     return _clustered(c, REWARD_METHOD)
 
 
+def unbiased_pass_at_k(successes: np.ndarray, attempts: np.ndarray, k: int) -> np.ndarray:
+    """Chen et al.'s unbiased pass@k, 1 - C(n-c, k) / C(n, k), element-wise for tasks with n >= k, as
+    -expm1(Σ_{i<k} log1p(-c / (n - i))) so that tasks attempted thousands of times (a version's many runs of one
+    task) neither overflow nor lose digits."""
+    n, c = np.asarray(attempts, dtype=float), np.asarray(successes, dtype=float)
+    reachable = n - c >= k  # fewer than k failures: every draw of k holds a success
+    steps = np.arange(k, dtype=float)[:, np.newaxis]
+    safe_c = np.where(reachable, c, 0.0)
+    log_ratio = np.sum(np.log1p(-safe_c / (n - steps)), axis=0)
+    return np.where(reachable, -np.expm1(log_ratio), 1.0)
+
+
 def pass_at_k(tasks: Mapping[str, TaskTally], ks: Iterable[int] | None = None) -> dict[int, TaskEstimate]:
-    """pass@k for each k (default 1 … the most attempts of any task): the mean over tasks with at least k attempts of
-    the unbiased estimator with each task's own attempts, its standard error over those tasks (sd / sqrt(tasks))
-    and the t 95% interval, clipped to [0, 1]; `tasks` and `trials` say what it read. No entry for a k no task
-    reaches. k = 1 here weights tasks equally; `pass_at_1` weights trials (they agree when attempts are equal).
+    """pass@k for each k (default 1 … MAX_ATTEMPTS): the mean over tasks with at least k attempts of the unbiased
+    estimator with each task's own attempts, its standard error over those tasks (sd / sqrt(tasks)) and the t 95%
+    interval, clipped to [0, 1]; `tasks` and `trials` say what it read. No entry for a k no task reaches. k = 1 here
+    weights tasks equally; `pass_at_1` weights trials (they agree when every task has the same attempts).
     """
     usable = [t for t in tasks.values() if t.attempts > 0]
     if not usable:
         return {}
     attempts = np.asarray([t.attempts for t in usable])
     wins = np.asarray([t.successes for t in usable])
-    wanted = range(1, int(attempts.max()) + 1) if ks is None else sorted(set(ks))
+    wanted = range(1, MAX_ATTEMPTS + 1) if ks is None else sorted(set(ks))
     table: dict[int, TaskEstimate] = {}
     for k in wanted:
         reach = attempts >= k
         if k < 1 or not reach.any():
             continue
-        values = np.asarray(unbiased_pass_at_k(wins[reach], attempts[reach], k), dtype=float)
+        values = unbiased_pass_at_k(wins[reach], attempts[reach], k)
         value, count, trials = float(values.mean()), len(values), int(attempts[reach].sum())
         if count < 2:
             table[k] = TaskEstimate(value, None, None, None, count, trials, PASS_AT_K_METHOD)

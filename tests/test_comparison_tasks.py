@@ -187,6 +187,19 @@ def test_pass_at_k_reads_only_tasks_with_enough_attempts():
     assert ts.pass_at_k({}) == {}
 
 
+def test_pass_at_k_holds_for_tasks_attempted_thousands_of_times():
+    from fractions import Fraction
+
+    cases = [(n, c, k) for n in (1, 4, 8, 30) for c in range(n + 1) for k in range(1, n + 1)]
+    cases += [(3000, 5, 8), (3000, 2990, 8), (5000, 1, 2), (5000, 4999, 1)]
+    for n, c, k in cases:
+        exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+        got = ts.unbiased_pass_at_k(np.asarray([c]), np.asarray([n]), k)[0]
+        assert got == pytest.approx(float(exact), rel=1e-9, abs=1e-12), (n, c, k)
+    table = ts.pass_at_k({"busy": ts.TaskTally(4000, 37), "rare": ts.TaskTally(3, 1)})
+    assert sorted(table) == list(range(1, 9)) and table[8].tasks == 1 and table[3].tasks == 2
+
+
 def test_wording_has_no_negative_zero_and_untested_deltas_are_neutral():
     assert [tv.signed(x) for x in (-0.001, 0.0, -0.0, 0.004, 0.005001, -0.2)] == [
         "0.00",
