@@ -18,7 +18,9 @@ The methods, as the compare page states them (the *_METHOD constants):
   tasks and the paired t-test (`scipy.stats.ttest_rel`); tasks only one side holds are listed, not paired.
   Otherwise the unpaired difference with SE = sqrt(SE_A² + SE_B²) and a t-test with Welch-Satterthwaite degrees of
   freedom (each side's tasks - 1). When a side holds one task, the exact tests over trials: Fisher's for pass@1,
-  Welch's t-test for the reward.
+  Welch's t-test for the reward. When the values a t-test would read have no spread (every shared task moved by
+  the same amount, every task of a side alike), an exact test takes over: the sign test over shared tasks, the
+  Mann-Whitney test over task means (over trials for one task), never "p = 0" from a zero standard error.
 * pass@k: for each k, the mean over the tasks with at least k attempts of the unbiased estimator with that task's
   own attempts, with the t 95% interval over those tasks; no entry for a k no task reaches.
 * power: the normal-approximation number of tasks per side (paired: shared tasks) that would detect a difference
@@ -50,6 +52,12 @@ ONE_TASK_REWARD_METHOD = "t interval over the scored trials of one task"
 PAIRED_METHOD = "paired t-test over task means"
 UNPAIRED_METHOD = "t-test on task-clustered standard errors (Welch-Satterthwaite degrees of freedom)"
 ONE_TASK_REWARD_TEST = "Welch's t-test over the trials of one task"
+# When the values a t-test reads have no spread its statistic is undefined; these exact tests take over, so that
+# two tasks that each moved from 0/1 to 1/1 are not "p = 0".
+SIGN_TEST = "exact sign test over shared tasks (their differences have no spread for a t-test)"
+RANK_TEST = "exact Mann-Whitney test over task means (no spread for a t-test)"
+ONE_TASK_RANK_TEST = "exact Mann-Whitney test over the trials of one task (no spread for a t-test)"
+NO_SPREAD = 1e-12  # a standard error at most this is no spread (rounding in sums of rewards)
 POWER_METHOD = (
     "normal-approximation sample size in tasks from the task-clustered variance (design effect), "
     "alpha = 0.05 two-sided, 80% power"
@@ -368,28 +376,39 @@ def _paired(means_a: dict[str, float], means_b: dict[str, float], p: Pairing, ca
     effects = [e for e in (_design_effect(ca), _design_effect(cb)) if e is not None]
     effect = float(np.mean(effects)) if effects else None
     power = None
-    if se > 0:
+    if se > NO_SPREAD:
         needed = math.ceil(_z_sum() ** 2 * float(spread.var(ddof=1)) / DETECTABLE**2)
         power = TaskPower(needed, max(0, needed - count), effect)
     base = _base(PAIRED_METHOD, ca, cb, p, stderr=se, paired_tasks=count, df=float(count - 1), power=power)
-    if se == 0:  # every shared task moved by the same amount: the t statistic's limit
-        p_value = 1.0 if difference == 0 else 0.0
-        return replace(base, difference=difference, low=difference, high=difference, p_value=p_value)
+    if se <= NO_SPREAD:  # every shared task moved by the same amount
+        if abs(difference) <= NO_SPREAD:
+            return replace(base, difference=0.0, low=0.0, high=0.0, p_value=1.0)
+        sign_test = float(stats.binomtest(count, count, 0.5).pvalue)
+        return replace(base, method=SIGN_TEST, difference=difference, p_value=sign_test)
     result = stats.ttest_rel(xb, xa)
     ci = result.confidence_interval(CONFIDENCE)
     low, high = _clip(float(ci.low), -1, 1), _clip(float(ci.high), -1, 1)
     return replace(base, difference=difference, low=low, high=high, p_value=float(result.pvalue))
 
 
+def _no_spread(base: TaskTest, a: list[float], b: list[float], method: str) -> TaskTest:
+    """B - A when neither side's values spread: no difference (p = 1), or the exact Mann-Whitney test, whose
+    p-value for two separated samples is 2 / C(n_a + n_b, n_a) however far apart they are; no interval."""
+    difference = float(np.mean(b) - np.mean(a))
+    if abs(difference) <= NO_SPREAD:
+        return replace(base, difference=0.0, low=0.0, high=0.0, p_value=1.0)
+    p_value = float(stats.mannwhitneyu(b, a, method="exact").pvalue)
+    return replace(base, method=method, difference=difference, p_value=p_value)
+
+
 def _unpaired(ca: _Clusters, cb: _Clusters, p: Pairing) -> TaskTest:
     difference = cb.mean - ca.mean
     va, vb = ca.cr0_stderr() ** 2, cb.cr0_stderr() ** 2
     se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(ca.keys) - 1) + vb**2 / (len(cb.keys) - 1)) if se > 0 else None
+    df = (va + vb) ** 2 / (va**2 / (len(ca.keys) - 1) + vb**2 / (len(cb.keys) - 1)) if se > NO_SPREAD else None
     base = _base(UNPAIRED_METHOD, ca, cb, p, stderr=se, df=df, power=_unpaired_power(ca, cb))
-    if df is None:
-        p_value = 1.0 if difference == 0 else 0.0
-        return replace(base, difference=difference, low=difference, high=difference, p_value=p_value)
+    if df is None:  # every task of a side has the same mean
+        return _no_spread(base, list(ca.task_means().values()), list(cb.task_means().values()), RANK_TEST)
     p_value = float(2 * stats.t.sf(abs(difference) / se, df))
     half = _t_quantile(df) * se
     low, high = _clip(difference - half, -1, 1), _clip(difference + half, -1, 1)
@@ -441,9 +460,10 @@ def compare_mean_reward(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) 
         sd_a, sd_b = math.sqrt(ca.trial_variance()), math.sqrt(cb.trial_variance())
         va, vb = sd_a**2 / ca.trials, sd_b**2 / cb.trials
         se = math.sqrt(va + vb)
-        if se == 0:
-            p_value = 1.0 if difference == 0 else 0.0
-            return replace(base, difference=difference, low=difference, high=difference, p_value=p_value, stderr=0.0)
+        if se <= NO_SPREAD:  # every trial of a side has the same reward
+            return _no_spread(
+                replace(base, stderr=se), [ca.mean] * ca.trials, [cb.mean] * cb.trials, ONE_TASK_RANK_TEST
+            )
         df = (va + vb) ** 2 / (va**2 / (ca.trials - 1) + vb**2 / (cb.trials - 1))
         result = stats.ttest_ind_from_stats(cb.mean, sd_b, cb.trials, ca.mean, sd_a, ca.trials, equal_var=False)
         half = _t_quantile(df) * se

@@ -318,11 +318,28 @@ def test_thin_sides_answer_without_failing():
     assert (
         reward.unit == "trial" and reward.method == ts.ONE_TASK_REWARD_TEST and reward.difference == pytest.approx(0.25)
     )
-    # Every task alike on both sides: no spread, so the difference is tested as its limit and no power is sized.
+    # Every task alike within each side: no spread for a t-test, so the exact rank test over task means (three
+    # tasks against three: p = 2 / C(6, 3) = 0.1, not 0) and no power is sized.
     same_a = {f"a{i}": ts.TaskTally(4, 4, 4, 4.0, 4.0) for i in range(3)}
     same_b = {f"b{i}": ts.TaskTally(4, 0, 4, 0.0, 0.0) for i in range(3)}
     test = ts.compare_pass_at_1(same_a, same_b)
-    assert (test.difference, test.p_value, test.stderr, test.power) == (-1.0, 0.0, 0.0, None)
+    assert (test.method, test.difference, test.stderr, test.power, test.low) == (ts.RANK_TEST, -1.0, 0.0, None, None)
+    assert close(test.p_value, stats.mannwhitneyu([0, 0, 0], [1, 1, 1], method="exact").pvalue) and close(
+        test.p_value, 0.1
+    )
+    # Two shared tasks that each went from 0/1 to 1/1: the exact sign test (p = 0.5); twelve such tasks: p = 2 / 2^12.
+    for tasks, expected in ((2, 0.5), (12, 2 / 2**12)):
+        lost = {f"t{i}": ts.TaskTally(1, 0, 1, 0.0, 0.0) for i in range(tasks)}
+        won = {f"t{i}": ts.TaskTally(1, 1, 1, 1.0, 1.0) for i in range(tasks)}
+        test = ts.compare_pass_at_1(lost, won)
+        assert (test.method, test.paired_tasks, test.difference) == (ts.SIGN_TEST, tasks, 1.0)
+        assert close(test.p_value, expected) and close(test.p_value, stats.binomtest(tasks, tasks).pvalue)
+    # One task, every reward alike within a side (thirds, whose sums round): the rank test over its trials.
+    third = round(1 / 3, 6)
+    one_a = {"t": ts.TaskTally(5, 0, 5, 5 * third, 5 * third**2)}
+    one_b = {"t": ts.TaskTally(5, 5, 5, 5.0, 5.0)}
+    reward = ts.compare_mean_reward(one_a, one_b)
+    assert reward.method == ts.ONE_TASK_RANK_TEST and close(reward.p_value, 2 / math.comb(10, 5))
     itself = ts.compare_pass_at_1(same_a, same_a)
     assert (itself.paired_tasks, itself.difference, itself.p_value) == (3, 0.0, 1.0)
     assert ts.compare_mean_reward(same_a, {}).difference is None
