@@ -88,6 +88,13 @@ def test_shared_tasks_are_paired_by_task_with_scipys_paired_t_test():
         assert close(test.difference, np.mean(means_b - means_a))
         assert close(test.stderr, np.std(means_b - means_a, ddof=1) / 2)
         assert close(test.p_value, expected.pvalue) and close(test.low, ci.low) and close(test.high, ci.high)
+        # Power in shared tasks from the spread of the per-task differences.
+        z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+        needed = math.ceil(z**2 * np.var(means_b - means_a, ddof=1) / 0.1**2)
+        assert test.power is not None and (test.power.tasks_per_side, test.power.more_tasks_per_side) == (
+            needed,
+            needed - 4,
+        )
 
 
 def test_tasks_only_one_side_holds_are_listed_not_paired():
@@ -135,6 +142,24 @@ def test_simpson_per_task_pairing_reverses_what_pooled_trials_say():
     test = ts.compare_pass_at_1(ta, tb)
     assert test.paired_tasks == 4 and test.difference > 0
     assert close(test.difference, np.mean([1 - 7 / 8, 1 - 8 / 10, 1 / 8, 2 / 10]))
+
+
+def test_simpson_by_evaluator_the_pooled_row_comes_with_the_mix_and_per_evaluator_rows_disagree_with_it():
+    # B is better than A under the strong evaluator on every task, but B also holds runs of a weak evaluator that
+    # A has none of: pooled, B looks worse.
+    strong_a = {f"t{i}": ts.TaskTally(8, 5) for i in range(6)}
+    strong_b = {f"t{i}": ts.TaskTally(8, 6 + i % 2) for i in range(6)}
+    weak_b = {f"t{i}": ts.TaskTally(8, 0) for i in range(6)}
+    pooled_b = {k: ts.TaskTally(16, strong_b[k].successes) for k in strong_b}
+    per_evaluator = ts.compare_pass_at_1(strong_a, strong_b)
+    pooled = ts.compare_pass_at_1(strong_a, pooled_b)
+    assert per_evaluator.difference > 0 and per_evaluator.significant
+    assert pooled.difference < 0 and ts.pass_at_1(pooled_b).value < ts.pass_at_1(strong_a).value
+    warning = tv.evaluator_mix_warning(
+        {"strong": sum(t.attempts for t in strong_a.values())},
+        {"strong": sum(t.attempts for t in strong_b.values()), "weak": sum(t.attempts for t in weak_b.values())},
+    )
+    assert warning is not None and "A: strong 48, weak 0; B: strong 48, weak 48" in warning.message
 
 
 def test_one_task_keeps_its_exact_figures_and_says_so():
