@@ -27,6 +27,7 @@ from commands.environments import create_environment, create_environment_version
 from commands.runs import version_stats_upsert
 from db import Database
 from domain.scoring import pass_at_k_table
+from models.accounts import Organization
 
 os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
 
@@ -50,6 +51,15 @@ def version_spec(name: str, index: int) -> dict:
     """A distinct, valid spec per version index."""
     params = {"skus": 3 + index % 18} if name == "admin-console" else {"tickets": 2 + index % 29}
     return {"kind": "builtin", "environment": name, "params": params}
+
+
+def ensure_members(database: Database, org_id: uuid.UUID, emails: list[str]) -> None:
+    """Make each of `emails` a member of the organization (the load benchmark's clients), once."""
+    with database.admin_session(org_id) as session, session.begin():
+        org = session.get(Organization, org_id)
+        for email in emails:
+            if not session.execute(text("SELECT 1 FROM users WHERE email = :e"), {"e": email}).first():
+                add_membership(session, create_user(session, email, BENCH_PASSWORD), org, "member")
 
 
 def ensure_catalog(database: Database, org_name: str, email: str, versions: int) -> tuple[uuid.UUID, list]:

@@ -26,7 +26,15 @@ from bench import load as load_bench
 from bench import pages, recording
 from bench import sandbox as sandbox_bench
 from bench import search as search_bench
-from bench.generate import ATTEMPTS, BENCH_PASSWORD, ORGS, check_rollups, ensure_catalog, generate_runs
+from bench.generate import (
+    ATTEMPTS,
+    BENCH_PASSWORD,
+    ORGS,
+    check_rollups,
+    ensure_catalog,
+    ensure_members,
+    generate_runs,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL, LARGE = 10_000, int(os.environ.get("BENCH_TRIALS", "1000000"))
@@ -119,17 +127,10 @@ def main() -> None:
 
     exported = export_bench.measure_export(database, org_id, email, BENCH_PASSWORD)
     recorded = recording.measure_recording(database, org_id, ids_large["version"])
-    load_urls = [
-        "/environments",
-        f"/environments/{ids_large['environment']}",
-        f"/runs/{ids_large['run']}",
-        f"/trials/{ids_large['trial']}",
-        "/capability-gap",
-        f"/api/v1/evaluation-runs/{ids_large['run']}",
-        "/api/v1/rollouts?kind=preference",
-        f"/api/v1/rollouts?kind=all&evaluationRunId={ids_large['run']}",
-    ]
-    loaded = load_bench.run_load(email, BENCH_PASSWORD, load_urls)
+    load_urls = load_bench.load_urls(ids_large)
+    members = load_bench.member_emails(email)
+    ensure_members(database, org_id, members)
+    loaded = load_bench.run_load(members, BENCH_PASSWORD, load_urls)
 
     worst_p95 = max(t.p95 for t in large.values())
     worst_ratio = max(large[p].median / small[p].median for p in pages.AGGREGATE_PAGES)
@@ -204,7 +205,8 @@ def main() -> None:
         "search and the explorer (no search vector, no GIN or explorer indexes) "
         f"| {record_search_ratio:.2f}x | {mark(record_search_ratio <= TARGETS['record_search_ratio'])} |",
         *search_targets,
-        f"| zero errors under concurrent load | {loaded.errors} errors | {mark(loaded.errors == 0)} |",
+        f"| zero errors under concurrent load | {loaded.errors} errors ({loaded.refused} answered 429) | "
+        f"{mark(loaded.errors == 0)} |",
         "",
         "## Pages and API endpoints",
         "",
