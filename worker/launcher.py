@@ -67,6 +67,22 @@ def _read_child_pid(info: int) -> int | None:
     return None
 
 
+def _await_loopback(pid: int) -> None:
+    """Wait until bubblewrap has brought up the sandbox's loopback (127.0.0.1 is in its namespace's local table):
+    slirp4netns sets `lo` up as well, and the two racing made bubblewrap fail ("loopback: Failed RTM_NEWADDR")."""
+    import time
+
+    deadline = time.monotonic() + NETWORK_READY_S
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/net/fib_trie") as table:
+                if "127.0.0.1" in table.read():
+                    return
+        except OSError:  # bubblewrap's child is gone: it failed and says why
+            return
+        time.sleep(0.0005)
+
+
 def _spawn(argv: list[str], keep: list[int], before_exec=None, stderr: int | None = None) -> int:
     """Fork and exec `argv` with the descriptors `keep` inherited; return its pid (fork and exec, not subprocess,
     whose import would cost the launcher more than everything else it does)."""
@@ -109,6 +125,7 @@ def _networked(config: dict[str, list[str]], argv: list[str], seccomp: list[str]
     child = _read_child_pid(info_read)
     if child is None:  # bubblewrap failed before making the sandbox; it said why
         return _status(sandbox)
+    _await_loopback(child)
     ready_read, ready_write = os.pipe()
     exit_read, exit_write = os.pipe()  # held by this process alone: slirp4netns ends when it closes
     said_read, said_write = os.pipe()  # slirp4netns's own words, kept out of the program's stderr
@@ -139,7 +156,10 @@ def _networked(config: dict[str, list[str]], argv: list[str], seccomp: list[str]
         except BlockingIOError:
             said = ""
         return _fail(f"slirp4netns could not connect the sandbox's network: {said or 'no answer'}")
-    os.write(block_write, b"1")
+    try:  # noqa: SIM105 - importing contextlib would cost the launcher's start-up more than this
+        os.write(block_write, b"1")
+    except BrokenPipeError:  # bubblewrap's child ended while the network came up; its status says how
+        pass
     os.close(block_write)
     status = _status(sandbox)
     os.close(exit_write)  # slirp4netns sees it and exits (its parent is gone by then: init reaps it)
