@@ -7,7 +7,7 @@ import uuid
 from flask import Blueprint, abort, redirect, request, url_for
 
 from db import request_session
-from domain import comparison
+from domain import task_stats, task_verdict
 from queries.compare import BadSide, Comparison, SideRef, compare, find_side
 from web.charts import funnel_chart, histogram_chart, pass_at_k_chart
 from web.htmx import render
@@ -38,6 +38,23 @@ def requested_sides() -> tuple[SideRef, SideRef]:
             abort(404, description=f"No run, environment version or evaluator {side_id} in this organization.")
         refs.append(ref)
     return refs[0], refs[1]
+
+
+def older_first(ids: list) -> list:
+    """The two ticked ids with the older first (a run by its creation, a version by its number), so A is the older."""
+    session = request_session()
+    refs = [find_side(session, side_id) for side_id in ids]
+    if any(ref is None for ref in refs):
+        return ids
+
+    def age(ref: SideRef | None) -> tuple:
+        assert ref is not None
+        return (ref.kind, ref.created_at, ref.version, str(ref.id)) if ref.kind == "run" else (ref.kind, ref.version)
+
+    a, b = refs
+    if a is not None and b is not None and a.kind == b.kind and age(b) < age(a):
+        return [ids[1], ids[0]]
+    return ids
 
 
 def charts(result: Comparison) -> dict:
@@ -76,7 +93,7 @@ def show():
         ids = [parse_uuid(value) for value in picked]
         if len(ids) != 2 or None in ids:
             abort(400, description="Tick exactly two runs (or two versions) to compare.")
-        return redirect(url_for("compare.show", a=ids[0], b=ids[1]), 303)
+        return redirect(url_for("compare.show", **dict(zip("ab", older_first(ids), strict=True))), 303)
     a, b = requested_sides()
     result = compare(request_session(), a, b)
-    return render("compare/show.html", result=result, charts=charts(result), methods=comparison)
+    return render("compare/show.html", result=result, charts=charts(result), methods=task_stats, words=task_verdict)
