@@ -438,3 +438,60 @@ def compare(session: Session, a_ref: SideRef, b_ref: SideRef) -> Comparison:
         rows,
         truncated,
     )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One entry of the compare picker's menus: an id, its label, and the environment (and version) it belongs to."""
+
+    kind: str  # "environment" | "version" | "run" | "evaluator"
+    id: uuid.UUID
+    label: str
+    environment_id: uuid.UUID | None
+    version_id: uuid.UUID | None
+
+
+PICKER_RUNS = 100  # newest completed runs the picker's run menu offers
+
+# The picker's menus in one statement: environments, their versions (newest first), evaluators, the newest runs.
+CHOICES = text(
+    f"""
+    SELECT 'environment' AS kind, e.id, e.name AS label, e.id AS environment_id, NULL::uuid AS version_id,
+           0 AS rank, e.name AS sort
+    FROM environments e
+    UNION ALL
+    SELECT 'version', v.id, e.name || ' v' || v.version, e.id, v.id, v.version, e.name
+    FROM environment_versions v JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+    WHERE CAST(:environment_id AS uuid) IS NULL OR e.id = CAST(:environment_id AS uuid)
+    UNION ALL
+    SELECT 'evaluator', c.id, c.name, NULL, NULL, 0, c.name FROM evaluator_configs c
+    UNION ALL
+    SELECT * FROM (
+        SELECT 'run', r.id, {run_label_sql()}, e.id, v.id, 0, to_char(r.created_at, 'YYYYMMDDHH24MISSUS')
+        FROM evaluation_runs r
+        JOIN environment_versions v ON v.organization_id = r.organization_id AND v.id = r.environment_version_id
+        JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+        JOIN evaluator_configs c ON c.organization_id = r.organization_id AND c.id = r.evaluator_config_id
+        WHERE r.status = 'completed' AND (CAST(:environment_id AS uuid) IS NULL OR e.id = CAST(:environment_id AS uuid))
+        ORDER BY r.created_at DESC, r.id DESC LIMIT :runs
+    ) runs
+    """
+)
+
+
+def compare_choices(session: Session, environment_id: uuid.UUID | None = None) -> dict[str, list[Choice]]:
+    """The compare picker's menus: environments, versions (each environment's newest first), evaluators and the
+    newest PICKER_RUNS completed runs (newest first), versions and runs narrowed to `environment_id` when given."""
+    menus: dict[str, list[tuple[Any, Choice]]] = {"environment": [], "version": [], "evaluator": [], "run": []}
+    for row in session.execute(CHOICES, {"environment_id": environment_id, "runs": PICKER_RUNS}):
+        choice = Choice(row.kind, row.id, row.label, row.environment_id, row.version_id)
+        order: Any = {
+            "environment": (row.sort, str(row.id)),
+            "version": (row.sort, -row.rank),
+            "evaluator": (row.sort, str(row.id)),
+            "run": (row.sort,),
+        }[row.kind]
+        menus[row.kind].append((order, choice))
+    answer = {kind: [choice for _, choice in sorted(items, key=lambda item: item[0])] for kind, items in menus.items()}
+    answer["run"].reverse()  # newest first
+    return answer

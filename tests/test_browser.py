@@ -151,6 +151,15 @@ def test_compare_opens_from_a_reset_run_and_from_the_run_list(live_server, brows
     assert sides.index("admin-console v1 · expert · #1") < sides.index("admin-console v1 · expert · #2")  # older is A
     shot(page, "11-compare-from-list")
 
+    # The picker: /compare with no sides offers the menus; two runs picked there compare them.
+    page.goto(f"{live_server}/compare")
+    page.select_option("#pick-a", label="admin-console v1 · expert · #1")
+    page.select_option("#pick-b", label="admin-console v1 · expert · #2")
+    page.click("#compare-picker button:has-text('Compare')")
+    page.wait_for_selector("#verdict-pass-at-1")
+    assert f"a={first}" in page.url and f"b={second}" in page.url
+    shot(page, "12-compare-picker")
+
 
 def test_the_explorer_filters_shows_chips_and_back_restores_the_form(live_server, browser_page, database, make_member):
     from tests.factories import finish_runs

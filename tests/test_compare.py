@@ -195,7 +195,7 @@ def test_evaluator_narrows_a_version_side(page, versions):
 
 def test_bad_and_unknown_ids(page, versions):
     a, _, a_runs, _ = versions
-    assert page.get("/compare").status_code == 400
+    assert page.get(f"/compare?a={a.version_id}").status_code == 400
     assert page.get(f"/compare?a={a.version_id}&b=nope").status_code == 400
     assert page.get(f"/compare?a={a.version_id}&b={uuid.uuid4()}").status_code == 404
     assert page.get(f"/compare?a={a_runs[0]}&b={a_runs[1]}&aEvaluatorConfigId={a.config_id}").status_code == 400
@@ -204,6 +204,30 @@ def test_bad_and_unknown_ids(page, versions):
     assert api.status_code == 400 and api.json["error"] == "missing b"
     assert page.get(f"/api/v1/compare?a={a.version_id}&b=x").json["error"] == "invalid b"
     assert page.get(f"/api/v1/compare?a={a.version_id}&b={uuid.uuid4()}").status_code == 404
+
+
+def test_compare_with_no_sides_shows_the_picker(page, versions, database, member):
+    a, b, a_runs, _ = versions
+    desk = make_catalog(database, member.org.id, EXPERT, 4, environment="support-desk", config_name="desk")
+    answer = page.get("/compare")
+    assert answer.status_code == 200
+    html = answer.text
+    environments = re.search(r'<select id="environmentId".*?</select>', html, re.S).group(0)
+    assert "admin-console" in environments and "support-desk" in environments
+    # A defaults to the previous version, B to the newest, of the environment shown (admin-console comes first).
+    for side, version_id in (("a", a.version_id), ("b", b.version_id)):
+        menu = re.search(rf'<select id="pick-{side}" name="{side}" required>.*?</select>', html, re.S).group(0)
+        assert re.search(rf'<option value="{version_id}" selected>', menu)
+        assert str(a_runs[0]) in menu and str(desk.version_id) not in menu
+    evaluators = re.search(r'<select id="pick-a-evaluator" name="aEvaluatorConfigId">.*?</select>', html, re.S)
+    assert str(a.config_id) in evaluators.group(0) and str(b.config_id) in evaluators.group(0)
+    # Another environment narrows the version and run menus to its own.
+    narrowed = page.get(f"/compare?environmentId={desk.environment_id}").text
+    menu = re.search(r'<select id="pick-a" name="a" required>.*?</select>', narrowed, re.S).group(0)
+    assert str(desk.version_id) in menu and str(a.version_id) not in menu
+    # The form's answer is the comparison (an empty evaluator menu narrows nothing).
+    picked = page.get(f"/compare?a={a.version_id}&aEvaluatorConfigId=&b={b.version_id}&bEvaluatorConfigId=")
+    assert picked.status_code == 200 and 'id="verdict-pass-at-1"' in picked.text
 
 
 def test_checkboxes_redirect_to_the_pair(page, versions):
