@@ -138,6 +138,13 @@ def test_different_tasks_are_unpaired_on_clustered_errors(api):
     df = (sa**2 + sb**2) ** 2 / (sa**4 / 5 + sb**4 / 5)
     assert close(test["pValue"], 2 * stats.t.sf(abs(mb - ma) / np.sqrt(sa**2 + sb**2), df))
     assert len(body["tasks"]) == 12 and all((row["a"] is None) != (row["b"] is None) for row in body["tasks"])
+    # pass@1 is not significant here: the power is counted in tasks, from the task-clustered variance.
+    (_, pa), (_, pb) = cr0(A_TASKS, success=True), cr0(other, success=True)
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    more = int(np.ceil(z**2 * (pa**2 * 6 + pb**2 * 6) / 0.1**2)) - 6
+    verdict = tests["passAt1"]["verdict"]
+    assert verdict.startswith("No detectable difference in pass@1") and "across 6 tasks on A and 6 on B" in verdict
+    assert f"about {more} more tasks per side would detect a difference of 0.1" in verdict
 
 
 def test_evaluator_mix_is_warned_with_counts_per_evaluator(api):
