@@ -230,30 +230,63 @@ def find_side(session: Session, side_id: uuid.UUID, evaluator_id: uuid.UUID | No
     )  # fmt: skip
 
 
-# A side's per-task tallies by evaluator, and each evaluator's runs, in one statement over the runs it reads: the task
-# key is md5 of the task text, successes are trials with reward 1 (as the rollups count them).
+# A side's per-task tallies in one statement over the runs it reads, one row per evaluator (its name, its runs, and
+# its tasks' tallies as arrays, so that hundreds of tasks cost no more than a row each in PostgreSQL's array output):
+# the task key is md5 of the task text, successes are trials with reward 1 (as the rollups count them).
 TASK_TALLIES = text(
     """
-    SELECT 'task' AS what, md5(t.task) AS task, r.evaluator_config_id AS evaluator_id, left(min(t.task), 160) AS label,
-           count(*) AS attempts, count(*) FILTER (WHERE t.reward = 1) AS successes, count(t.reward) AS scored,
-           coalesce(sum(t.reward), 0) AS reward_sum, coalesce(sum(t.reward * t.reward), 0) AS reward_square_sum
-    FROM evaluation_trials t
-    JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
-    WHERE t.evaluation_run_id = ANY(:run_ids)
-    GROUP BY md5(t.task), r.evaluator_config_id
-    UNION ALL
-    SELECT 'evaluator', NULL, c.id, c.name, count(*), 0, 0, 0, 0
-    FROM evaluation_runs r
-    JOIN evaluator_configs c ON c.organization_id = r.organization_id AND c.id = r.evaluator_config_id
-    WHERE r.id = ANY(:run_ids)
-    GROUP BY c.id, c.name
+    WITH per_task AS (
+        SELECT r.evaluator_config_id AS evaluator_id, md5(t.task) AS task, left(min(t.task), 120) AS text,
+               count(*) AS attempts, count(*) FILTER (WHERE t.reward = 1) AS successes, count(t.reward) AS scored,
+               coalesce(sum(t.reward), 0) AS reward_sum, coalesce(sum(t.reward * t.reward), 0) AS reward_square_sum
+        FROM evaluation_trials t
+        JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
+        WHERE t.evaluation_run_id = ANY(:run_ids) AND r.id = ANY(:run_ids)  -- both sides by index, never a run scan
+        GROUP BY 1, 2
+    ), runs AS (
+        SELECT r.evaluator_config_id AS evaluator_id, count(*) AS runs FROM evaluation_runs r
+        WHERE r.id = ANY(:run_ids) GROUP BY 1
+    )
+    SELECT c.id, c.name, runs.runs,
+           coalesce(array_agg(p.task) FILTER (WHERE p.task IS NOT NULL), '{}') AS tasks,
+           coalesce(array_agg(p.text) FILTER (WHERE p.task IS NOT NULL), '{}') AS texts,
+           coalesce(array_agg(p.attempts) FILTER (WHERE p.task IS NOT NULL), '{}') AS attempts,
+           coalesce(array_agg(p.successes) FILTER (WHERE p.task IS NOT NULL), '{}') AS successes,
+           coalesce(array_agg(p.scored) FILTER (WHERE p.task IS NOT NULL), '{}') AS scored,
+           coalesce(array_agg(p.reward_sum) FILTER (WHERE p.task IS NOT NULL), '{}') AS reward_sums,
+           coalesce(array_agg(p.reward_square_sum) FILTER (WHERE p.task IS NOT NULL), '{}') AS reward_square_sums
+    FROM runs
+    JOIN evaluator_configs c ON c.id = runs.evaluator_id
+    LEFT JOIN per_task p ON p.evaluator_id = runs.evaluator_id
+    GROUP BY c.id, c.name, runs.runs
+    ORDER BY c.name, c.id
     """
 )
 
 
-def _add(total: TaskTally | None, part: TaskTally) -> TaskTally:
-    if total is None:
-        return part
+def task_figures(session: Session, run_ids: list[uuid.UUID]) -> dict[str, Any]:
+    """The pooled per-task tallies of `run_ids`' trials, the start of each task's text, and each evaluator's runs and
+    tallies."""
+    pooled: dict[str, TaskTally] = {}
+    texts: dict[str, str] = {}
+    evaluators: list[EvaluatorPart] = []
+    for row in session.execute(TASK_TALLIES, {"run_ids": run_ids}):
+        tallies = {
+            task: TaskTally(int(n), int(wins), int(scored), float(total), float(squares))
+            for task, n, wins, scored, total, squares in zip(
+                row.tasks, row.attempts, row.successes, row.scored, row.reward_sums, row.reward_square_sums,
+                strict=True,
+            )
+        }  # fmt: skip
+        for task, tally in tallies.items():
+            earlier = pooled.get(task)
+            pooled[task] = tally if earlier is None else _add(earlier, tally)
+        texts = dict(zip(row.tasks, row.texts, strict=True)) | texts
+        evaluators.append(EvaluatorPart(row.id, row.name, int(row.runs), tallies))
+    return {"tasks": pooled, "task_texts": texts, "evaluators": evaluators}
+
+
+def _add(total: TaskTally, part: TaskTally) -> TaskTally:
     return TaskTally(
         total.attempts + part.attempts,
         total.successes + part.successes,
@@ -261,29 +294,6 @@ def _add(total: TaskTally | None, part: TaskTally) -> TaskTally:
         total.reward_sum + part.reward_sum,
         total.reward_square_sum + part.reward_square_sum,
     )
-
-
-def task_figures(session: Session, run_ids: list[uuid.UUID]) -> dict[str, Any]:
-    """The pooled per-task tallies of `run_ids`' trials, the tasks' texts, and each evaluator's runs and tallies."""
-    pooled: dict[str, TaskTally] = {}
-    texts: dict[str, str] = {}
-    per_evaluator: dict[uuid.UUID, dict[str, TaskTally]] = {}
-    names: dict[uuid.UUID, tuple[str, int]] = {}
-    for row in session.execute(TASK_TALLIES, {"run_ids": run_ids}):
-        if row.what == "evaluator":
-            names[row.evaluator_id] = (row.label, int(row.attempts))
-            continue
-        part = TaskTally(
-            int(row.attempts), int(row.successes), int(row.scored), float(row.reward_sum), float(row.reward_square_sum)
-        )
-        pooled[row.task] = _add(pooled.get(row.task), part)
-        texts.setdefault(row.task, row.label)
-        per_evaluator.setdefault(row.evaluator_id, {})[row.task] = part
-    evaluators = [
-        EvaluatorPart(evaluator_id, label, runs, per_evaluator.get(evaluator_id, {}))
-        for evaluator_id, (label, runs) in sorted(names.items(), key=lambda item: (item[1][0], str(item[0])))
-    ]
-    return {"tasks": pooled, "task_texts": texts, "evaluators": evaluators}
 
 
 def _task_estimates(tasks: dict[str, TaskTally]) -> dict[str, Any]:
