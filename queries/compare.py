@@ -174,6 +174,19 @@ class Comparison:
         """The verdict on mean reward in words."""
         return task_verdict(self.mean_reward, "mean reward")
 
+    @property
+    def evaluator_verdicts(self) -> list[tuple[EvaluatorPart, EvaluatorPart, TaskTest, str]]:
+        """For each evaluator both sides ran (by id), B - A of pass@1 over that evaluator's trials alone, in words:
+        like compared with like when the sides' mixes differ."""
+        held_b = {e.id: e for e in self.b.evaluators}
+        answer = []
+        for part_a in self.a.evaluators:
+            part_b = held_b.get(part_a.id)
+            if part_b is not None and (len(self.a.evaluators) > 1 or len(self.b.evaluators) > 1):
+                test = task_stats.compare_pass_at_1(part_a.tasks, part_b.tasks)
+                answer.append((part_a, part_b, test, task_verdict(test, "pass@1")))
+        return answer
+
     def task_text(self, key: str) -> str:
         """The start of task `key`'s text, from whichever side holds it."""
         return self.a.task_texts.get(key) or self.b.task_texts.get(key) or ""

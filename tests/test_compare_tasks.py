@@ -167,6 +167,10 @@ def test_evaluator_mix_is_warned_with_counts_per_evaluator(api):
     assert 'data-code="evaluator-mix"' in html and "Per evaluator" in html
     table = re.search(r'<table class="compare-evaluators">.*?</table>', html, re.S).group(0)
     assert "weak" in table and "strong" in table
+    # The evaluator both sides ran is compared alone, paired over its 4 shared tasks: each went from 1/4 to 2/4, so
+    # the differences have no spread and the exact sign test reads them (p = 2 / 2**4).
+    alone = re.search(r'<p class="evaluator-verdict"><strong>strong alone:</strong> ([^<]+)</p>', html).group(1)
+    assert f"B - A = +0.25, p = {stats.binomtest(4, 4, 0.5).pvalue:.2f}, {task_stats.SIGN_TEST}" in alone
     # Narrowed to the strong evaluator on both sides, the mix agrees and B is ahead.
     strong = body["b"]["evaluators"][0]["id"]
     narrowed = api.client.get(
