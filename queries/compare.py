@@ -2,11 +2,11 @@
 
 A side is a run (its trials), or an environment version (all its runs), optionally narrowed to one evaluator.
 A whole version is read from the rollups the worker keeps (environment_version_stats, stage_metric_rollups,
-failure_category_counts) and from its newest WINDOW completed runs (their stored pass@k and their trials'
-rewards), so the cost never follows the size of the history. A version narrowed to one evaluator has no rollup
+failure_category_counts) and from its newest WINDOW completed runs (their trials' rewards and per-task tallies),
+so the cost never follows the size of the history. A version narrowed to one evaluator has no rollup
 of its own: all its figures come from that window.
 
-The task is the unit (domain.task_stats): a side's per-task tallies come from one grouped query over the trials
+The task is the unit (domain.task_stats): a side's per-task tallies come from one grouped statement over the trials
 it reads (the run's, or the version window's runs), the task key being md5 of the trial's task text, grouped by
 evaluator too so that a version side shows each evaluator's figures and the evaluator-mix warning its counts.
 pass@1, mean reward and pass@k are the task-clustered figures of those tallies; B - A is paired by task when the
@@ -108,11 +108,6 @@ class Side:
     def pass_at_1(self) -> TaskEstimate:
         """pass@1 over the side's tasks (the trials its task figures read) with the clustered standard error."""
         return self.pass_at_k[1]
-
-    @property
-    def task_trials(self) -> int:
-        """The trials the task figures read (all of a run's; a version's window runs')."""
-        return sum(t.attempts for t in self.tasks.values())
 
     def stage_rate(self, key: str) -> float | None:
         """Share of trials reporting `key` that passed it."""
