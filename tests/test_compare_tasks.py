@@ -211,3 +211,25 @@ def test_pass_at_k_with_mixed_attempts_reads_only_tasks_with_enough(api):
     html = api.client.get(f"/compare?a={versions['v1']}&b={versions['v2']}").text
     assert "-0.00" not in html and "\u22120.00" not in html
     assert 'class="delta up"' not in html and 'class="delta down"' not in html
+
+
+def test_statements_do_not_grow_with_tasks_runs_or_evaluators(api, database):
+    from tests.test_pages import counting_queries
+
+    versions = load(api, lines("v1", A_TASKS), lines("v2", B_TASKS))
+    urls = [f"/compare?a={versions['v1']}&b={versions['v2']}", f"/api/v1/compare?a={versions['v1']}&b={versions['v2']}"]
+
+    def budget() -> list[int]:
+        counts = []
+        for url in urls:
+            with counting_queries(database) as statements:
+                assert api.client.get(url).status_code == 200
+            counts.append(len(statements))
+        return counts
+
+    before = budget()
+    more = {f"m{i}": [1.0, 0.0, 0.5] for i in range(30)}
+    load(api, lines("v1", more, prefix="more-"), lines("v2", more, agent="weak", prefix="more-"))
+    after = budget()
+    assert after == before, (before, after)
+    assert max(after) <= 12, after
