@@ -7,8 +7,8 @@ import uuid
 from flask import Blueprint, abort, redirect, request, url_for
 
 from db import request_session
-from domain import comparison
-from queries.compare import BadSide, Comparison, SideRef, compare, find_side
+from domain import task_stats, task_verdict
+from queries.compare import BadSide, Comparison, SideRef, compare, compare_choices, find_side
 from web.charts import funnel_chart, histogram_chart, pass_at_k_chart
 from web.htmx import render
 from web.limits import expensive
@@ -40,6 +40,23 @@ def requested_sides() -> tuple[SideRef, SideRef]:
     return refs[0], refs[1]
 
 
+def older_first(ids: list) -> list:
+    """The two ticked ids with the older first (a run by its creation, a version by its number), so A is the older."""
+    session = request_session()
+    refs = [find_side(session, side_id) for side_id in ids]
+    if any(ref is None for ref in refs):
+        return ids
+
+    def age(ref: SideRef | None) -> tuple:
+        assert ref is not None
+        return (ref.kind, ref.created_at, ref.version, str(ref.id)) if ref.kind == "run" else (ref.kind, ref.version)
+
+    a, b = refs
+    if a is not None and b is not None and a.kind == b.kind and age(b) < age(a):
+        return [ids[1], ids[0]]
+    return ids
+
+
 def charts(result: Comparison) -> dict:
     """The page's SVG charts from the comparison's figures."""
     names = ("A: " + result.a.ref.label, "B: " + result.b.ref.label)
@@ -64,19 +81,40 @@ def charts(result: Comparison) -> dict:
     }
 
 
+def pick():
+    """/compare with no sides: the picker (environment, then each side's version or run and evaluator), whose form
+    submits the a/b URL; `environmentId` narrows the version and run menus, A defaults to the previous version."""
+    environment_id = optional_uuid("environmentId")
+    menus = compare_choices(request_session(), environment_id)
+    versions = menus["version"]
+    shown = environment_id or (versions[0].environment_id if versions else None)
+    offered = [v for v in versions if v.environment_id == shown]
+    default_b = offered[0].id if offered else None  # newest first
+    default_a = offered[1].id if len(offered) > 1 else default_b
+    return render(
+        "compare/pick.html",
+        menus=menus,
+        environment_id=shown,
+        defaults={"a": default_a, "b": default_b},
+    )
+
+
 @bp.get("/compare")
 @expensive()
 def show():
-    """/compare?a=…&b=…: the two sides, each a run or an environment version (optionally one evaluator).
+    """/compare?a=…&b=…: the two sides, each a run or an environment version (optionally one evaluator); with no
+    sides, the picker.
 
     The run list's and version list's checkboxes submit `id` twice; that answer redirects to the a/b URL.
     """
     picked = request.args.getlist("id")
+    if not picked and "a" not in request.args and "b" not in request.args:
+        return pick()
     if picked and "a" not in request.args:
         ids = [parse_uuid(value) for value in picked]
         if len(ids) != 2 or None in ids:
             abort(400, description="Tick exactly two runs (or two versions) to compare.")
-        return redirect(url_for("compare.show", a=ids[0], b=ids[1]), 303)
+        return redirect(url_for("compare.show", **dict(zip("ab", older_first(ids), strict=True))), 303)
     a, b = requested_sides()
     result = compare(request_session(), a, b)
-    return render("compare/show.html", result=result, charts=charts(result), methods=comparison)
+    return render("compare/show.html", result=result, charts=charts(result), methods=task_stats, words=task_verdict)

@@ -2,9 +2,15 @@
 
 A side is a run (its trials), or an environment version (all its runs), optionally narrowed to one evaluator.
 A whole version is read from the rollups the worker keeps (environment_version_stats, stage_metric_rollups,
-failure_category_counts) and from its newest WINDOW completed runs (their stored pass@k and their trials'
-rewards), so the cost never follows the size of the history. A version narrowed to one evaluator has no rollup
+failure_category_counts) and from its newest WINDOW completed runs (their trials' rewards and per-task tallies),
+so the cost never follows the size of the history. A version narrowed to one evaluator has no rollup
 of its own: all its figures come from that window.
+
+The task is the unit (domain.task_stats): a side's per-task tallies come from one grouped statement over the trials
+it reads (the run's, or the version window's runs), the task key being md5 of the trial's task text, grouped by
+evaluator too so that a version side shows each evaluator's figures and the evaluator-mix warning its counts.
+pass@1, mean reward and pass@k are the task-clustered figures of those tallies; B - A is paired by task when the
+sides share their tasks (never trial n with trial n).
 """
 
 from __future__ import annotations
@@ -17,12 +23,15 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from domain import comparison as stats
+from domain import task_stats
 from domain.specs import stage_order
+from domain.task_stats import TaskEstimate, TaskRow, TaskTally, TaskTest
+from domain.task_verdict import TaskWarning, evaluator_mix_warning, task_verdict, task_warnings
 from queries.runs import run_label_sql
 
 WINDOW = 50  # newest completed runs a version side reads for per-run figures (about 400 trials at 8 per run)
 HISTOGRAM_BINS = 10
+TASK_ROWS = 200  # the per-task table's first rows by task key (the API's `tasks`, `tasksTruncated` past it)
 
 
 class BadSide(ValueError):
@@ -45,6 +54,32 @@ class SideRef:
     evaluator_name: str | None = None
     world_seed: int | None = None
     reset_of_run_id: uuid.UUID | None = None
+    created_at: Any = None  # a run's creation time (a version: None), so that ticking two runs makes the older A
+
+
+@dataclass(frozen=True)
+class EvaluatorPart:
+    """One evaluator's share of a side: its runs and trials, and its own task figures."""
+
+    id: uuid.UUID
+    label: str
+    runs: int
+    tasks: dict[str, TaskTally] = field(repr=False, default_factory=dict)
+
+    @property
+    def trials(self) -> int:
+        """The evaluator's trials on this side."""
+        return sum(t.attempts for t in self.tasks.values())
+
+    @property
+    def pass_at_1(self) -> TaskEstimate:
+        """This evaluator's pass@1 over its tasks."""
+        return task_stats.pass_at_1(self.tasks)
+
+    @property
+    def mean_reward(self) -> TaskEstimate:
+        """This evaluator's mean reward over its tasks."""
+        return task_stats.mean_reward(self.tasks)
 
 
 @dataclass(frozen=True)
@@ -56,8 +91,8 @@ class Side:
     trials: int
     successes: int
     scored: int
-    pass_at_k: dict[int, stats.Estimate]
-    mean_reward: stats.Estimate
+    pass_at_k: dict[int, TaskEstimate]
+    mean_reward: TaskEstimate
     stage_trials: dict[str, int]
     stage_passed: dict[str, int]
     categories: dict[str, int]
@@ -65,7 +100,14 @@ class Side:
     window_runs: int  # runs the per-run figures read (all of them unless capped)
     capped: bool
     rewards: list[float] = field(repr=False, default_factory=list)
-    outcomes: dict[int, tuple[bool, float | None]] = field(repr=False, default_factory=dict)  # trial → (won, reward)
+    tasks: dict[str, TaskTally] = field(repr=False, default_factory=dict)  # task key → the side's tally (pooled)
+    task_texts: dict[str, str] = field(repr=False, default_factory=dict)  # task key → the start of its task text
+    evaluators: list[EvaluatorPart] = field(default_factory=list)
+
+    @property
+    def pass_at_1(self) -> TaskEstimate:
+        """pass@1 over the side's tasks (the trials its task figures read) with the clustered standard error."""
+        return self.pass_at_k[1]
 
     def stage_rate(self, key: str) -> float | None:
         """Share of trials reporting `key` that passed it."""
@@ -78,35 +120,22 @@ class Side:
 
 
 @dataclass(frozen=True)
-class Pair:
-    """One task both sides attempted (trial n of each run in the same world)."""
-
-    trial_number: int
-    a: bool
-    b: bool
-    a_reward: float | None
-    b_reward: float | None
-
-    @property
-    def outcome(self) -> str:
-        """both / A only / B only / neither."""
-        return {(True, True): "both", (True, False): "A only", (False, True): "B only"}.get((self.a, self.b), "neither")
-
-
-@dataclass(frozen=True)
 class Comparison:
-    """Both sides, the same-task pairs when there are any, and the tests of B - A."""
+    """Both sides, the pairing of their tasks, the tests of B - A with the task as the unit, and the warnings."""
 
     a: Side
     b: Side
-    pairs: list[Pair]
-    pass_at_1: stats.Test
-    mean_reward: stats.Test
+    pairing: task_stats.Pairing
+    pass_at_1: TaskTest
+    mean_reward: TaskTest
+    warnings: list[TaskWarning]
+    task_rows: list[TaskRow]
+    tasks_truncated: bool
 
     @property
     def paired(self) -> bool:
-        """True when both sides ran the same tasks and the tests are paired."""
-        return bool(self.pairs)
+        """True when both sides share their tasks and the tests are paired by task."""
+        return self.pairing.paired
 
     @property
     def ks(self) -> list[int]:
@@ -131,24 +160,31 @@ class Comparison:
         return sorted(both, key=lambda c: (-both[c], c))
 
     @property
-    def pair_counts(self) -> dict[str, int]:
-        """How many pairs fell in each outcome."""
-        counts = {"both": 0, "A only": 0, "B only": 0, "neither": 0}
-        for pair in self.pairs:
-            counts[pair.outcome] += 1
-        return counts
-
-    @property
     def pass_at_1_verdict(self) -> str:
-        """The verdict on pass@1 in words."""
-        per_side = len(self.pairs) if self.pairs else min(self.a.trials, self.b.trials)
-        return stats.verdict(self.pass_at_1, "pass@1", per_side)
+        """The verdict on pass@1 in words (method, tasks read, power in tasks)."""
+        return task_verdict(self.pass_at_1, "pass@1")
 
     @property
     def mean_reward_verdict(self) -> str:
         """The verdict on mean reward in words."""
-        per_side = len(self.pairs) if self.pairs else min(len(self.a.rewards), len(self.b.rewards))
-        return stats.verdict(self.mean_reward, "mean reward", per_side)
+        return task_verdict(self.mean_reward, "mean reward")
+
+    @property
+    def evaluator_verdicts(self) -> list[tuple[EvaluatorPart, EvaluatorPart, TaskTest, str]]:
+        """For each evaluator both sides ran (by id), B - A of pass@1 over that evaluator's trials alone, in words:
+        like compared with like when the sides' mixes differ."""
+        held_b = {e.id: e for e in self.b.evaluators}
+        answer = []
+        for part_a in self.a.evaluators:
+            part_b = held_b.get(part_a.id)
+            if part_b is not None and (len(self.a.evaluators) > 1 or len(self.b.evaluators) > 1):
+                test = task_stats.compare_pass_at_1(part_a.tasks, part_b.tasks)
+                answer.append((part_a, part_b, test, task_verdict(test, "pass@1")))
+        return answer
+
+    def task_text(self, key: str) -> str:
+        """The start of task `key`'s text, from whichever side holds it."""
+        return self.a.task_texts.get(key) or self.b.task_texts.get(key) or ""
 
 
 # The run or the environment version an id names, in one statement (each branch a primary-key lookup).
@@ -156,14 +192,14 @@ SIDE_REF = text(
     f"""
     SELECT 'run' AS kind, r.id, {run_label_sql()} AS label, e.id AS environment_id, e.name AS environment_name,
            v.id AS version_id, v.version, v.spec, c.id AS evaluator_id, c.name AS evaluator_name, r.world_seed,
-           r.reset_of_run_id
+           r.reset_of_run_id, r.created_at
     FROM evaluation_runs r
     JOIN environment_versions v ON v.organization_id = r.organization_id AND v.id = r.environment_version_id
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
     JOIN evaluator_configs c ON c.organization_id = r.organization_id AND c.id = r.evaluator_config_id
     WHERE r.id = :id
     UNION ALL
-    SELECT 'version', v.id, NULL, e.id, e.name, v.id, v.version, v.spec, NULL, NULL, NULL, NULL
+    SELECT 'version', v.id, NULL, e.id, e.name, v.id, v.version, v.spec, NULL, NULL, NULL, NULL, NULL
     FROM environment_versions v JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
     WHERE v.id = :id
     """
@@ -184,7 +220,7 @@ def find_side(session: Session, side_id: uuid.UUID, evaluator_id: uuid.UUID | No
         return SideRef(
             "run", found.id, found.label, found.environment_id, found.environment_name, found.version_id,
             found.version, found.spec, found.evaluator_id, found.evaluator_name, found.world_seed,
-            found.reset_of_run_id,
+            found.reset_of_run_id, found.created_at,
         )  # fmt: skip
     version = found
     label = f"{version.environment_name} v{version.version}"
@@ -202,14 +238,89 @@ def find_side(session: Session, side_id: uuid.UUID, evaluator_id: uuid.UUID | No
     )  # fmt: skip
 
 
+# A side's per-task tallies in one statement over the runs it reads, one row per evaluator (its name, its runs, and
+# its tasks' tallies as arrays, so that hundreds of tasks cost no more than a row each in PostgreSQL's array output):
+# the task key is md5 of the task text, successes are trials with reward 1 (as the rollups count them).
+TASK_TALLIES = text(
+    """
+    WITH per_task AS (
+        SELECT r.evaluator_config_id AS evaluator_id, md5(t.task) AS task, left(min(t.task), 120) AS text,
+               count(*) AS attempts, count(*) FILTER (WHERE t.reward = 1) AS successes, count(t.reward) AS scored,
+               coalesce(sum(t.reward), 0) AS reward_sum, coalesce(sum(t.reward * t.reward), 0) AS reward_square_sum
+        FROM evaluation_trials t
+        JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
+        WHERE t.evaluation_run_id = ANY(:run_ids) AND r.id = ANY(:run_ids)  -- both sides by index, never a run scan
+        GROUP BY 1, 2
+    ), runs AS (
+        SELECT r.evaluator_config_id AS evaluator_id, count(*) AS runs FROM evaluation_runs r
+        WHERE r.id = ANY(:run_ids) GROUP BY 1
+    )
+    SELECT c.id, c.name, runs.runs,
+           coalesce(array_agg(p.task) FILTER (WHERE p.task IS NOT NULL), '{}') AS tasks,
+           coalesce(array_agg(p.text) FILTER (WHERE p.task IS NOT NULL), '{}') AS texts,
+           coalesce(array_agg(p.attempts) FILTER (WHERE p.task IS NOT NULL), '{}') AS attempts,
+           coalesce(array_agg(p.successes) FILTER (WHERE p.task IS NOT NULL), '{}') AS successes,
+           coalesce(array_agg(p.scored) FILTER (WHERE p.task IS NOT NULL), '{}') AS scored,
+           coalesce(array_agg(p.reward_sum) FILTER (WHERE p.task IS NOT NULL), '{}') AS reward_sums,
+           coalesce(array_agg(p.reward_square_sum) FILTER (WHERE p.task IS NOT NULL), '{}') AS reward_square_sums
+    FROM runs
+    JOIN evaluator_configs c ON c.id = runs.evaluator_id
+    LEFT JOIN per_task p ON p.evaluator_id = runs.evaluator_id
+    GROUP BY c.id, c.name, runs.runs
+    ORDER BY c.name, c.id
+    """
+)
+
+
+def task_figures(session: Session, run_ids: list[uuid.UUID]) -> dict[str, Any]:
+    """The pooled per-task tallies of `run_ids`' trials, the start of each task's text, and each evaluator's runs and
+    tallies."""
+    pooled: dict[str, TaskTally] = {}
+    texts: dict[str, str] = {}
+    evaluators: list[EvaluatorPart] = []
+    for row in session.execute(TASK_TALLIES, {"run_ids": run_ids}):
+        tallies = {
+            task: TaskTally(int(n), int(wins), int(scored), float(total), float(squares))
+            for task, n, wins, scored, total, squares in zip(
+                row.tasks, row.attempts, row.successes, row.scored, row.reward_sums, row.reward_square_sums,
+                strict=True,
+            )
+        }  # fmt: skip
+        for task, tally in tallies.items():
+            earlier = pooled.get(task)
+            pooled[task] = tally if earlier is None else _add(earlier, tally)
+        texts = dict(zip(row.tasks, row.texts, strict=True)) | texts
+        evaluators.append(EvaluatorPart(row.id, row.name, int(row.runs), tallies))
+    return {"tasks": pooled, "task_texts": texts, "evaluators": evaluators}
+
+
+def _add(total: TaskTally, part: TaskTally) -> TaskTally:
+    return TaskTally(
+        total.attempts + part.attempts,
+        total.successes + part.successes,
+        total.scored + part.scored,
+        total.reward_sum + part.reward_sum,
+        total.reward_square_sum + part.reward_square_sum,
+    )
+
+
+def _task_estimates(tasks: dict[str, TaskTally]) -> dict[str, Any]:
+    """pass@1 (over trials, clustered by task), pass@k for k >= 2 (over tasks with k attempts) and mean reward."""
+    over_tasks = {k: e for k, e in task_stats.pass_at_k(tasks).items() if k >= 2}
+    return {
+        "pass_at_k": {1: task_stats.pass_at_1(tasks), **over_tasks},
+        "mean_reward": task_stats.mean_reward(tasks),
+    }
+
+
 RUN_TRIALS = text(
     """
     SELECT trial_number, reward, failure_category, metrics FROM evaluation_trials
     WHERE evaluation_run_id = ANY(:run_ids) ORDER BY evaluation_run_id, trial_number
     """
 )
-# A version side in one statement: its newest :window completed runs (whether more exist, their ids, their stored
-# pass@k gathered per k, their scored trials' rewards, each as one array) and, unless narrowed to one evaluator,
+# A version side in one statement: its newest :window completed runs (whether more exist, their ids, their scored
+# trials' rewards as one array) and, unless narrowed to one evaluator,
 # its rollups. Every part is an index range scan bounded by the window or the version's stage and category keys.
 VERSION_FIGURES = text(
     """
@@ -221,9 +332,6 @@ VERSION_FIGURES = text(
     ), w AS (SELECT * FROM fetched ORDER BY created_at DESC, id DESC LIMIT :window)
     SELECT 'window' AS what, NULL AS key, (SELECT count(*) FROM fetched) AS a, 0 AS b, 0 AS c, 0 AS d,
            NULL::float8[] AS vals, (SELECT coalesce(array_agg(id), '{}') FROM w) AS ids
-    UNION ALL
-    SELECT 'passAtK', p.key, 0, 0, 0, 0, array_agg(p.value::float8), NULL
-    FROM w CROSS JOIN LATERAL jsonb_each_text(w.pass_at_k) p GROUP BY p.key
     UNION ALL
     SELECT 'rewards', NULL, 0, 0, 0, 0, coalesce(array_agg(t.reward), '{}'), NULL FROM evaluation_trials t
     WHERE CAST(:evaluator_id AS uuid) IS NULL AND t.evaluation_run_id IN (SELECT id FROM w) AND t.reward IS NOT NULL
@@ -272,17 +380,15 @@ def _trial_figures(rows) -> dict[str, Any]:
 def _run_side(session: Session, ref: SideRef) -> Side:
     rows = session.execute(RUN_TRIALS, {"run_ids": [ref.id]}).all()
     figures = _trial_figures(rows)
-    won = [row.reward == 1 for row in rows]
-    pass_at_k = stats.pass_at_k_table_over_trials(won, range(2, len(rows) + 1))
+    tasks = task_figures(session, [ref.id])
     return Side(
         ref,
         runs=1,
-        pass_at_k={1: stats.proportion(figures["successes"], figures["trials"]), **pass_at_k},
-        mean_reward=stats.mean(figures["rewards"]),
         histogram=_histogram(figures["rewards"]),
         window_runs=1,
         capped=False,
-        outcomes={row.trial_number: (row.reward == 1, row.reward) for row in rows},
+        **_task_estimates(tasks["tasks"]),
+        **tasks,
         **figures,
     )
 
@@ -290,7 +396,6 @@ def _run_side(session: Session, ref: SideRef) -> Side:
 def _version_side(session: Session, ref: SideRef) -> Side:
     fetched, run_ids, rewards = 0, [], []
     runs, trials, successes, scored = 0, 0, 0, 0
-    per_k: dict[int, list[float]] = {}
     stage_trials: dict[str, int] = {}
     stage_passed: dict[str, int] = {}
     categories: dict[str, int] = {}
@@ -298,9 +403,6 @@ def _version_side(session: Session, ref: SideRef) -> Side:
     for row in session.execute(VERSION_FIGURES, params):
         if row.what == "window":
             fetched, run_ids = row.a, row.ids
-        elif row.what == "passAtK":
-            if int(row.key) >= 2:
-                per_k[int(row.key)] = row.vals
         elif row.what == "rewards":
             rewards = row.vals
         elif row.what == "stats":
@@ -317,15 +419,15 @@ def _version_side(session: Session, ref: SideRef) -> Side:
     else:  # no rollup of its own: the window's trials
         runs = len(run_ids)
         figures = _trial_figures(session.execute(RUN_TRIALS, {"run_ids": run_ids}).all())
-    pass_at_k = stats.pass_at_k_table_over_runs(dict(sorted(per_k.items())))
+    tasks = task_figures(session, run_ids)
     return Side(
         ref,
         runs=runs,
-        pass_at_k={1: stats.proportion(figures["successes"], figures["trials"]), **pass_at_k},
-        mean_reward=stats.mean(figures["rewards"]),
         histogram=_histogram(figures["rewards"]),
         window_runs=len(run_ids),
         capped=fetched > WINDOW,
+        **_task_estimates(tasks["tasks"]),
+        **tasks,
         **figures,
     )
 
@@ -335,25 +437,79 @@ def side_figures(session: Session, ref: SideRef) -> Side:
     return _run_side(session, ref) if ref.kind == "run" else _version_side(session, ref)
 
 
-def same_tasks(a: SideRef, b: SideRef) -> bool:
-    """True when both sides are runs in the same world of one version (a new_workspace reset keeps it)."""
-    return a.kind == b.kind == "run" and a.version_id == b.version_id and a.world_seed == b.world_seed
-
-
 def compare(session: Session, a_ref: SideRef, b_ref: SideRef) -> Comparison:
-    """Both sides' figures and the tests of B - A (paired when both ran the same tasks)."""
+    """Both sides' figures, the tests of B - A with the task as the unit (paired by task when the sides share their
+    tasks), the per-task table and the warnings (one task, attempts that differ, evaluator mixes that differ)."""
     a, b = side_figures(session, a_ref), side_figures(session, b_ref)
-    pairs: list[Pair] = []
-    if same_tasks(a_ref, b_ref) and a_ref.id != b_ref.id:
-        pairs = [
-            Pair(n, a.outcomes[n][0], b.outcomes[n][0], a.outcomes[n][1], b.outcomes[n][1])
-            for n in sorted(set(a.outcomes) & set(b.outcomes))
-        ]
-    if pairs:
-        pass_at_1 = stats.mcnemar_pass_at_1([(p.a, p.b) for p in pairs])
-        scored = [(p.a_reward, p.b_reward) for p in pairs if p.a_reward is not None and p.b_reward is not None]
-        mean_reward = stats.paired_mean_reward(scored)
-    else:
-        pass_at_1 = stats.unpaired_pass_at_1(a.successes, a.trials, b.successes, b.trials)
-        mean_reward = stats.welch_mean_reward(a.rewards, b.rewards)
-    return Comparison(a, b, pairs, pass_at_1, mean_reward)
+    warnings = task_warnings(a.tasks, b.tasks)
+    mix = evaluator_mix_warning({e.label: e.trials for e in a.evaluators}, {e.label: e.trials for e in b.evaluators})
+    if mix is not None:
+        warnings.insert(0, mix)
+    rows, truncated = task_stats.task_table(a.tasks, b.tasks, TASK_ROWS)
+    return Comparison(
+        a,
+        b,
+        task_stats.pairing(a.tasks, b.tasks),
+        task_stats.compare_pass_at_1(a.tasks, b.tasks),
+        task_stats.compare_mean_reward(a.tasks, b.tasks),
+        warnings,
+        rows,
+        truncated,
+    )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One entry of the compare picker's menus: an id, its label, and the environment (and version) it belongs to."""
+
+    kind: str  # "environment" | "version" | "run" | "evaluator"
+    id: uuid.UUID
+    label: str
+    environment_id: uuid.UUID | None
+    version_id: uuid.UUID | None
+
+
+PICKER_RUNS = 100  # newest completed runs the picker's run menu offers
+
+# The picker's menus in one statement: environments, their versions (newest first), evaluators, the newest runs.
+CHOICES = text(
+    f"""
+    SELECT 'environment' AS kind, e.id, e.name AS label, e.id AS environment_id, NULL::uuid AS version_id,
+           0 AS rank, e.name AS sort
+    FROM environments e
+    UNION ALL
+    SELECT 'version', v.id, e.name || ' v' || v.version, e.id, v.id, v.version, e.name
+    FROM environment_versions v JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+    WHERE CAST(:environment_id AS uuid) IS NULL OR e.id = CAST(:environment_id AS uuid)
+    UNION ALL
+    SELECT 'evaluator', c.id, c.name, NULL, NULL, 0, c.name FROM evaluator_configs c
+    UNION ALL
+    SELECT * FROM (
+        SELECT 'run', r.id, {run_label_sql()}, e.id, v.id, 0, to_char(r.created_at, 'YYYYMMDDHH24MISSUS')
+        FROM evaluation_runs r
+        JOIN environment_versions v ON v.organization_id = r.organization_id AND v.id = r.environment_version_id
+        JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+        JOIN evaluator_configs c ON c.organization_id = r.organization_id AND c.id = r.evaluator_config_id
+        WHERE r.status = 'completed' AND (CAST(:environment_id AS uuid) IS NULL OR e.id = CAST(:environment_id AS uuid))
+        ORDER BY r.created_at DESC, r.id DESC LIMIT :runs
+    ) runs
+    """
+)
+
+
+def compare_choices(session: Session, environment_id: uuid.UUID | None = None) -> dict[str, list[Choice]]:
+    """The compare picker's menus: environments, versions (each environment's newest first), evaluators and the
+    newest PICKER_RUNS completed runs (newest first), versions and runs narrowed to `environment_id` when given."""
+    menus: dict[str, list[tuple[Any, Choice]]] = {"environment": [], "version": [], "evaluator": [], "run": []}
+    for row in session.execute(CHOICES, {"environment_id": environment_id, "runs": PICKER_RUNS}):
+        choice = Choice(row.kind, row.id, row.label, row.environment_id, row.version_id)
+        order: Any = {
+            "environment": (row.sort, str(row.id)),
+            "version": (row.sort, -row.rank),
+            "evaluator": (row.sort, str(row.id)),
+            "run": (row.sort,),
+        }[row.kind]
+        menus[row.kind].append((order, choice))
+    answer = {kind: [choice for _, choice in sorted(items, key=lambda item: item[0])] for kind, items in menus.items()}
+    answer["run"].reverse()  # newest first
+    return answer

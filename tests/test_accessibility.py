@@ -154,6 +154,7 @@ def site(app, cleaner_engine) -> Site:
         "partial-rewards": "/partial-rewards",
         "version-stages": f"/partial-rewards/versions/{admin.version_id}",
         "compare": f"/compare?a={first}&b={second}",
+        "compare-picker": "/compare",
         "members": "/settings/members",
         "tokens": "/settings/tokens",
     }
@@ -177,6 +178,7 @@ PAGES = [
     "partial-rewards",
     "version-stages",
     "compare",
+    "compare-picker",
     "members",
     "tokens",
 ]

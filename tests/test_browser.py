@@ -134,8 +134,10 @@ def test_compare_opens_from_a_reset_run_and_from_the_run_list(live_server, brows
     page.goto(f"{live_server}/runs/{second}")
     assert page.title().startswith("admin-console v1 · expert · #2")
     page.click("text=compare with the run it resets")
-    page.wait_for_selector("h2:has-text('Same tasks, paired')")
-    assert "exact McNemar test" in page.inner_text("#verdict-pass-at-1")
+    page.wait_for_selector("table.compare-tasks")
+    # One task (the same text) on both sides: its trials are compared exactly, never trial n with trial n.
+    assert "Fisher's exact test, over trials: a side holds one task" in page.inner_text("#verdict-pass-at-1")
+    assert page.locator("#warnings [data-code='one-task']").count() == 2
     assert page.locator("svg title:has-text('pass@k with 95% intervals')").count() == 1
     shot(page, "10-compare-reset")
 
@@ -145,8 +147,18 @@ def test_compare_opens_from_a_reset_run_and_from_the_run_list(live_server, brows
     page.click("button:has-text('Compare selected runs')")
     page.wait_for_url("**/compare?a=*")
     page.wait_for_selector("#verdict-mean-reward")
-    assert "admin-console v1 · expert · #1" in page.inner_text(".sides")
+    sides = page.inner_text(".sides")
+    assert sides.index("admin-console v1 · expert · #1") < sides.index("admin-console v1 · expert · #2")  # older is A
     shot(page, "11-compare-from-list")
+
+    # The picker: /compare with no sides offers the menus; two runs picked there compare them.
+    page.goto(f"{live_server}/compare")
+    page.select_option("#pick-a", label="admin-console v1 · expert · #1")
+    page.select_option("#pick-b", label="admin-console v1 · expert · #2")
+    page.click("#compare-picker button:has-text('Compare')")
+    page.wait_for_selector("#verdict-pass-at-1")
+    assert f"a={first}" in page.url and f"b={second}" in page.url
+    shot(page, "12-compare-picker")
 
 
 def test_the_explorer_filters_shows_chips_and_back_restores_the_form(live_server, browser_page, database, make_member):

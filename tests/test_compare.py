@@ -1,4 +1,5 @@
-"""Compare: figures equal scipy's on fixed data, the paired grid of a reset pair, verdicts, charts, errors, tenancy."""
+"""Compare: figures equal scipy's on fixed data (one task per side: the exact tests over its trials), a reset pair
+read by task (never trial n with trial n), verdicts, charts, errors, tenancy. Many tasks: test_compare_tasks.py."""
 
 from __future__ import annotations
 
@@ -91,26 +92,28 @@ def test_version_figures_equal_scipys_own(page, versions):
         assert close(body[side]["passAtK"]["1"]["ci95"][0], ci.low) and close(
             body[side]["passAtK"]["1"]["ci95"][1], ci.high
         )
+    # Every trial has the same task text: each side holds one task, so the tests are the exact ones over its trials.
     test = body["tests"]["passAt1"]
     assert test["method"] == "Fisher's exact test" and body["tests"]["paired"] is False
+    assert body["tests"]["unit"] == "trial" and body["tests"]["pairedTasks"] == 0
     assert close(test["pValue"], stats.fisher_exact([[9, 3], [2, 10]]).pvalue)
     assert close(test["difference"], 9 / 12 - 2 / 12)
-    # pass@2: the mean of the runs' unbiased pass@2 with the t interval over runs, clipped to [0, 1].
-    run_values = [float(comparison.unbiased_pass_at_k(sum(w), 4, 2)) for w in A_RUNS]
-    over_runs = stats.ttest_1samp(run_values, 0).confidence_interval(0.95)
-    assert close(body["a"]["passAtK"]["2"]["value"], np.mean(run_values))
-    assert close(body["a"]["passAtK"]["2"]["ci95"][0], max(0, over_runs.low))
-    assert close(body["a"]["passAtK"]["2"]["ci95"][1], min(1, over_runs.high))
-    # B's runs agree (3 wins of 4 each): the interval is the point.
-    assert body["b"]["passAtK"]["2"]["value"] == 1.0 and body["b"]["passAtK"]["2"]["ci95"] == [1.0, 1.0]
-    # Mean reward: t interval per side, Welch's t-test between them.
+    # The versions were run by different evaluators ("expert", "expert-2"): the mix is warned, with the counts.
+    assert [w["code"] for w in body["warnings"]] == ["evaluator-mix", "one-task", "one-task"]
+    assert "A: expert 12, expert-2 0; B: expert 0, expert-2 12" in body["warnings"][0]["message"]
+    assert body["a"]["tasks"] == 1 and len(body["tasks"]) == 1 and body["tasks"][0]["text"] == "restock and order"
+    # pass@2 over tasks: the unbiased estimator of the one task's 12 attempts; one task gives no interval.
+    assert close(body["a"]["passAtK"]["2"]["value"], float(comparison.unbiased_pass_at_k(2, 12, 2)))
+    assert body["a"]["passAtK"]["2"]["ci95"] is None and body["a"]["passAtK"]["2"]["tasks"] == 1
+    # Mean reward: t interval per side, Welch's t-test over the one task's trials between them.
     rewards = {
         side: [1.0 if won else round(1 / 3, 6) for wins in runs for won in wins]
         for side, runs in (("a", A_RUNS), ("b", B_RUNS))
     }
     welch = stats.ttest_ind(rewards["b"], rewards["a"], equal_var=False)
     mean_test = body["tests"]["meanReward"]
-    assert mean_test["method"] == "Welch's t-test" and close(mean_test["pValue"], welch.pvalue)
+    assert mean_test["method"] == "Welch's t-test over the trials of one task"
+    assert close(mean_test["pValue"], welch.pvalue)
     ci = welch.confidence_interval(0.95)
     assert close(mean_test["ci95"][0], ci.low) and close(mean_test["ci95"][1], ci.high)
     one = stats.ttest_1samp(rewards["a"], 0).confidence_interval(0.95)
@@ -127,35 +130,39 @@ def test_significant_verdict_names_the_test(page, versions):
     p_value = stats.fisher_exact([[9, 3], [2, 10]]).pvalue
     assert "B&#39;s pass@1 is higher by 0.58" in html
     assert f"p = {p_value:.2f}, Fisher&#39;s exact test" in html
-    assert "exact Clopper-Pearson" in html and "bootstrap" in html
+    assert "exact Clopper-Pearson" in html and "unbiased estimator" in html
+    assert "one task, 12 attempts: this says nothing about other tasks" in html
 
 
-def test_not_significant_verdict_says_how_many_more_trials(page, database, member):
+def test_not_significant_verdict_of_one_task_says_it_reads_trials(page, database, member):
     catalog = make_catalog(database, member.org.id, EXPERT, 4, config_name="expert")
     first = run_with(database, catalog, [True, False, False, False])
     second = run_with(database, catalog, [True, True, False, False])
     html = page.get(f"/compare?a={first}&b={second}").text
-    assert "No detectable difference in pass@1 at these sample sizes" in html
-    needed = comparison._needed_proportions(3 / 8)
-    assert f"about {needed - 4} more trials per side would detect a difference of 0.1" in html
-    assert "Fisher&#39;s exact test" in html  # two new_world-style runs: different worlds, unpaired
+    assert "No detectable difference in pass@1 at these sample sizes: B - A = +0.25" in html
+    assert "Fisher&#39;s exact test, over trials: a side holds one task, so this says nothing about other tasks" in html
+    assert "more trials per side" not in html
 
 
-def test_reset_pair_is_paired_with_mcnemar(page, database, member):
+def test_reset_pair_is_read_by_task_not_by_trial_number(page, database, member):
     catalog = make_catalog(database, member.org.id, EXPERT, 6, config_name="expert")
     wins_a = [True, False, False, True, False, False]
     wins_b = [True, True, True, False, True, False]
     first = run_with(database, catalog, wins_a)
     second = reset_with(database, catalog, first, wins_b)
     body = page.get(f"/api/v1/compare?a={first}&b={second}").json
-    assert body["tests"]["paired"] is True
+    # Both runs attempted one task (the same text) six times: attempts of a task are exchangeable, so trial n of A
+    # is no pair of trial n of B; the one task's trials are compared by Fisher's exact test.
+    assert body["tests"]["paired"] is False and body["tests"]["unit"] == "trial"
     test = body["tests"]["passAt1"]
-    assert test["method"] == "exact McNemar test"
-    assert close(test["pValue"], stats.binomtest(3, 4, 0.5).pvalue)  # 3 pairs B only, 1 pair A only
+    assert test["method"] == "Fisher's exact test"
+    assert close(test["pValue"], stats.fisher_exact([[4, 2], [2, 4]]).pvalue)
+    assert [(row["a"]["successes"], row["b"]["successes"]) for row in body["tasks"]] == [(2, 4)]
     html = page.get(f"/compare?a={first}&b={second}").text
-    assert "Same tasks, paired" in html
-    assert "both: 1" in html and "A only: 1" in html and "B only: 3" in html and "neither: 1" in html
-    assert len(re.findall(r'class="pair-b-only"', html)) == 3
+    assert "Same tasks, paired" not in html and "trial 1" not in html
+    row = re.search(r'<tr class="task-shared">.*?</tr>', html, re.S).group(0)
+    assert "restock and order" in row and "2 of 6" in row and "4 of 6" in row
+    assert f'href="/trials?evaluationRunId={second}"' in row
     # The reset run links to the comparison with the run it resets.
     run_page = page.get(f"/runs/{second}").text
     assert f"/compare?a={first}&amp;b={second}" in run_page
@@ -188,7 +195,7 @@ def test_evaluator_narrows_a_version_side(page, versions):
 
 def test_bad_and_unknown_ids(page, versions):
     a, _, a_runs, _ = versions
-    assert page.get("/compare").status_code == 400
+    assert page.get(f"/compare?a={a.version_id}").status_code == 400
     assert page.get(f"/compare?a={a.version_id}&b=nope").status_code == 400
     assert page.get(f"/compare?a={a.version_id}&b={uuid.uuid4()}").status_code == 404
     assert page.get(f"/compare?a={a_runs[0]}&b={a_runs[1]}&aEvaluatorConfigId={a.config_id}").status_code == 400
@@ -199,9 +206,36 @@ def test_bad_and_unknown_ids(page, versions):
     assert page.get(f"/api/v1/compare?a={a.version_id}&b={uuid.uuid4()}").status_code == 404
 
 
+def test_compare_with_no_sides_shows_the_picker(page, versions, database, member):
+    a, b, a_runs, _ = versions
+    desk = make_catalog(database, member.org.id, EXPERT, 4, environment="support-desk", config_name="desk")
+    answer = page.get("/compare")
+    assert answer.status_code == 200
+    html = answer.text
+    environments = re.search(r'<select id="environmentId".*?</select>', html, re.S).group(0)
+    assert "admin-console" in environments and "support-desk" in environments
+    # A defaults to the previous version, B to the newest, of the environment shown (admin-console comes first).
+    for side, version_id in (("a", a.version_id), ("b", b.version_id)):
+        menu = re.search(rf'<select id="pick-{side}" name="{side}" required>.*?</select>', html, re.S).group(0)
+        assert re.search(rf'<option value="{version_id}" selected>', menu)
+        assert str(a_runs[0]) in menu and str(desk.version_id) not in menu
+    evaluators = re.search(r'<select id="pick-a-evaluator" name="aEvaluatorConfigId">.*?</select>', html, re.S)
+    assert str(a.config_id) in evaluators.group(0) and str(b.config_id) in evaluators.group(0)
+    # Another environment narrows the version and run menus to its own.
+    narrowed = page.get(f"/compare?environmentId={desk.environment_id}").text
+    menu = re.search(r'<select id="pick-a" name="a" required>.*?</select>', narrowed, re.S).group(0)
+    assert str(desk.version_id) in menu and str(a.version_id) not in menu
+    # The form's answer is the comparison (an empty evaluator menu narrows nothing).
+    picked = page.get(f"/compare?a={a.version_id}&aEvaluatorConfigId=&b={b.version_id}&bEvaluatorConfigId=")
+    assert picked.status_code == 200 and 'id="verdict-pass-at-1"' in picked.text
+
+
 def test_checkboxes_redirect_to_the_pair(page, versions):
     _, _, a_runs, b_runs = versions
     answer = page.get(f"/compare?id={a_runs[0]}&id={b_runs[0]}")
+    assert answer.status_code == 303 and f"a={a_runs[0]}" in answer.location and f"b={b_runs[0]}" in answer.location
+    # Ticked in either order, the older run is A.
+    answer = page.get(f"/compare?id={b_runs[0]}&id={a_runs[0]}")
     assert answer.status_code == 303 and f"a={a_runs[0]}" in answer.location and f"b={b_runs[0]}" in answer.location
     assert page.get(f"/compare?id={a_runs[0]}").status_code == 400
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from werkzeug.serving import make_server
 
+from domain import task_stats
 from tests.factories import make_catalog
 from tests.test_tokens import create_token
 
@@ -201,8 +202,10 @@ def test_a_generated_client_calls_every_operation(served, generated, runner, mak
     assert compared.status_code == 404 and compared.parsed.error == "not found"  # an environment is no side
     compared = call("compare", a=catalog.version_id, b=catalog.version_id, b_evaluator_config_id=catalog.config_id)
     assert compared.status_code == 200 and compared.parsed.a.kind == "version" and compared.parsed.a.trials == 0
-    assert compared.parsed.tests.pass_at_1.method == "Fisher's exact test" and compared.parsed.tests.paired is False
+    assert compared.parsed.tests.pass_at_1.method == task_stats.UNPAIRED_METHOD
+    assert compared.parsed.tests.paired is False
     assert compared.parsed.a.pass_at_k["1"].value is None
+    assert compared.parsed.warnings == [] and compared.parsed.tasks == [] and compared.parsed.tests.paired_tasks == 0
 
     document = call("openapi")
     assert document.status_code == 200 and document.parsed["openapi"] == "3.1.0"

@@ -9,23 +9,39 @@ from blueprints.api.contract import Reply, operation
 from blueprints.api.schemas import (
     CompareCategory,
     CompareEstimate,
+    CompareEvaluator,
     CompareQuery,
     CompareSide,
     CompareStage,
+    CompareTask,
+    CompareTaskSide,
     CompareTest,
     CompareTests,
+    CompareWarning,
     Comparison,
     validated,
 )
 from db import request_session
-from domain.comparison import Estimate, Test
+from domain.task_stats import TaskEstimate, TaskTally, TaskTest
 from queries.compare import BadSide, Side, compare, find_side
 from queries.compare import Comparison as Compared
 from web.limits import expensive
 
 
-def _estimate(estimate: Estimate) -> CompareEstimate:
-    return CompareEstimate(value=estimate.value, ci95=list(estimate.interval) if estimate.interval else None)
+def _estimate(estimate: TaskEstimate, tasks: bool = False) -> CompareEstimate:
+    return CompareEstimate(
+        value=estimate.value,
+        ci95=list(estimate.interval) if estimate.interval else None,
+        stderr=estimate.stderr,
+        tasks=estimate.tasks if tasks else None,
+    )
+
+
+def _task_side(tally: TaskTally | None) -> CompareTaskSide | None:
+    if tally is None:
+        return None
+    reward = tally.reward_sum / tally.scored if tally.scored else None
+    return CompareTaskSide(trials=tally.attempts, successes=tally.successes, mean_reward=reward)
 
 
 def _side(side: Side, stage_keys: list[str]) -> CompareSide:
@@ -38,8 +54,10 @@ def _side(side: Side, stage_keys: list[str]) -> CompareSide:
         runs=side.runs,
         trials=side.trials,
         successes=side.successes,
+        tasks=len(side.tasks),
+        evaluators=[CompareEvaluator(id=e.id, label=e.label, runs=e.runs, trials=e.trials) for e in side.evaluators],
         mean_reward=_estimate(side.mean_reward),
-        pass_at_k={str(k): _estimate(e) for k, e in sorted(side.pass_at_k.items())},
+        pass_at_k={str(k): _estimate(e, tasks=True) for k, e in sorted(side.pass_at_k.items())},
         stages={
             key: CompareStage(trials=side.stage_trials[key], passed=side.stage_passed[key], rate=side.stage_rate(key))
             for key in stage_keys
@@ -52,9 +70,16 @@ def _side(side: Side, stage_keys: list[str]) -> CompareSide:
     )
 
 
-def _test(test: Test, verdict: str) -> CompareTest:
+def _test(test: TaskTest, verdict: str) -> CompareTest:
     ci = [test.low, test.high] if test.low is not None and test.high is not None else None
-    return CompareTest(method=test.method, difference=test.difference, ci95=ci, p_value=test.p_value, verdict=verdict)
+    return CompareTest(
+        method=test.method,
+        difference=test.difference,
+        ci95=ci,
+        stderr=test.stderr,
+        p_value=test.p_value,
+        verdict=verdict,
+    )
 
 
 def comparison_answer(result: Compared) -> Comparison:
@@ -65,16 +90,30 @@ def comparison_answer(result: Compared) -> Comparison:
         b=_side(result.b, keys),
         tests=CompareTests(
             paired=result.paired,
+            unit="trial" if result.pass_at_1.one_task else "task",
+            paired_tasks=result.pass_at_1.paired_tasks,
             pass_at1=_test(result.pass_at_1, result.pass_at_1_verdict),
             mean_reward=_test(result.mean_reward, result.mean_reward_verdict),
         ),
+        warnings=[CompareWarning(code=w.code, message=w.message) for w in result.warnings],
+        tasks=[
+            CompareTask(task=row.task, text=result.task_text(row.task), a=_task_side(row.a), b=_task_side(row.b))
+            for row in result.task_rows
+        ],
+        tasks_truncated=result.tasks_truncated,
     )
 
 
 @bp.get("/compare")
 @operation(
     "compare",
-    {200: Reply("Both sides' figures with 95% intervals and the tests of B - A", Comparison)},
+    {
+        200: Reply(
+            "Both sides' figures with 95% intervals and task-clustered standard errors, the tests of B - A with the "
+            "task as the unit (paired by task when the sides share their tasks), warnings and the per-task table",
+            Comparison,
+        )
+    },
     query=CompareQuery,
     errors=(400, 404, 429),
     error_reasons={404: "No such run, environment version or evaluator configuration in this organization"},

@@ -503,10 +503,22 @@ Interval = Annotated[list[float], Field(min_length=2, max_length=2, description=
 
 
 class CompareEstimate(ApiModel):
-    """A figure with its 95% interval (null when the sample cannot give one)."""
+    """A figure with its 95% interval (null when the sample cannot give one), its standard error (clustered by task;
+    null when none) and, for pass@k, how many tasks it read (pass@k for k >= 2 reads only tasks with k attempts)."""
 
     value: float | None
     ci95: Interval | None
+    stderr: float | None = Field(default=None, description="Standard error (cluster-robust CR0 over tasks)")
+    tasks: int | None = Field(default=None, description="The tasks the figure read")
+
+
+class CompareEvaluator(ApiModel):
+    """One evaluator of a side: its runs and trials among those the task figures read."""
+
+    id: uuid.UUID
+    label: str
+    runs: int
+    trials: int
 
 
 class CompareStage(ApiModel):
@@ -534,6 +546,8 @@ class CompareSide(ApiModel):
     runs: int
     trials: int
     successes: int
+    tasks: int = Field(description="Distinct tasks (by task text) among the trials the task figures read")
+    evaluators: list[CompareEvaluator]
     mean_reward: CompareEstimate
     pass_at_k: dict[str, CompareEstimate]
     stages: dict[str, CompareStage]
@@ -542,29 +556,61 @@ class CompareSide(ApiModel):
 
 
 class CompareTest(ApiModel):
-    """A two-sided test of B - A: the method, the difference with its 95% interval, the p-value, the verdict."""
+    """A two-sided test of B - A: the method, the difference with its 95% interval and standard error, the p-value,
+    the verdict."""
 
     method: str
     difference: float | None
     ci95: Interval | None
+    stderr: float | None = Field(default=None, description="Standard error of the difference")
     p_value: float | None
     verdict: str
 
 
 class CompareTests(ApiModel):
-    """The tests of pass@1 and of mean reward (paired when both sides ran the same tasks)."""
+    """The tests of pass@1 and of mean reward: the task is the unit, paired by task when the sides share their tasks
+    (`unit` "trial" when a side holds one task: the exact tests over that task's trials)."""
 
     paired: bool
+    unit: Literal["task", "trial"]
+    paired_tasks: int = Field(description="Tasks both sides hold that the tests pair (0 when unpaired)")
     pass_at1: CompareTest
     mean_reward: CompareTest
 
 
+class CompareWarning(ApiModel):
+    """Why a comparison's pooled figures may mislead: `evaluator-mix`, `attempts-differ` or `one-task`."""
+
+    code: str
+    message: str
+
+
+class CompareTaskSide(ApiModel):
+    """One side's trials of one task (null for a task that side never attempted)."""
+
+    trials: int
+    successes: int
+    mean_reward: float | None
+
+
+class CompareTask(ApiModel):
+    """One task of the per-task table: its key (md5 of the task text), the start of its text, each side's trials."""
+
+    task: str
+    text: str
+    a: CompareTaskSide | None
+    b: CompareTaskSide | None
+
+
 class Comparison(ApiModel):
-    """Two sides side by side and the tests of their difference."""
+    """Two sides side by side, the tests of their difference, the warnings and the per-task table."""
 
     a: CompareSide
     b: CompareSide
     tests: CompareTests
+    warnings: list[CompareWarning]
+    tasks: list[CompareTask] = Field(description="The first 200 tasks of either side by task key")
+    tasks_truncated: bool
 
 
 class TrialSnippet(ApiModel):
