@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from domain.specs import stage_order
+from domain.specs import pipeline_order
 from queries.filters import TrialFilters
 
 
@@ -153,7 +153,8 @@ def versions_stages(session: Session, version_ids: list[uuid.UUID]) -> dict[uuid
         specs[row[0]] = row.spec
     return {
         version_id: [
-            summaries[key] for key in stage_order(specs.get(version_id), {k: s.passed for k, s in summaries.items()})
+            summaries[key]
+            for key in pipeline_order(specs.get(version_id), summaries, {k: s.passed for k, s in summaries.items()})
         ]
         for version_id, summaries in found.items()
     }

@@ -290,6 +290,52 @@ def test_trial_page_shows_steps_log_stages_and_neighbours(page, world, database,
     assert "trial-2-trajectory.json" in body
 
 
+def stages_shown(body: str) -> list[str]:
+    """The stage keys a page names (column headers or stage-table rows), in the order they first appear."""
+    return list(dict.fromkeys(re.findall(r"<(?:code|th[^>]*)>(stage_[a-z_]+)</", body)))
+
+
+def test_run_trial_and_partial_rewards_pages_show_stages_in_pipeline_order(page, world):
+    admin = world["admin"]
+    pipeline = ["stage_inventory", "stage_order", "stage_checkout"]  # admin-console's own order, not alphabetical
+    assert stages_shown(page.get(f"/runs/{world['run']}").text) == pipeline
+    assert stages_shown(page.get(f"/trials/{world['trial']}").text) == pipeline
+    assert stages_shown(page.get(f"/partial-rewards/versions/{admin.version_id}").text) == pipeline
+
+
+def test_an_mcp_versions_stages_keep_one_order_on_every_page(page, database, member):
+    """An MCP verifier declares no order: every page orders its stages by the whole version's pass counts, so a
+    trial that passed only the last stage still lists them as its run and the partial rewards page do."""
+    from commands.environments import create_environment, create_environment_version, create_evaluator_config
+    from tests.factories import Catalog, finish_run
+
+    with database.session(member.org.id) as session, session.begin():
+        env = create_environment(session, member.org.id, "mcp-shop", "over MCP")
+        spec = {"kind": "mcp", "command": ["python3", "server.py"], "verifier": {"tool": "score"}}
+        version = create_environment_version(session, env, spec)
+        config = create_evaluator_config(session, member.org.id, "mcp-agent", NOVICE, 4)
+        catalog = Catalog(member.org.id, env.id, version.id, config.id)
+    fetch_build = ("stage_fetch", "stage_build")
+    passes = {1: ("stage_fetch",), 2: fetch_build, 3: fetch_build, 4: ("stage_answer",)}
+
+    def outcome_for(number, seed):
+        stages = {key: 1.0 if key in passes[number] else 0.0 for key in ("stage_answer", "stage_build", "stage_fetch")}
+        return TrialOutcome(
+            status="failed", reward=sum(stages.values()) / 3, failure_category="gave_up", stages=stages,
+            steps=[], log="opened", started_at=datetime.now(UTC), task="solve",
+        )  # fmt: skip
+
+    run = finish_run(database, catalog, outcome_for)
+    with database.session(member.org.id) as session:
+        last = session.execute(
+            text("SELECT id FROM evaluation_trials WHERE evaluation_run_id = :r AND trial_number = 4"), {"r": run}
+        ).scalar()
+    pipeline = ["stage_fetch", "stage_build", "stage_answer"]  # passed by 3, 2 and 1 trials
+    assert stages_shown(page.get(f"/partial-rewards/versions/{catalog.version_id}").text) == pipeline
+    assert stages_shown(page.get(f"/runs/{run}").text) == pipeline
+    assert stages_shown(page.get(f"/trials/{last}").text) == pipeline
+
+
 def test_hostile_text_is_escaped_and_long_observations_fold(page, database, member):
     catalog = make_catalog(database, member.org.id, NOVICE, attempt_count=1)
     hostile = '<script>alert("x")</script><img src=x onerror=alert(1)>\x07'
