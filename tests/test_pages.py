@@ -15,6 +15,7 @@ from sqlalchemy import event, text
 from commands.runs import enqueue_run, record_trial
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from queries.runs import run_label_sql
 from tests.factories import finish_runs, make_catalog
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
@@ -146,10 +147,77 @@ def test_environments_list_shows_rollup_figures(page, world, database, member):
         ).one()
     row = re.search(r"admin-console</a>.*?</tr>", text_, re.S).group(0)
     cells = re.findall(r'<td class="num">([^<]*)</td>', row)
-    assert cells[:2] == ["2", str(trials)]
-    assert cells[3] == f"{mean:.3f}"
+    assert cells[:3] == ["2", str(trials), f"{mean:.3f}"]  # runs, trials, mean reward (latest pass@1 names its run)
     assert "<title" in row and "pass@1 per evaluator, admin-console" in row  # one line per evaluator
     assert row.count('<circle class="dot series-a"') == 2 and "novice: pass@1" in row
+
+
+def latest_cell(body: str, environment: str) -> str:
+    """The text of the Latest pass@1 cell of an environment's row on /environments (tags dropped)."""
+    row = re.search(rf">{environment}</a>.*?</tr>", body, re.S).group(0)
+    cell = re.findall(r'<td class="num">(.*?)</td>', row, re.S)[2]
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", cell)).split())
+
+
+def test_latest_pass_at_1_names_its_run_and_keeps_it_when_runs_were_created_together(page, database, member):
+    """Runs created in one instant (one transaction) are told apart by id: the figure and the run it names stay
+    the same on every visit while nobody runs anything."""
+    novice = make_catalog(database, member.org.id, NOVICE, attempt_count=4, config_name="novice")
+    expert = make_catalog(
+        database, member.org.id, {"kind": "scripted", "skill": 1.0}, attempt_count=4, config_name="expert"
+    )
+    runs = finish_runs(database, novice, 1) + finish_runs(database, expert, 1)
+    with database.session(member.org.id) as session, session.begin():
+        session.execute(text("UPDATE evaluation_runs SET created_at = '2026-05-01T12:00:00Z'"))
+        newest = session.execute(
+            text(f"""SELECT {run_label_sql()}, (r.pass_at_k ->> '1')::float8 FROM evaluation_runs r
+            JOIN environment_versions v ON v.id = r.environment_version_id
+            JOIN environments e ON e.id = v.environment_id JOIN evaluator_configs c ON c.id = r.evaluator_config_id
+            WHERE r.id = :id"""),
+            {"id": max(runs)},
+        ).one()
+    expected = f"{newest[1]:.3f} {newest[0]}"
+    assert newest[0] == "admin-console v2 · expert · #1"  # the later run (ids grow with time), its evaluator
+    assert [latest_cell(page.get("/environments").text, "admin-console") for _ in range(5)] == [expected] * 5
+    body = page.get("/environments").text
+    assert f'href="/runs/{max(runs)}"' in body and f'href="/runs/{min(runs)}"' not in body
+
+
+def test_an_environment_nobody_ran_says_so(page, database, member):
+    make_catalog(database, member.org.id, NOVICE)
+    assert latest_cell(page.get("/environments").text, "admin-console") == "no completed runs"
+
+
+def test_trend_charts_draw_each_run_at_its_own_place_in_run_order(page, database, member):
+    """Runs created in one instant used to be drawn at one x; now the chart's runs are numbered in run order."""
+    novice = make_catalog(database, member.org.id, NOVICE, attempt_count=4, config_name="novice")
+    expert = make_catalog(
+        database, member.org.id, {"kind": "scripted", "skill": 1.0}, attempt_count=4, config_name="expert"
+    )
+    runs = finish_runs(database, novice, 2) + finish_runs(database, expert, 2)
+    with database.session(member.org.id) as session, session.begin():
+        session.execute(text("UPDATE evaluation_runs SET created_at = '2026-05-01T12:00:00Z'"))
+    for url in ("/environments", f"/environments/{novice.environment_id}"):
+        chart = page.get(url).text.split('aria-label="pass@1')[0] if False else page.get(url).text
+        dots = re.findall(
+            r'<circle class="dot [^"]+" cx="([0-9.]+)" cy="[0-9.]+" r="3.5"><title>([^<]+)</title>', chart
+        )
+        placed = {html.unescape(title).split("(run ")[1].split(":")[0]: float(x) for x, title in dots}
+        assert sorted(placed) == ["1 of 4", "2 of 4", "3 of 4", "4 of 4"], url
+        xs = [placed[f"{n} of 4"] for n in range(1, 5)]
+        assert xs == sorted(xs) and len(set(xs)) == 4, url  # four places, left to right in run order
+        titles = [html.unescape(title) for _, title in dots]
+        for number, run in enumerate(sorted(runs), start=1):  # run order: created together, then by id
+            with database.session(member.org.id) as session:
+                label = session.execute(
+                    text(f"""SELECT {run_label_sql()} FROM evaluation_runs r
+                    JOIN environment_versions v ON v.id = r.environment_version_id
+                    JOIN environments e ON e.id = v.environment_id
+                    JOIN evaluator_configs c ON c.id = r.evaluator_config_id WHERE r.id = :id"""),
+                    {"id": run},
+                ).scalar()
+            assert any(f"(run {number} of 4: {label}," in title for title in titles), (url, number, label)
+        assert "completed run, oldest to newest" in chart
 
 
 def test_capability_gap_counts_equal_a_direct_count(page, world, database, member):
