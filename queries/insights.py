@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from domain.specs import pipeline_order
-from queries.filters import TrialFilters
+from queries.filters import Conditions, TrialFilters
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,14 @@ class VersionOption:
     environment_name: str
     version_id: uuid.UUID
     version: int
+
+
+@dataclass(frozen=True)
+class EvaluatorOption:
+    """An evaluator configuration (the agent) to filter by."""
+
+    id: uuid.UUID
+    name: str
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ class CapabilityGap:
     overall: list[CategoryCount]
     by_version: list[CategoryCount]
     options: list[VersionOption]
+    evaluators: list[EvaluatorOption] = field(default_factory=list)
 
     @property
     def versions(self) -> list[CategoryCount]:
@@ -84,33 +93,92 @@ def version_options(session: Session) -> list[VersionOption]:
     return [VersionOption(*row) for row in session.execute(VERSION_OPTIONS)]
 
 
-def capability_gap(
-    session: Session, environment_id: uuid.UUID | None = None, version_id: uuid.UUID | None = None
-) -> CapabilityGap:
-    """Counts of the real failure_category values, from failure_category_counts (O(categories x versions))."""
-    filters = TrialFilters(environment_id=environment_id, environment_version_id=version_id)
-    where = filters.conditions("c", versions="v").also("c.trials > 0")
+EVALUATOR_OPTIONS_LIMIT = 500  # as the trials explorer's menus (queries.trials.CHOICES_LIMIT)
+
+
+def evaluator_options(session: Session) -> list[EvaluatorOption]:
+    """The organization's evaluator configurations by name (the first EVALUATOR_OPTIONS_LIMIT), for filter menus."""
     rows = session.execute(
-        text(
-            f"""
-            SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, coalesce(s.trials, 0)
-            FROM failure_category_counts c
-            JOIN environment_versions v ON v.organization_id = c.organization_id AND v.id = c.environment_version_id
-            JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
-            LEFT JOIN environment_version_stats s
-                   ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
-            WHERE {where.sql}
-            ORDER BY e.name, v.version, c.trials DESC, c.failure_category
-            """
-        ),
-        where.params,
-    ).all()
+        text("SELECT id, name FROM evaluator_configs ORDER BY name, id LIMIT :limit"),
+        {"limit": EVALUATOR_OPTIONS_LIMIT},
+    )
+    return [EvaluatorOption(*row) for row in rows]
+
+
+def find_evaluator(session: Session, evaluator_id: uuid.UUID) -> EvaluatorOption | None:
+    """The evaluator configuration as the session's organization sees it, or None (unknown or another's)."""
+    row = session.execute(text("SELECT id, name FROM evaluator_configs WHERE id = :id"), {"id": evaluator_id}).first()
+    return EvaluatorOption(*row) if row else None
+
+
+def evaluator_runs(filters: TrialFilters, evaluator_id: uuid.UUID) -> Conditions:
+    """A condition on trials `t`: they belong to a run of the evaluator within the filters' environment or version.
+
+    No rollup is kept per evaluator, so a read narrowed to one evaluator reads its trials: the evaluator's runs
+    first (the condition builder's environment and version filters on `evaluation_runs r`), then each run's
+    trials through the (organization_id, evaluation_run_id, trial_number) key, so the cost follows that
+    evaluator's trials within the filter, never the whole history.
+    """
+    runs = filters.conditions("r").also("r.evaluator_config_id = :evaluator_id", evaluator_id=evaluator_id)
+    return Conditions(
+        (f"t.evaluation_run_id = ANY(ARRAY(SELECT r.id FROM evaluation_runs r WHERE {runs.sql}))",), runs.params
+    )
+
+
+GAP = """
+    SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, coalesce(s.trials, 0)
+    FROM failure_category_counts c
+    JOIN environment_versions v ON v.organization_id = c.organization_id AND v.id = c.environment_version_id
+    JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+    LEFT JOIN environment_version_stats s
+           ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
+    WHERE {where}
+    ORDER BY e.name, v.version, c.trials DESC, c.failure_category
+"""
+
+# The same figures for one evaluator's trials (counted per version and category; the version's denominator is
+# every trial of that evaluator in it, failed or not).
+GAP_OF_EVALUATOR = """
+    WITH counted AS (
+        SELECT t.environment_version_id, t.failure_category, count(*) AS trials
+        FROM evaluation_trials t
+        WHERE {where}
+        GROUP BY t.environment_version_id, t.failure_category
+    ), per_version AS (
+        SELECT environment_version_id, failure_category, trials,
+               sum(trials) OVER (PARTITION BY environment_version_id) AS version_trials
+        FROM counted
+    )
+    SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, c.version_trials::bigint
+    FROM per_version c
+    JOIN environment_versions v ON v.id = c.environment_version_id
+    JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+    WHERE c.failure_category IS NOT NULL
+    ORDER BY e.name, v.version, c.trials DESC, c.failure_category
+"""
+
+
+def capability_gap(
+    session: Session,
+    environment_id: uuid.UUID | None = None,
+    version_id: uuid.UUID | None = None,
+    evaluator_id: uuid.UUID | None = None,
+) -> CapabilityGap:
+    """Counts of the real failure_category values, from failure_category_counts (O(categories x versions)); narrowed
+    to one evaluator, from that evaluator's trials (see evaluator_runs)."""
+    filters = TrialFilters(environment_id=environment_id, environment_version_id=version_id)
+    if evaluator_id is None:
+        where = filters.conditions("c", versions="v").also("c.trials > 0")
+        rows = session.execute(text(GAP.format(where=where.sql)), where.params).all()
+    else:
+        where = evaluator_runs(filters, evaluator_id)
+        rows = session.execute(text(GAP_OF_EVALUATOR.format(where=where.sql)), where.params).all()
     by_version = [CategoryCount(*row) for row in rows]
     totals: dict[str, int] = {}
     for count in by_version:
         totals[count.failure_category] = totals.get(count.failure_category, 0) + count.trials
     overall = [CategoryCount(name, n) for name, n in sorted(totals.items(), key=lambda item: (-item[1], item[0]))]
-    return CapabilityGap(overall, by_version, version_options(session))
+    return CapabilityGap(overall, by_version, version_options(session), evaluator_options(session))
 
 
 @dataclass(frozen=True)
@@ -128,14 +196,33 @@ class StageSummary:
         return self.passed / self.trials if self.trials else 0.0
 
 
-def version_stages(session: Session, version_id: uuid.UUID) -> list[StageSummary]:
+def version_stages(
+    session: Session, version_id: uuid.UUID, evaluator_id: uuid.UUID | None = None
+) -> list[StageSummary]:
     """The stage_* keys the worker wrote for a version, from stage_metric_rollups, in pipeline order (empty when
-    none yet): the order the environment declares, or for MCP and external versions the order trials reach them."""
-    return versions_stages(session, [version_id])[version_id]
+    none yet): the order the environment declares, or for MCP and external versions the order trials reach them.
+    Narrowed to one evaluator, that evaluator's trials of the version (see evaluator_stages)."""
+    return versions_stages(session, [version_id], evaluator_id)[version_id]
 
 
-def versions_stages(session: Session, version_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[StageSummary]]:
-    """`version_stages` of several versions in one statement: version id → its stages (empty list when none)."""
+# One evaluator's stage figures, from its trials' metrics as the rollup counts them (a stage_* key whose value is
+# a number; passed when it is 1).
+EVALUATOR_STAGES = """
+    SELECT t.environment_version_id, m.key, count(*), count(*) FILTER (WHERE (m.value)::float8 = 1),
+           avg((m.value)::float8)
+    FROM evaluation_trials t
+    CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(t.metrics) = 'object' THEN t.metrics ELSE '{{}}'::jsonb END) m
+    WHERE {where} AND m.key LIKE 'stage\\_%' AND jsonb_typeof(m.value) = 'number'
+    GROUP BY t.environment_version_id, m.key
+"""
+
+
+def versions_stages(
+    session: Session, version_ids: list[uuid.UUID], evaluator_id: uuid.UUID | None = None
+) -> dict[uuid.UUID, list[StageSummary]]:
+    """`version_stages` of several versions in one statement (two when narrowed to an evaluator): version id → its
+    stages (empty list when none). The order is always the whole version's (its rollup's counts), so narrowing to
+    an evaluator changes the figures, never the order."""
     rows = session.execute(
         text(
             """SELECT m.environment_version_id, m.stage_key, m.trials, m.passed, m.value_sum / nullif(m.trials, 0),
@@ -151,10 +238,20 @@ def versions_stages(session: Session, version_ids: list[uuid.UUID]) -> dict[uuid
     for row in rows:
         found[row[0]][row.stage_key] = StageSummary(*row[1:5])
         specs[row[0]] = row.spec
+    version_passed = {
+        version_id: {k: s.passed for k, s in summaries.items()} for version_id, summaries in found.items()
+    }
+    if evaluator_id is not None:
+        where = evaluator_runs(TrialFilters(), evaluator_id).also(
+            "t.environment_version_id = ANY(:ids)", ids=list(version_ids)
+        )
+        narrowed: dict[uuid.UUID, dict[str, StageSummary]] = {version_id: {} for version_id in version_ids}
+        for row in session.execute(text(EVALUATOR_STAGES.format(where=where.sql)), where.params):
+            narrowed[row[0]][row[1]] = StageSummary(*row[1:5])
+        found = narrowed
     return {
         version_id: [
-            summaries[key]
-            for key in pipeline_order(specs.get(version_id), summaries, {k: s.passed for k, s in summaries.items()})
+            summaries[key] for key in pipeline_order(specs.get(version_id), summaries, version_passed[version_id])
         ]
         for version_id, summaries in found.items()
     }

@@ -52,6 +52,11 @@ def page_urls(world) -> dict[str, str]:
         "capability-gap": "/capability-gap",
         "partial-rewards": "/partial-rewards",
         "version-stages": f"/partial-rewards/versions/{admin.version_id}",
+        "capability-gap-of-evaluator": f"/capability-gap?evaluatorConfigId={admin.config_id}",
+        "partial-rewards-of-evaluator": f"/partial-rewards?evaluatorConfigId={admin.config_id}",
+        "version-stages-of-evaluator": (
+            f"/partial-rewards/versions/{admin.version_id}?evaluatorConfigId={admin.config_id}"
+        ),
     }
 
 
@@ -62,6 +67,8 @@ FRAGMENTS = {  # page → text its htmx fragment must hold
     "trials": "Trial",
     "capability-gap": "failed trials",
     "version-stages": "stage_inventory",
+    "capability-gap-of-evaluator": "failed trials of novice",
+    "version-stages-of-evaluator": "stage_inventory",
 }
 
 
@@ -75,6 +82,9 @@ PAGES = [
     "capability-gap",
     "partial-rewards",
     "version-stages",
+    "capability-gap-of-evaluator",
+    "partial-rewards-of-evaluator",
+    "version-stages-of-evaluator",
 ]
 
 
@@ -248,6 +258,133 @@ def test_capability_gap_filters_and_empty_state(page, world, database, member):
     assert "<html" not in body and "admin-console" not in results
     empty = page.get(f"/capability-gap?environmentVersionId={uuid.uuid4()}").text
     assert "No failed trials for this filter." in empty
+
+
+@pytest.fixture
+def two_evaluators(database, member, world):
+    """The world's admin-console version run by a second evaluator too ("closer"): its 4 trials pass every stage
+    but trial 2 and 4, which order for the wrong customer (stage_order 0.5, no checkout)."""
+    from commands.environments import create_evaluator_config
+    from tests.factories import Catalog, finish_run
+
+    admin = world["admin"]
+    with database.session(member.org.id) as session, session.begin():
+        config = create_evaluator_config(session, member.org.id, "closer", {"kind": "scripted", "skill": 0.9}, 4)
+    closer = Catalog(member.org.id, admin.environment_id, admin.version_id, config.id)
+
+    def outcome_for(number, seed):
+        wrong = number % 2 == 0
+        stages = {"stage_inventory": 1.0, "stage_order": 0.5 if wrong else 1.0, "stage_checkout": 0.0 if wrong else 1.0}
+        return TrialOutcome(
+            status="failed" if wrong else "succeeded", reward=sum(stages.values()) / 3,
+            failure_category="wrong_customer" if wrong else None, stages=stages, steps=[], log="opened",
+            started_at=datetime.now(UTC), task="solve",
+        )  # fmt: skip
+
+    finish_run(database, closer, outcome_for)
+    return closer
+
+
+def evaluator_trials(database, member, evaluator_id, where: str = "TRUE", **params):
+    """(version id, failure category) → trials of the evaluator's runs, counted straight from evaluation_trials."""
+    with database.session(member.org.id) as session:
+        rows = session.execute(
+            text(f"""SELECT t.environment_version_id, t.failure_category, count(*) FROM evaluation_trials t
+            JOIN evaluation_runs r ON r.id = t.evaluation_run_id WHERE r.evaluator_config_id = :e AND {where}
+            GROUP BY 1, 2"""),
+            {"e": evaluator_id, **params},
+        ).all()
+    return {(version, category): count for version, category, count in rows}
+
+
+def test_capability_gap_narrows_to_one_evaluator(page, world, database, member, two_evaluators):
+    admin, closer = world["admin"], two_evaluators
+    pooled = page.get("/capability-gap").text
+    assert "<td>wrong_customer</td>" in pooled and '<option value="">All evaluators</option>' in pooled
+    body = page.get(f"/capability-gap?evaluatorConfigId={closer.config_id}").text
+    assert f'<option value="{closer.config_id}" selected>closer</option>' in body
+    assert "Overall (2 failed trials of closer)" in body
+    overall = re.findall(r"<td>([a-z_]+)</td>\s*<td class=\"num\"><a href=\"([^\"]+)\">(\d+)</a>", body)
+    assert [(category, int(count)) for category, _, count in overall] == [("wrong_customer", 2)]
+    # The novice's categories are gone, and the cell's rate is of the closer's 4 trials of the version.
+    assert "gave_up" not in body.split("</form>", 1)[1]
+    closer_trials = {(admin.version_id, None): 2, (admin.version_id, "wrong_customer"): 2}
+    assert evaluator_trials(database, member, closer.config_id) == closer_trials
+    assert 'title="2 of 4 trials of admin-console v1">50.0%</a>' in body
+    # Each count opens exactly the trials behind it: the explorer takes the same evaluator filter.
+    link = html.unescape(overall[0][1])
+    assert f"evaluatorConfigId={closer.config_id}" in link
+    assert len(re.findall(r">Trial \d+ of \d+</a>", page.get(link).text)) == 2
+    # The novice alone: the same categories as a direct count of its trials.
+    novice = page.get(f"/capability-gap?evaluatorConfigId={admin.config_id}", headers={"HX-Request": "true"}).text
+    shown = dict(re.findall(r"<td>([a-z_]+)</td>\s*<td class=\"num\"><a href=\"[^\"]+\">(\d+)</a>", novice))
+    direct = {c: n for (v, c), n in evaluator_trials(database, member, admin.config_id).items() if c}
+    assert {k: int(v) for k, v in shown.items()} == direct and "wrong_customer" not in shown
+    # With another filter the evaluator's trials of other versions drop out, and its empty state says so.
+    desk = world["desk"]
+    empty = page.get(f"/capability-gap?evaluatorConfigId={closer.config_id}&environmentId={desk.environment_id}")
+    assert empty.status_code == 200 and "No failed trials for this filter." in empty.text
+
+
+def test_partial_rewards_narrow_to_one_evaluator_in_the_same_order(page, world, database, member, two_evaluators):
+    admin, closer = world["admin"], two_evaluators
+    url = f"/partial-rewards/versions/{admin.version_id}?evaluatorConfigId={closer.config_id}"
+    fragment = page.get(url, headers={"HX-Request": "true"}).text
+    rows = re.findall(
+        r'<tr><td><code>(stage_[a-z_]+)</code></td><td class="num">(\d+)</td><td class="num">(\d+)</td>.*?'
+        r'<td class="num">([0-9.]+)</td>',
+        fragment,
+        re.S,
+    )
+    # The closer's 4 trials: inventory passed by 4 (mean 1), order by 2 (mean 0.75), checkout by 2 (mean 0.5); in
+    # admin-console's pipeline order, as without the filter.
+    assert rows == [
+        ("stage_inventory", "4", "4", "1.000"),
+        ("stage_order", "4", "2", "0.750"),
+        ("stage_checkout", "4", "2", "0.500"),
+    ]
+    assert stages_shown(page.get(f"/partial-rewards/versions/{admin.version_id}").text) == [r[0] for r in rows]
+    failed = html.unescape(re.search(r'href="(/trials\?[^"]+stageFailed=stage_order[^"]*)"', fragment).group(1))
+    assert f"evaluatorConfigId={closer.config_id}" in failed
+    assert len(re.findall(r">Trial \d+ of \d+</a>", page.get(failed).text)) == 2
+    # The whole page: the select names the evaluator, a version it never ran says so, lazy tables keep the filter.
+    listing = page.get(f"/partial-rewards?evaluatorConfigId={closer.config_id}").text
+    assert f'<option value="{closer.config_id}" selected>closer</option>' in listing
+    assert "Trials of <strong>closer</strong> only." in listing
+    desk = listing.split(f'id="version-{world["desk"].version_id}"')[1].split("</section>")[0]
+    assert "No stage metrics from closer on this version." in desk
+    import blueprints.insights
+
+    blueprints.insights.EAGER_VERSIONS, eager = 0, blueprints.insights.EAGER_VERSIONS
+    try:
+        lazy = page.get(f"/partial-rewards?evaluatorConfigId={closer.config_id}").text
+    finally:
+        blueprints.insights.EAGER_VERSIONS = eager
+    assert html.unescape(lazy).count(f'?evaluatorConfigId={closer.config_id}"') >= 2 * 2  # hx-get and fallback
+
+
+@pytest.mark.leak
+def test_another_organizations_evaluator_reveals_nothing(page, world, database, make_member):
+    outsider = make_member("eve@globex.test", "Globex Research")
+    theirs = make_catalog(database, outsider.org.id, NOVICE, attempt_count=4, config_name="globex-secret-agent")
+    finish_runs(database, theirs)
+    missing = uuid.uuid4()
+    for evaluator in (theirs.config_id, missing):
+        for url in (
+            f"/capability-gap?evaluatorConfigId={evaluator}",
+            f"/capability-gap?evaluatorConfigId={evaluator}&environmentVersionId={theirs.version_id}",
+            f"/partial-rewards?evaluatorConfigId={evaluator}",
+            f"/partial-rewards/versions/{world['admin'].version_id}?evaluatorConfigId={evaluator}",
+        ):
+            response = page.get(url)
+            assert response.status_code == 404, url
+            assert "globex-secret-agent" not in response.text and str(theirs.version_id) not in response.text
+            assert "wrong_" not in response.text and "gave_up" not in response.text  # no counts of anyone's
+    # Their evaluator is not among the choices either, and the two answers are the same but for the id.
+    assert "globex-secret-agent" not in page.get("/capability-gap").text + page.get("/partial-rewards").text
+    theirs_said = page.get(f"/capability-gap?evaluatorConfigId={theirs.config_id}").text
+    missing_said = page.get(f"/capability-gap?evaluatorConfigId={missing}").text
+    assert theirs_said.replace(str(theirs.config_id), "ID") == missing_said.replace(str(missing), "ID")
 
 
 def test_capability_gap_empty_state_without_failures(page, member):
