@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from domain.specs import pipeline_order
-from queries.filters import Conditions, TrialFilters
+from queries.filters import TrialFilters
 
 
 @dataclass(frozen=True)
@@ -111,20 +111,6 @@ def find_evaluator(session: Session, evaluator_id: uuid.UUID) -> EvaluatorOption
     return EvaluatorOption(*row) if row else None
 
 
-def evaluator_runs(filters: TrialFilters, evaluator_id: uuid.UUID) -> Conditions:
-    """A condition on trials `t`: they belong to a run of the evaluator within the filters' environment or version.
-
-    No rollup is kept per evaluator, so a read narrowed to one evaluator reads its trials: the evaluator's runs
-    first (the condition builder's environment and version filters on `evaluation_runs r`), then each run's
-    trials through the (organization_id, evaluation_run_id, trial_number) key, so the cost follows that
-    evaluator's trials within the filter, never the whole history.
-    """
-    runs = filters.conditions("r").also("r.evaluator_config_id = :evaluator_id", evaluator_id=evaluator_id)
-    return Conditions(
-        (f"t.evaluation_run_id = ANY(ARRAY(SELECT r.id FROM evaluation_runs r WHERE {runs.sql}))",), runs.params
-    )
-
-
 GAP = """
     SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, coalesce(s.trials, 0)
     FROM failure_category_counts c
@@ -136,24 +122,21 @@ GAP = """
     ORDER BY e.name, v.version, c.trials DESC, c.failure_category
 """
 
-# The same figures for one evaluator's trials (counted per version and category; the version's denominator is
-# every trial of that evaluator in it, failed or not).
+# The same figures for one evaluator, from evaluator_category_counts (migration 0027): the version's denominator is
+# the sum of the evaluator's rows, '' holding its trials without a category.
 GAP_OF_EVALUATOR = """
-    WITH counted AS (
-        SELECT t.environment_version_id, t.failure_category, count(*) AS trials
-        FROM evaluation_trials t
-        WHERE {where}
-        GROUP BY t.environment_version_id, t.failure_category
-    ), per_version AS (
-        SELECT environment_version_id, failure_category, trials,
-               sum(trials) OVER (PARTITION BY environment_version_id) AS version_trials
-        FROM counted
+    WITH per_version AS (
+        SELECT c.environment_version_id, c.failure_category, c.trials,
+               sum(c.trials) OVER (PARTITION BY c.environment_version_id) AS version_trials
+        FROM evaluator_category_counts c
+        JOIN environment_versions v ON v.organization_id = c.organization_id AND v.id = c.environment_version_id
+        WHERE c.evaluator_config_id = :evaluator_id AND {where}
     )
     SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, c.version_trials::bigint
     FROM per_version c
     JOIN environment_versions v ON v.id = c.environment_version_id
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
-    WHERE c.failure_category IS NOT NULL
+    WHERE c.failure_category <> '' AND c.trials > 0
     ORDER BY e.name, v.version, c.trials DESC, c.failure_category
 """
 
@@ -165,14 +148,16 @@ def capability_gap(
     evaluator_id: uuid.UUID | None = None,
 ) -> CapabilityGap:
     """Counts of the real failure_category values, from failure_category_counts (O(categories x versions)); narrowed
-    to one evaluator, from that evaluator's trials (see evaluator_runs)."""
+    to one evaluator, from evaluator_category_counts (the same, per evaluator)."""
     filters = TrialFilters(environment_id=environment_id, environment_version_id=version_id)
     if evaluator_id is None:
         where = filters.conditions("c", versions="v").also("c.trials > 0")
         rows = session.execute(text(GAP.format(where=where.sql)), where.params).all()
     else:
-        where = evaluator_runs(filters, evaluator_id)
-        rows = session.execute(text(GAP_OF_EVALUATOR.format(where=where.sql)), where.params).all()
+        where = filters.conditions("c", versions="v")
+        rows = session.execute(
+            text(GAP_OF_EVALUATOR.format(where=where.sql)), {**where.params, "evaluator_id": evaluator_id}
+        ).all()
     by_version = [CategoryCount(*row) for row in rows]
     totals: dict[str, int] = {}
     for count in by_version:
@@ -201,20 +186,16 @@ def version_stages(
 ) -> list[StageSummary]:
     """The stage_* keys the worker wrote for a version, from stage_metric_rollups, in pipeline order (empty when
     none yet): the order the environment declares, or for MCP and external versions the order trials reach them.
-    Narrowed to one evaluator, that evaluator's trials of the version (see evaluator_stages)."""
+    Narrowed to one evaluator, that evaluator's trials of the version (from evaluator_stage_rollups)."""
     return versions_stages(session, [version_id], evaluator_id)[version_id]
 
 
-# One evaluator's stage figures, from its trials' metrics as the rollup counts them (a stage_* key whose value is
-# a number; passed when it is 1).
-EVALUATOR_STAGES = """
-    SELECT t.environment_version_id, m.key, count(*), count(*) FILTER (WHERE (m.value)::float8 = 1),
-           avg((m.value)::float8)
-    FROM evaluation_trials t
-    CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(t.metrics) = 'object' THEN t.metrics ELSE '{{}}'::jsonb END) m
-    WHERE {where} AND m.key LIKE 'stage\\_%' AND jsonb_typeof(m.value) = 'number'
-    GROUP BY t.environment_version_id, m.key
-"""
+# One evaluator's stage figures, from evaluator_stage_rollups (migration 0027: as stage_metric_rollups, per evaluator).
+EVALUATOR_STAGES = text(
+    """SELECT environment_version_id, stage_key, trials, passed, value_sum / nullif(trials, 0)
+       FROM evaluator_stage_rollups
+       WHERE evaluator_config_id = :evaluator_id AND environment_version_id = ANY(:ids) AND trials > 0"""
+)
 
 
 def versions_stages(
@@ -242,11 +223,8 @@ def versions_stages(
         version_id: {k: s.passed for k, s in summaries.items()} for version_id, summaries in found.items()
     }
     if evaluator_id is not None:
-        where = evaluator_runs(TrialFilters(), evaluator_id).also(
-            "t.environment_version_id = ANY(:ids)", ids=list(version_ids)
-        )
         narrowed: dict[uuid.UUID, dict[str, StageSummary]] = {version_id: {} for version_id in version_ids}
-        for row in session.execute(text(EVALUATOR_STAGES.format(where=where.sql)), where.params):
+        for row in session.execute(EVALUATOR_STAGES, {"evaluator_id": evaluator_id, "ids": list(version_ids)}):
             narrowed[row[0]][row[1]] = StageSummary(*row[1:5])
         found = narrowed
     return {
