@@ -348,6 +348,21 @@ ROLLUP_CHECKS = {
         CROSS JOIN LATERAL jsonb_each_text(t.metrics) m WHERE m.key LIKE 'stage\\_%' GROUP BY 1, 2
         EXCEPT SELECT environment_version_id, stage_key, trials, passed, round(value_sum::numeric, 6)
         FROM stage_metric_rollups""",
+    "evaluator_category_counts": """
+        SELECT er.environment_version_id, er.evaluator_config_id, coalesce(t.failure_category, ''), count(*)
+        FROM evaluation_trials t
+        JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
+        GROUP BY 1, 2, 3
+        EXCEPT SELECT environment_version_id, evaluator_config_id, failure_category, trials
+        FROM evaluator_category_counts""",
+    "evaluator_stage_rollups": """
+        SELECT er.environment_version_id, er.evaluator_config_id, m.key, count(*),
+               count(*) FILTER (WHERE m.value::float8 = 1), round(sum(m.value::float8)::numeric, 6)
+        FROM evaluation_trials t
+        JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
+        CROSS JOIN LATERAL jsonb_each_text(t.metrics) m WHERE m.key LIKE 'stage\\_%' GROUP BY 1, 2, 3
+        EXCEPT SELECT environment_version_id, evaluator_config_id, stage_key, trials, passed,
+               round(value_sum::numeric, 6) FROM evaluator_stage_rollups""",
 }
 
 

@@ -139,6 +139,12 @@ def endpoints(ids: dict[str, uuid.UUID]) -> list[tuple[str, str, dict | None]]:
         ("/capability-gap?environmentId=<id>", f"/capability-gap?environmentId={ids['environment']}", fragment),
         ("/partial-rewards", "/partial-rewards", None),
         ("/partial-rewards/versions/<id>", f"/partial-rewards/versions/{ids['version']}", fragment),
+        ("/capability-gap?evaluatorConfigId=<id>", f"/capability-gap?evaluatorConfigId={ids['config']}", fragment),
+        (
+            "/partial-rewards/versions/<id>?evaluatorConfigId=<id>",
+            f"/partial-rewards/versions/{ids['version']}?evaluatorConfigId={ids['config']}",
+            fragment,
+        ),
         ("/compare?a=<version>&b=<version>", f"/compare?a={ids['other_version']}&b={ids['version']}", None),
         (
             "/api/v1/compare?a=<version>&b=<version>",

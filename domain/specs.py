@@ -10,6 +10,7 @@ The API documents `EnvironmentSpec`'s JSON schema, so the two cannot drift.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -155,6 +156,16 @@ def stage_order(spec: Any, passed: dict[str, int]) -> list[str]:
     known = [key for key in declared if key in passed]
     rest = sorted((key for key in passed if key not in declared), key=lambda key: (-passed[key], key))
     return known + rest
+
+
+def pipeline_order(spec: Any, keys: Iterable[str], version_passed: dict[str, int] | None = None) -> list[str]:
+    """`keys` in the environment version's pipeline order, the one order every page shows stages in.
+
+    `version_passed` are the version's own counts (stage key → trials of the whole version that passed it, from
+    its rollup), so a run or a single trial of an MCP or external version lists its stages as the version does.
+    """
+    counts = version_passed or {}
+    return stage_order(spec, {key: counts.get(key, 0) for key in dict.fromkeys(keys)})
 
 
 EnvironmentSpec = Annotated[

@@ -5,7 +5,13 @@ from models.base import Base
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout, TrialStage
 from models.invitations import Invitation
-from models.rollups import EnvironmentVersionStats, FailureCategoryCount, StageMetricRollup
+from models.rollups import (
+    EnvironmentVersionStats,
+    EvaluatorCategoryCount,
+    EvaluatorStageRollup,
+    FailureCategoryCount,
+    StageMetricRollup,
+)
 from models.tokens import ApiToken
 from models.workers import WorkerPresence
 
@@ -19,7 +25,9 @@ __all__ = [
     "EnvironmentVersionStats",
     "EvaluationRun",
     "EvaluationTrial",
+    "EvaluatorCategoryCount",
     "EvaluatorConfig",
+    "EvaluatorStageRollup",
     "FailureCategoryCount",
     "Invitation",
     "LoginThrottle",

@@ -66,3 +66,43 @@ class EnvironmentVersionStats(Base):
     reward_sum: Mapped[float] = mapped_column(default=0.0)
     min_reward: Mapped[float | None]
     max_reward: Mapped[float | None]
+
+
+def _evaluator_fk() -> ForeignKeyConstraint:
+    """Return the (organization_id, evaluator_config_id) foreign key of the per-evaluator rollups."""
+    return ForeignKeyConstraint(
+        ["organization_id", "evaluator_config_id"], ["evaluator_configs.organization_id", "evaluator_configs.id"]
+    )
+
+
+class EvaluatorCategoryCount(Base):
+    """How many trials of an environment version by one evaluator configuration ended in each failure_category
+    ('' for those with none: their sum is the evaluator's trials of the version).
+
+    Written by the trigger of migration 0027 in the statement that inserts the trials: never by the app.
+    """
+
+    __tablename__ = "evaluator_category_counts"
+    __table_args__ = (_version_fk(), _evaluator_fk())
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    environment_version_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    evaluator_config_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    failure_category: Mapped[str] = mapped_column(String(FAILURE_CATEGORY_CHARS), primary_key=True)
+    trials: Mapped[int] = mapped_column(BigInteger)
+
+
+class EvaluatorStageRollup(Base):
+    """Per environment version, evaluator configuration and stage_* key: trials that reported it, how many passed,
+    the value sum (as StageMetricRollup counts them). Written by the trigger of migration 0027, never by the app."""
+
+    __tablename__ = "evaluator_stage_rollups"
+    __table_args__ = (_version_fk(), _evaluator_fk())
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    environment_version_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    evaluator_config_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    stage_key: Mapped[str] = mapped_column(String(STAGE_KEY_CHARS), primary_key=True)
+    trials: Mapped[int] = mapped_column(BigInteger)
+    passed: Mapped[int] = mapped_column(BigInteger)
+    value_sum: Mapped[float]

@@ -25,6 +25,31 @@ TREND_RUNS = 12
 
 
 @dataclass(frozen=True)
+class TrendPoint:
+    """A completed run on a pass@1 trend: its place in run order (created, then id), its name and its pass@1."""
+
+    created_at: datetime
+    run_id: uuid.UUID
+    label: str  # the run's readable name: "admin-console v2 · novice · #3"
+    pass_at_1: float
+
+    @property
+    def order(self) -> tuple[datetime, uuid.UUID]:
+        """Where the run falls among runs: by creation, runs created in the same instant by id."""
+        return self.created_at, self.run_id
+
+
+@dataclass(frozen=True)
+class LatestRun:
+    """The newest completed run of an environment (ties in created_at broken by id), whose pass@1 the list shows."""
+
+    id: uuid.UUID
+    label: str
+    evaluator_name: str
+    pass_at_1: float | None
+
+
+@dataclass(frozen=True)
 class EnvironmentSummary:
     """One row of the environments page."""
 
@@ -35,63 +60,82 @@ class EnvironmentSummary:
     runs: int
     trials: int
     mean_reward: float | None
-    latest_pass_at_1: float | None
-    trend: dict[str, list[tuple[datetime, float]]]  # evaluator name → (run created, pass@1), oldest first
+    latest_run: LatestRun | None
+    trend: dict[str, list[TrendPoint]]  # evaluator name → its newest completed runs, oldest first
+
+    @property
+    def latest_pass_at_1(self) -> float | None:
+        """pass@1 of the newest completed run (see LatestRun)."""
+        return self.latest_run.pass_at_1 if self.latest_run else None
 
 
+# The newest completed run of each environment: the newest of each version (a backward range scan of the
+# version's runs by created_at), then the newest of those; runs created in one instant (one transaction) are
+# told apart by id, so the figure never changes while nobody runs anything.
 ENVIRONMENT_LIST = text(
-    """
-    SELECT e.id, e.name, e.description, max(v.version) AS latest_version,
-           coalesce(sum(s.runs), 0) AS runs, coalesce(sum(s.trials), 0) AS trials,
-           sum(s.reward_sum) / nullif(sum(s.scored), 0) AS mean_reward,
-           (SELECT (r.pass_at_k ->> '1')::float8
-            FROM environment_versions lv
-            CROSS JOIN LATERAL (
-                SELECT er.pass_at_k, er.created_at FROM evaluation_runs er
-                WHERE er.organization_id = lv.organization_id AND er.environment_version_id = lv.id
-                  AND er.status = 'completed'
-                ORDER BY er.created_at DESC LIMIT 1
-            ) r
-            WHERE lv.organization_id = e.organization_id AND lv.environment_id = e.id
-            ORDER BY r.created_at DESC LIMIT 1) AS latest_pass_at_1
-    FROM environments e
-    LEFT JOIN environment_versions v ON v.organization_id = e.organization_id AND v.environment_id = e.id
-    LEFT JOIN environment_version_stats s
-           ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
-    GROUP BY e.organization_id, e.id
-    ORDER BY e.name, e.id
-    LIMIT :limit OFFSET :offset
+    f"""
+    SELECT g.*, latest.id AS latest_run_id, latest.label AS latest_run_label,
+           latest.evaluator AS latest_evaluator, latest.pass_at_1 AS latest_pass_at_1
+    FROM (
+        SELECT e.organization_id, e.id, e.name, e.description, max(v.version) AS latest_version,
+               coalesce(sum(s.runs), 0) AS runs, coalesce(sum(s.trials), 0) AS trials,
+               sum(s.reward_sum) / nullif(sum(s.scored), 0) AS mean_reward
+        FROM environments e
+        LEFT JOIN environment_versions v ON v.organization_id = e.organization_id AND v.environment_id = e.id
+        LEFT JOIN environment_version_stats s
+               ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
+        GROUP BY e.organization_id, e.id
+        ORDER BY e.name, e.id
+        LIMIT :limit OFFSET :offset
+    ) g
+    LEFT JOIN LATERAL (
+        SELECT r.id, {run_label_sql()} AS label, c.name AS evaluator, (r.pass_at_k ->> '1')::float8 AS pass_at_1
+        FROM environment_versions v
+        CROSS JOIN LATERAL (
+            SELECT er.id, er.pass_at_k, er.created_at, er.evaluator_config_id, er.sequence_number
+            FROM evaluation_runs er
+            WHERE er.organization_id = v.organization_id AND er.environment_version_id = v.id
+              AND er.status = 'completed'
+            ORDER BY er.created_at DESC, er.id DESC LIMIT 1
+        ) r
+        JOIN evaluator_configs c ON c.organization_id = v.organization_id AND c.id = r.evaluator_config_id
+        JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+        WHERE v.organization_id = g.organization_id AND v.environment_id = g.id
+        ORDER BY r.created_at DESC, r.id DESC LIMIT 1
+    ) latest ON TRUE
+    ORDER BY g.name, g.id
     """
 )
 
 # pass@1 of each evaluator's newest completed runs of each version (one backward range scan of the completed-runs-
 # by-evaluator index per version and evaluator): one trend line per evaluator.
 TRENDS = text(
-    """
-    SELECT v.environment_id, c.name, (r.pass_at_k ->> '1')::float8, r.created_at
+    f"""
+    SELECT v.environment_id, c.name, (r.pass_at_k ->> '1')::float8, r.created_at, r.id, {run_label_sql()}
     FROM environment_versions v
+    JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
     JOIN evaluator_configs c ON c.organization_id = v.organization_id
     CROSS JOIN LATERAL (
-        SELECT er.pass_at_k, er.created_at FROM evaluation_runs er
+        SELECT er.id, er.pass_at_k, er.created_at, er.sequence_number FROM evaluation_runs er
         WHERE er.organization_id = v.organization_id AND er.environment_version_id = v.id
           AND er.evaluator_config_id = c.id AND er.status = 'completed' AND er.pass_at_k ? '1'
-        ORDER BY er.created_at DESC LIMIT :runs
+        ORDER BY er.created_at DESC, er.id DESC LIMIT :runs
     ) r
     WHERE v.organization_id = :org AND v.environment_id = ANY(:environment_ids)
-    ORDER BY r.created_at, c.name
+    ORDER BY r.created_at, r.id
     """
 )
 
 
 def pass_at_1_trends(
     session: Session, org: uuid.UUID, environment_ids: list[uuid.UUID]
-) -> dict[uuid.UUID, dict[str, list[tuple[datetime, float]]]]:
-    """Per environment, per evaluator: pass@1 of its newest TREND_RUNS completed runs (of any version), oldest first."""
-    trends: dict[uuid.UUID, dict[str, list[tuple[datetime, float]]]] = {e: {} for e in environment_ids}
+) -> dict[uuid.UUID, dict[str, list[TrendPoint]]]:
+    """Per environment, per evaluator: its newest TREND_RUNS completed runs (of any version), oldest first."""
+    trends: dict[uuid.UUID, dict[str, list[TrendPoint]]] = {e: {} for e in environment_ids}
     if environment_ids:  # one statement, only when there is something to draw
         rows = session.execute(TRENDS, {"org": org, "runs": TREND_RUNS, "environment_ids": environment_ids})
-        for environment_id, evaluator, pass_at_1, created_at in rows:
-            trends[environment_id].setdefault(evaluator, []).append((created_at, pass_at_1))
+        for environment_id, evaluator, pass_at_1, created_at, run_id, label in rows:
+            trends[environment_id].setdefault(evaluator, []).append(TrendPoint(created_at, run_id, label, pass_at_1))
     return {e: {name: points[-TREND_RUNS:] for name, points in lines.items()} for e, lines in trends.items()}
 
 
@@ -109,7 +153,9 @@ def list_environments(session: Session, page: int = 1) -> tuple[list[Environment
             row.runs,
             row.trials,
             row.mean_reward,
-            row.latest_pass_at_1,
+            LatestRun(row.latest_run_id, row.latest_run_label, row.latest_evaluator, row.latest_pass_at_1)
+            if row.latest_run_id
+            else None,
             trends[row.id],
         )
         for row in rows
@@ -157,7 +203,7 @@ class EnvironmentDetail:
     evaluators: list[EvaluatorConfig]
     runs: list[RunSummary]
     older_runs_cursor: uuid.UUID | None
-    trend: dict[str, list[tuple[datetime, float]]]  # evaluator name → (run created, pass@1), oldest first
+    trend: dict[str, list[TrendPoint]]  # evaluator name → its newest completed runs, oldest first
 
     @property
     def imported_ids(self) -> set[uuid.UUID]:
@@ -184,7 +230,7 @@ VERSIONS = text(
            (SELECT er.pass_at_k FROM evaluation_runs er
             WHERE er.organization_id = v.organization_id AND er.environment_version_id = v.id
               AND er.status = 'completed'
-            ORDER BY er.created_at DESC LIMIT 1)
+            ORDER BY er.created_at DESC, er.id DESC LIMIT 1)
     FROM environment_versions v
     LEFT JOIN environment_version_stats s ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
     WHERE v.organization_id = :org AND v.environment_id = :environment_id

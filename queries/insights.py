@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from domain.specs import stage_order
+from domain.specs import pipeline_order
 from queries.filters import TrialFilters
 
 
@@ -21,6 +21,14 @@ class VersionOption:
     environment_name: str
     version_id: uuid.UUID
     version: int
+
+
+@dataclass(frozen=True)
+class EvaluatorOption:
+    """An evaluator configuration (the agent) to filter by."""
+
+    id: uuid.UUID
+    name: str
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ class CapabilityGap:
     overall: list[CategoryCount]
     by_version: list[CategoryCount]
     options: list[VersionOption]
+    evaluators: list[EvaluatorOption] = field(default_factory=list)
 
     @property
     def versions(self) -> list[CategoryCount]:
@@ -84,33 +93,77 @@ def version_options(session: Session) -> list[VersionOption]:
     return [VersionOption(*row) for row in session.execute(VERSION_OPTIONS)]
 
 
-def capability_gap(
-    session: Session, environment_id: uuid.UUID | None = None, version_id: uuid.UUID | None = None
-) -> CapabilityGap:
-    """Counts of the real failure_category values, from failure_category_counts (O(categories x versions))."""
-    filters = TrialFilters(environment_id=environment_id, environment_version_id=version_id)
-    where = filters.conditions("c", versions="v").also("c.trials > 0")
+EVALUATOR_OPTIONS_LIMIT = 500  # as the trials explorer's menus (queries.trials.CHOICES_LIMIT)
+
+
+def evaluator_options(session: Session) -> list[EvaluatorOption]:
+    """The organization's evaluator configurations by name (the first EVALUATOR_OPTIONS_LIMIT), for filter menus."""
     rows = session.execute(
-        text(
-            f"""
-            SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, coalesce(s.trials, 0)
-            FROM failure_category_counts c
-            JOIN environment_versions v ON v.organization_id = c.organization_id AND v.id = c.environment_version_id
-            JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
-            LEFT JOIN environment_version_stats s
-                   ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
-            WHERE {where.sql}
-            ORDER BY e.name, v.version, c.trials DESC, c.failure_category
-            """
-        ),
-        where.params,
-    ).all()
+        text("SELECT id, name FROM evaluator_configs ORDER BY name, id LIMIT :limit"),
+        {"limit": EVALUATOR_OPTIONS_LIMIT},
+    )
+    return [EvaluatorOption(*row) for row in rows]
+
+
+def find_evaluator(session: Session, evaluator_id: uuid.UUID) -> EvaluatorOption | None:
+    """The evaluator configuration as the session's organization sees it, or None (unknown or another's)."""
+    row = session.execute(text("SELECT id, name FROM evaluator_configs WHERE id = :id"), {"id": evaluator_id}).first()
+    return EvaluatorOption(*row) if row else None
+
+
+GAP = """
+    SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, coalesce(s.trials, 0)
+    FROM failure_category_counts c
+    JOIN environment_versions v ON v.organization_id = c.organization_id AND v.id = c.environment_version_id
+    JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+    LEFT JOIN environment_version_stats s
+           ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
+    WHERE {where}
+    ORDER BY e.name, v.version, c.trials DESC, c.failure_category
+"""
+
+# The same figures for one evaluator, from evaluator_category_counts (migration 0027): the version's denominator is
+# the sum of the evaluator's rows, '' holding its trials without a category.
+GAP_OF_EVALUATOR = """
+    WITH per_version AS (
+        SELECT c.environment_version_id, c.failure_category, c.trials,
+               sum(c.trials) OVER (PARTITION BY c.environment_version_id) AS version_trials
+        FROM evaluator_category_counts c
+        JOIN environment_versions v ON v.organization_id = c.organization_id AND v.id = c.environment_version_id
+        WHERE c.evaluator_config_id = :evaluator_id AND {where}
+    )
+    SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, c.version_trials::bigint
+    FROM per_version c
+    JOIN environment_versions v ON v.id = c.environment_version_id
+    JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+    WHERE c.failure_category <> '' AND c.trials > 0
+    ORDER BY e.name, v.version, c.trials DESC, c.failure_category
+"""
+
+
+def capability_gap(
+    session: Session,
+    environment_id: uuid.UUID | None = None,
+    version_id: uuid.UUID | None = None,
+    evaluator_id: uuid.UUID | None = None,
+) -> CapabilityGap:
+    """Counts of the real failure_category values, from failure_category_counts (O(categories x versions)); narrowed
+    to one evaluator, from evaluator_category_counts (the same, per evaluator)."""
+    filters = TrialFilters(environment_id=environment_id, environment_version_id=version_id)
+    if evaluator_id is None:
+        where = filters.conditions("c", versions="v").also("c.trials > 0")
+        rows = session.execute(text(GAP.format(where=where.sql)), where.params).all()
+    else:
+        where = filters.conditions("c", versions="v")
+        rows = session.execute(
+            text(GAP_OF_EVALUATOR.format(where=where.sql)), {**where.params, "evaluator_id": evaluator_id}
+        ).all()
     by_version = [CategoryCount(*row) for row in rows]
     totals: dict[str, int] = {}
     for count in by_version:
         totals[count.failure_category] = totals.get(count.failure_category, 0) + count.trials
     overall = [CategoryCount(name, n) for name, n in sorted(totals.items(), key=lambda item: (-item[1], item[0]))]
-    return CapabilityGap(overall, by_version, version_options(session))
+    return CapabilityGap(overall, by_version, version_options(session), evaluator_options(session))
 
 
 @dataclass(frozen=True)
@@ -128,14 +181,29 @@ class StageSummary:
         return self.passed / self.trials if self.trials else 0.0
 
 
-def version_stages(session: Session, version_id: uuid.UUID) -> list[StageSummary]:
+def version_stages(
+    session: Session, version_id: uuid.UUID, evaluator_id: uuid.UUID | None = None
+) -> list[StageSummary]:
     """The stage_* keys the worker wrote for a version, from stage_metric_rollups, in pipeline order (empty when
-    none yet): the order the environment declares, or for MCP and external versions the order trials reach them."""
-    return versions_stages(session, [version_id])[version_id]
+    none yet): the order the environment declares, or for MCP and external versions the order trials reach them.
+    Narrowed to one evaluator, that evaluator's trials of the version (from evaluator_stage_rollups)."""
+    return versions_stages(session, [version_id], evaluator_id)[version_id]
 
 
-def versions_stages(session: Session, version_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[StageSummary]]:
-    """`version_stages` of several versions in one statement: version id → its stages (empty list when none)."""
+# One evaluator's stage figures, from evaluator_stage_rollups (migration 0027: as stage_metric_rollups, per evaluator).
+EVALUATOR_STAGES = text(
+    """SELECT environment_version_id, stage_key, trials, passed, value_sum / nullif(trials, 0)
+       FROM evaluator_stage_rollups
+       WHERE evaluator_config_id = :evaluator_id AND environment_version_id = ANY(:ids) AND trials > 0"""
+)
+
+
+def versions_stages(
+    session: Session, version_ids: list[uuid.UUID], evaluator_id: uuid.UUID | None = None
+) -> dict[uuid.UUID, list[StageSummary]]:
+    """`version_stages` of several versions in one statement (two when narrowed to an evaluator): version id → its
+    stages (empty list when none). The order is always the whole version's (its rollup's counts), so narrowing to
+    an evaluator changes the figures, never the order."""
     rows = session.execute(
         text(
             """SELECT m.environment_version_id, m.stage_key, m.trials, m.passed, m.value_sum / nullif(m.trials, 0),
@@ -151,9 +219,17 @@ def versions_stages(session: Session, version_ids: list[uuid.UUID]) -> dict[uuid
     for row in rows:
         found[row[0]][row.stage_key] = StageSummary(*row[1:5])
         specs[row[0]] = row.spec
+    version_passed = {
+        version_id: {k: s.passed for k, s in summaries.items()} for version_id, summaries in found.items()
+    }
+    if evaluator_id is not None:
+        narrowed: dict[uuid.UUID, dict[str, StageSummary]] = {version_id: {} for version_id in version_ids}
+        for row in session.execute(EVALUATOR_STAGES, {"evaluator_id": evaluator_id, "ids": list(version_ids)}):
+            narrowed[row[0]][row[1]] = StageSummary(*row[1:5])
+        found = narrowed
     return {
         version_id: [
-            summaries[key] for key in stage_order(specs.get(version_id), {k: s.passed for k, s in summaries.items()})
+            summaries[key] for key in pipeline_order(specs.get(version_id), summaries, version_passed[version_id])
         ]
         for version_id, summaries in found.items()
     }

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import literal_column, select, text
 from sqlalchemy.orm import Session
 
+from domain.specs import pipeline_order
 from models import Environment, EnvironmentVersion, EvaluationRun, EvaluationTrial, EvaluatorConfig
 
 
@@ -62,6 +63,7 @@ class RunDetail:
     reset_of_label: str | None
     trials: list[RunTrial]
     imported: bool = False  # its evaluator or version holds results of another harness: no worker here runs it
+    stage_pipeline: tuple[str, ...] = ()  # the stage keys of its trials in the version's pipeline order
 
     @property
     def resettable(self) -> bool:
@@ -70,8 +72,10 @@ class RunDetail:
 
     @property
     def stage_keys(self) -> list[str]:
-        """Every stage_* key any trial of the run reported, sorted."""
-        return sorted({key for trial in self.trials for key in trial.stages})
+        """Every stage_* key any trial of the run reported, in the version's pipeline order (as every page)."""
+        keys = {key for trial in self.trials for key in trial.stages}
+        rank = {key: index for index, key in enumerate(self.stage_pipeline)}
+        return sorted(keys, key=lambda key: (rank.get(key, len(rank)), key))
 
     @property
     def finished(self) -> bool:
@@ -142,9 +146,23 @@ def run_progress(detail: RunDetail, now: datetime) -> RunProgress:
     )
 
 
-def stages_of(metrics: dict[str, Any]) -> dict[str, float]:
-    """Return only the stage_* keys of a trial's metrics, sorted by key."""
-    return {key: value for key, value in sorted(metrics.items()) if key.startswith("stage_")}
+def version_stages_passed_sql(version: str = "v") -> str:
+    """An SQL expression for the version's stage counts from its rollup (jsonb: stage key → trials that passed it),
+    which `pipeline_order` orders an MCP or external version's stages by; `version` is the environment_versions
+    alias (a scalar subquery: a few rows of stage_metric_rollups, the statement count stays the same)."""
+    return (
+        "(SELECT jsonb_object_agg(m.stage_key, m.passed) FROM stage_metric_rollups m "
+        f"WHERE m.organization_id = {version}.organization_id AND m.environment_version_id = {version}.id)"
+    )
+
+
+def stages_of(
+    metrics: dict[str, Any], spec: Any = None, version_passed: dict[str, int] | None = None
+) -> dict[str, float]:
+    """Return only the stage_* keys of a trial's metrics, in its version's pipeline order (`pipeline_order` of the
+    version's spec and stage counts)."""
+    stages = {key: value for key, value in metrics.items() if key.startswith("stage_")}
+    return {key: stages[key] for key in pipeline_order(spec, sorted(stages), version_passed)}
 
 
 def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
@@ -167,6 +185,8 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
             label,
             EvaluatorConfig.agent["kind"].astext,
             EnvironmentVersion.spec["kind"].astext,
+            EnvironmentVersion.spec,
+            literal_column(version_stages_passed_sql(EnvironmentVersion.__tablename__)),
         )
         .join(EvaluationRun.environment_version)
         .join(EnvironmentVersion.environment)
@@ -176,6 +196,7 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
     if row is None:
         return None
     run = row[0]
+    spec, version_passed = row[8], row[9] or {}
     reset_of_label = None
     if run.reset_of_run_id is not None:
         reset_of_label = session.execute(
@@ -218,7 +239,7 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
                 t.status,
                 t.reward,
                 t.failure_category,
-                stages_of(t.metrics),
+                stages_of(t.metrics, spec, version_passed),
                 t.trajectory_artifact_id,
                 t.started_at,
                 t.finished_at,
@@ -226,4 +247,9 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
             for t in trials
         ],
         imported="external" in (row[6], row[7]),
+        stage_pipeline=tuple(
+            pipeline_order(
+                spec, sorted({key for t in trials for key in t.metrics if key.startswith("stage_")}), version_passed
+            )
+        ),
     )

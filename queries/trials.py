@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from domain.outcome import EXPLANATIONS_KEY, VERIFIER_EXPLANATION
 from domain.trajectory import structured
 from queries.filters import FAILED_RANK, Conditions, TrialFilters
-from queries.runs import stages_of
+from queries.runs import stages_of, version_stages_passed_sql
 from queries.search import plan_each_search
 
 PAGE_SIZE = 50
@@ -68,7 +68,7 @@ def download_name(environment: str, version: int, run_number: int, trial_number:
 
 
 TRIAL = text(
-    """
+    f"""
     SELECT t.id, t.trial_number, t.status, t.reward, t.failure_category, t.metrics, t.seed, t.task,
            t.log_excerpt, t.steps, a.id AS artifact_id, a.filename, t.evaluation_run_id, er.attempt_count,
            e.id AS environment_id, e.name, v.version, t.started_at, t.finished_at,
@@ -77,7 +77,8 @@ TRIAL = text(
             ORDER BY p.trial_number DESC LIMIT 1) AS previous_id,
            (SELECT n.id FROM evaluation_trials n WHERE n.organization_id = t.organization_id
               AND n.evaluation_run_id = t.evaluation_run_id AND n.trial_number > t.trial_number
-            ORDER BY n.trial_number LIMIT 1) AS next_id, er.sequence_number
+            ORDER BY n.trial_number LIMIT 1) AS next_id, er.sequence_number,
+           v.spec, {version_stages_passed_sql("v")} AS version_passed
     FROM evaluation_trials t
     JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
     JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
@@ -99,7 +100,7 @@ def trial_detail(session: Session, trial_id: uuid.UUID) -> TrialDetail | None:
         row.status,
         row.reward,
         row.failure_category,
-        stages_of(row.metrics),
+        stages_of(row.metrics, row.spec, row.version_passed),
         row.seed,
         row.task,
         row.log_excerpt,

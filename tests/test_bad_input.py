@@ -104,6 +104,8 @@ def test_malformed_ids_in_paths_answer_404(app, client, owner, bad):
         ("/api/v1/rollouts", "evaluatorConfigId"),
         ("/capability-gap", "environmentId"),
         ("/capability-gap", "environmentVersionId"),
+        ("/capability-gap", "evaluatorConfigId"),
+        ("/partial-rewards", "evaluatorConfigId"),
         ("/api/v1/rollouts", "environmentId"),
         ("/api/v1/rollouts", "environmentVersionId"),
         ("/api/v1/rollouts", "evaluationRunId"),
@@ -115,6 +117,45 @@ def test_malformed_ids_in_query_strings_answer_400(client, owner, url, param, ba
     response = client.get(url, query_string={param: bad})
     assert response.status_code == 400, (url, param)
     assert param in (response.json["error"] if url.startswith("/api/") else response.text)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "nope",
+        "' OR 1=1 --",
+        "%00",
+        "\x00",
+        "0" * 33,
+        "{{7*7}}",
+        "<script>alert(1)</script>",
+        "00000000-0000-0000-0000-00000000000g",
+        "a" * 5000,
+        "00000000-0000-0000-0000-000000000000' --",
+    ],
+)
+def test_hostile_evaluator_filters_answer_400_and_echo_nothing_raw(client, owner, database, bad):
+    catalog = make_catalog(database, owner.org.id, {"kind": "scripted", "skill": 0.5})
+    for url in ("/capability-gap", "/partial-rewards", f"/partial-rewards/versions/{catalog.version_id}"):
+        for headers in ({}, {"HX-Request": "true"}):
+            response = client.get(url, query_string={"evaluatorConfigId": bad}, headers=headers)
+            assert response.status_code == 400, (url, bad)
+            assert "evaluatorConfigId must be an id" in response.text
+            assert "<script>alert(1)" not in response.text and "\x00" not in response.text
+
+
+def test_unknown_evaluator_filters_answer_404_and_blank_ones_mean_every_evaluator(client, owner, database):
+    catalog = make_catalog(database, owner.org.id, {"kind": "scripted", "skill": 0.5})
+    for url in ("/capability-gap", "/partial-rewards", f"/partial-rewards/versions/{catalog.version_id}"):
+        for unknown in (uuid.uuid4(), uuid.UUID(int=0), str(uuid.uuid4()).upper(), uuid.uuid4().hex):
+            response = client.get(url, query_string={"evaluatorConfigId": str(unknown)})
+            assert response.status_code == 404, (url, unknown)
+            assert "No evaluator configuration" in response.text
+        for blank in ("", " ", "\t"):
+            assert client.get(url, query_string={"evaluatorConfigId": blank}).status_code == 200, (url, blank)
+        # A repeated parameter: the first one counts, as for every other filter.
+        twice = client.get(f"{url}?evaluatorConfigId={catalog.config_id}&evaluatorConfigId=nope")
+        assert twice.status_code == 200, url
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,11 @@ def test_generated_history_is_consistent_and_the_check_catches_drift(database, a
         session.execute(text("UPDATE stage_metric_rollups SET passed = passed + 1 WHERE stage_key = 'stage_order'"))
     problems = check_rollups(database)
     assert problems and "stage_metric_rollups rows differ" in problems[0]
+    with database.admin_session(org_id) as session, session.begin():
+        session.execute(text("UPDATE stage_metric_rollups SET passed = passed - 1 WHERE stage_key = 'stage_order'"))
+        session.execute(text("UPDATE evaluator_category_counts SET trials = trials + 1 WHERE failure_category = ''"))
+    drift = [problem.split(": ", 1)[1] for problem in check_rollups(database)]
+    assert drift == ["2 evaluator_category_counts rows differ from the trials"]  # the two versions' '' rows
 
 
 def test_generated_trials_carry_realistic_searchable_steps(database, auth, client):

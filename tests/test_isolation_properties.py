@@ -100,6 +100,8 @@ def probe_urls(a: dict) -> tuple[list[str], list[str]]:
         f"/runs/{ids['run']}",
         f"/api/v1/evaluation-runs/{ids['run']}",
         f"/partial-rewards/versions/{ids['version']}",
+        f"/capability-gap?evaluatorConfigId={ids['config']}",
+        f"/partial-rewards?evaluatorConfigId={ids['config']}",
     ]
     for key, value in ids.items():
         if key.startswith("evaluation_trials:"):

@@ -68,12 +68,38 @@ def test_scripted_mistakes_give_categories_from_what_happened():
     for seed in range(120):
         outcome = trial(agent={"kind": "scripted", "skill": 0.3}, world_seed=seed, seed=seed)
         seen.setdefault(outcome.failure_category, outcome)
-    assert {"wrong_item", "wrong_quantity", "gave_up", "tool_error", "out_of_steps", None} <= set(seen)
+    assert {"wrong_item", "wrong_customer", "wrong_quantity", "gave_up", "tool_error", "out_of_steps", None} <= set(
+        seen
+    )
     for category, outcome in seen.items():
         assert outcome.reward is not None  # every ended trial is scored
         assert (outcome.reward == 1) == (category is None)
     assert "step budget of 12 used up" in seen["out_of_steps"].log
     assert any(s["observation"].startswith("error:") for s in seen["tool_error"].steps)
+
+
+@pytest.mark.parametrize(
+    ("order", "category"),
+    [
+        ({}, "wrong_customer"),  # the right SKU and quantity, for another customer
+        ({"sku": "other"}, "wrong_item"),  # a wrong SKU is a wrong item whoever it is for
+        ({"customer_id": "goal", "quantity": "more"}, "wrong_quantity"),
+    ],
+)
+def test_admin_console_names_a_wrong_customer_apart_from_a_wrong_item(order, category):
+    env = load(ADMIN)
+    env.reset(7)
+    goal, world = env.goal, env.world
+    env.call("restock", {"sku": goal["sku"], "quantity": goal["restock"]})
+    other_customer = next(c for c in sorted(world.customers) if c != goal["customer_id"])
+    other_sku = next(s for s in sorted(world.stock) if s != goal["sku"])
+    args = {
+        "customer_id": goal["customer_id"] if order.get("customer_id") == "goal" else other_customer,
+        "sku": other_sku if order.get("sku") == "other" else goal["sku"],
+        "quantity": goal["quantity"] + (1 if order.get("quantity") == "more" else 0),
+    }
+    env.call("create_order", args)
+    assert env.diagnose() == category
 
 
 @pytest.mark.slow  # starts agent processes

@@ -7,7 +7,8 @@ draws any Chart (title, axis labels with units, gridlines, tick labels, legend) 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+
+from queries.environments import TrendPoint
 
 LEFT, RIGHT, TOP, BOTTOM = 52, 12, 30, 44  # margins around the plotting area, room for 12 px labels
 TICK_FONT_PX = 12  # tick labels are drawn at least this size (app.css: .chart .tick); margins leave room for them
@@ -148,33 +149,33 @@ def funnel_chart(title: str, stages: list[str], sides: list[tuple[str, list[floa
     return chart
 
 
-def trend_chart(title: str, series: list[tuple[str, list[tuple[datetime, float]]]], width: int = 420,
+def trend_chart(title: str, series: list[tuple[str, list[TrendPoint]]], width: int = 420,
                 height: int = 220) -> Chart:  # fmt: skip
-    """pass@1 of completed runs over time, one line per evaluator."""
-    times = [at.timestamp() for _, points in series for at, _ in points]
-    start, end = (min(times), max(times)) if times else (0.0, 1.0)
-    if end == start:
-        start, end = start - 3600, end + 3600
-    right = 6 + round(0.6 * TICK_FONT_PX * len("12-31 23:59") / 2)  # half the last tick label, centred on the edge
-    frame = _Frame(width, height, (start, end), (0.0, 1.0), right)
+    """pass@1 of completed runs in run order, one line per evaluator: the chart's runs of every line numbered 1..N
+    by creation (runs created in one instant by id), each drawn at its own x, so no two runs share a place."""
+    order = sorted({point.order for _, points in series for point in points})
+    place = {key: number for number, key in enumerate(order, start=1)}
+    x_range = (1.0, float(len(order))) if len(order) > 1 else (0.0, 2.0)  # a single run in the middle
+    frame = _Frame(width, height, x_range, (0.0, 1.0))
     marks, legend = [], []
     for index, (name, points) in enumerate(series):
         css = SERIES[index % len(SERIES)]
         legend.append((css, name))
-        coordinates = [(frame.x(at.timestamp()), frame.y(value), at, value) for at, value in points]
+        coordinates = [
+            (frame.x(place[p.order]), frame.y(p.pass_at_1), p) for p in sorted(points, key=lambda p: p.order)
+        ]
         if len(coordinates) > 1:
-            marks.append(Mark("line", css, " ".join(f"{x},{y}" for x, y, _, _ in coordinates)))
-        for x, y, at, value in coordinates:
-            marks.append(Mark("dot", css, x=x, y=y, title=f"{name}: pass@1 {value:.2f} ({at:%Y-%m-%d %H:%M})"))
-    ticks = []
-    for step in range(3):
-        moment = start + (end - start) * step / 2
-        ticks.append((frame.x(moment), datetime.fromtimestamp(moment).strftime("%m-%d %H:%M")))
-    return Chart(title, "run finished (date, time)", "pass@1 (share of trials)", width, height, ticks,
-                 frame.share_ticks(), marks, legend, right=right)  # fmt: skip
+            marks.append(Mark("line", css, " ".join(f"{x},{y}" for x, y, _ in coordinates)))
+        for x, y, point in coordinates:
+            where = f"run {place[point.order]} of {len(order)}: {point.label}, {point.created_at:%Y-%m-%d %H:%M}"
+            marks.append(Mark("dot", css, x=x, y=y, title=f"{name}: pass@1 {point.pass_at_1:.2f} ({where})"))
+    numbers = sorted({1, (len(order) + 1) // 2, len(order)}) if order else [1]
+    ticks = [(frame.x(number), str(number)) for number in numbers]
+    return Chart(title, "completed run, oldest to newest", "pass@1 (share of trials)", width, height, ticks,
+                 frame.share_ticks(), marks, legend)  # fmt: skip
 
 
-def pass_at_1_trend_chart(environment: str, trend: dict[str, list[tuple[datetime, float]]], width: int = 420,
+def pass_at_1_trend_chart(environment: str, trend: dict[str, list[TrendPoint]], width: int = 420,
                           height: int = 220) -> Chart:  # fmt: skip
     """An environment's pass@1 trend, one line per evaluator (never a mix of agents)."""
     return trend_chart(f"pass@1 per evaluator, {environment}", sorted(trend.items()), width, height)

@@ -206,13 +206,17 @@ class AdminConsole(Environment):
         }
 
     def diagnose(self) -> str:
-        """wrong_item, wrong_quantity, insufficient_stock, tool_error or gave_up, from the final state."""
+        """wrong_item, wrong_customer, wrong_quantity, insufficient_stock, tool_error or gave_up, from the final
+        state: a wrong SKU restocked or ordered is wrong_item; the right SKU ordered for another customer is
+        wrong_customer."""
         goal, world = self.goal, self.world
         wrong_item = any(sku != goal["sku"] for sku in world.restocked) or any(
-            (o.sku, o.customer_id) != (goal["sku"], goal["customer_id"]) for o in world.orders.values()
+            o.sku != goal["sku"] for o in world.orders.values()
         )
         if wrong_item:
             return "wrong_item"
+        if any(o.customer_id != goal["customer_id"] for o in world.orders.values()):
+            return "wrong_customer"
         if world.restocked.get(goal["sku"], goal["restock"]) != goal["restock"] or any(
             o.quantity != goal["quantity"] for o in world.orders.values()
         ):
