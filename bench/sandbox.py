@@ -28,6 +28,7 @@ AGENT = ROOT / "bench" / "finish_agent.py"
 TARGET_MS = 60.0
 SECTION = "## Sandbox overhead"
 WAYS = ("networked", "offline", "bare")
+BUILTIN = {"environment": "admin-console"}
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,6 @@ def _trial_ms(way: str, settings: SandboxSettings) -> float:
     if outcome.failure_category not in (None, "gave_up"):
         raise RuntimeError(f"the benchmark trial failed ({way}): {outcome.failure_category}: {outcome.log}")
     return elapsed
-
-
-BUILTIN = {"environment": "admin-console"}
 
 
 def measure(trials: int = 40) -> SandboxResult:

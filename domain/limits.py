@@ -30,7 +30,7 @@ class Limit:
     default: int
     ceiling: int
     words: str  # "{n} CPU seconds", used in error and log lines
-    prlimit: str | None  # the prlimit option, None when the worker enforces it (output)
+    rlimit: str | None  # the `resource` rlimit the sandbox's launcher sets, None when the worker enforces it (output)
     scale: int = 1
 
     @property
@@ -41,11 +41,11 @@ class Limit:
 
 
 LIMITS = (
-    Limit("cpuSeconds", 60, 600, "{n} CPU seconds", "--cpu"),
-    Limit("memoryMb", 1024, 8192, "{n} MB of memory", "--as", MIB),
-    Limit("processes", 64, 1024, "{n} processes", "--nproc"),
-    Limit("fileSizeMb", 64, 1024, "{n} MB per file", "--fsize", MIB),
-    Limit("openFiles", 256, 4096, "{n} open files", "--nofile"),
+    Limit("cpuSeconds", 60, 600, "{n} CPU seconds", "RLIMIT_CPU"),
+    Limit("memoryMb", 1024, 8192, "{n} MB of memory", "RLIMIT_AS", MIB),
+    Limit("processes", 64, 1024, "{n} processes", "RLIMIT_NPROC"),
+    Limit("fileSizeMb", 64, 1024, "{n} MB per file", "RLIMIT_FSIZE", MIB),
+    Limit("openFiles", 256, 4096, "{n} open files", "RLIMIT_NOFILE"),
     Limit("outputMb", 16, 256, "{n} MB of output", None, MIB),
 )
 LIMIT_BY_KEY = {limit.key: limit for limit in LIMITS}

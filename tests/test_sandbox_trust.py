@@ -16,6 +16,7 @@ import signal
 import socket
 import stat
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ import pytest
 from tests.conftest import ApiClient
 from tests.openai_server import host_address
 from tests.test_sandbox import BWRAP_PROBLEM, catalog, enqueue, needs_bwrap, start_worker, wait_until_done
-from worker.sandbox import SandboxSettings, SandboxUnavailable, TrialSandbox
+from worker.sandbox import SandboxSettings, SandboxUnavailable, TrialSandbox, run_bounded
 from worker.trial import run_trial
 
 HOSTILE = Path(__file__).parent / "hostile"
@@ -171,8 +172,6 @@ def test_a_program_that_reserves_more_address_space_than_its_memory_limit_still_
     reserve = "import mmap; m = mmap.mmap(-1, 4 << 30); print('reserved')"
     sandbox = TrialSandbox(SandboxSettings.from_environ(), seed=1, trial=1)
     try:
-        from worker.sandbox import run_bounded
-
         finished = run_bounded(
             sandbox.launch("agent", [sys.executable, "-c", reserve], limits={"memoryMb": 256}), timeout=20
         )
@@ -199,10 +198,6 @@ def test_a_sandboxed_program_cannot_make_namespaces_and_has_a_private_writable_t
 def test_networked_sandboxes_started_many_at_once_all_come_up():
     # slirp4netns sets the namespace's lo up while bubblewrap sets up its loopback: racing, bwrap failed
     # ("loopback: Failed RTM_NEWADDR") in about one start in ten when several started at once.
-    from concurrent.futures import ThreadPoolExecutor
-
-    from worker.sandbox import run_bounded
-
     settings = SandboxSettings.from_environ()
 
     def start(trial: int) -> tuple[int, str]:

@@ -156,10 +156,11 @@ def _networked(config: dict[str, list[str]], argv: list[str], seccomp: list[str]
         except BlockingIOError:
             said = ""
         return _fail(f"slirp4netns could not connect the sandbox's network: {said or 'no answer'}")
-    try:  # noqa: SIM105 - importing contextlib would cost the launcher's start-up more than this
+    try:
         os.write(block_write, b"1")
-    except BrokenPipeError:  # bubblewrap's child ended while the network came up; its status says how
-        pass
+    except BrokenPipeError:  # bubblewrap's child ended while the network came up: its status says how
+        os.close(exit_write)
+        return _status(sandbox)
     os.close(block_write)
     status = _status(sandbox)
     os.close(exit_write)  # slirp4netns sees it and exits (its parent is gone by then: init reaps it)

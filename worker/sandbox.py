@@ -54,13 +54,6 @@ LAUNCHER = Path(__file__).resolve().with_name("launcher.py")
 MODES = ("bwrap", "none")
 INSTALL_HINT = "install bubblewrap: apt-get install bubblewrap"
 NETWORK_HINT = "install slirp4netns: apt-get install slirp4netns"
-RLIMITS = {  # a limit's prlimit option → the `resource` rlimit the launcher sets
-    "--cpu": "RLIMIT_CPU",
-    "--as": "RLIMIT_AS",
-    "--nproc": "RLIMIT_NPROC",
-    "--fsize": "RLIMIT_FSIZE",
-    "--nofile": "RLIMIT_NOFILE",
-}
 WORKSPACE = "/workspace"  # where the workspace appears inside a bwrap sandbox
 INNER_UID = 1000  # the uid a program sees inside a user namespace when the worker is not root
 
@@ -156,7 +149,7 @@ class SandboxSettings:
 @functools.lru_cache(maxsize=4)
 def _probe(bwrap: str, as_root: bool) -> str | None:
     """Start one empty sandbox the way trials do; return bubblewrap's complaint when it cannot."""
-    argv = [bwrap, *_namespace_flags(network=False, as_root=as_root), "--ro-bind", "/usr", "/usr"]
+    argv = [bwrap, *_namespace_flags(as_root=as_root), "--ro-bind", "/usr", "/usr"]
     argv += [*_usr_links(), "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/true"]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=20, env={"PATH": "/usr/bin:/bin"})
@@ -211,9 +204,9 @@ def _make_dirs(base: Path, relative: str, uid: int | None) -> None:
         os.close(fd)
 
 
-def _namespace_flags(*, network: bool, as_root: bool) -> list[str]:
-    """Every sandbox gets namespaces of its own, the network's included: with `network`, the launcher wires that
-    namespace to slirp4netns, so the host's loopback and other sandboxes' listeners stay out of reach."""
+def _namespace_flags(*, as_root: bool) -> list[str]:
+    """Every sandbox gets namespaces of its own, the network's included: for a networked sandbox the launcher wires
+    that namespace to slirp4netns, so the host's loopback and other sandboxes' listeners stay out of reach."""
     flags = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
     flags.append("--new-session")  # no controlling terminal to inject keystrokes into
     flags.append("--unshare-net")
@@ -418,7 +411,7 @@ class TrialSandbox:
         group's when there is one (RLIMIT_AS would count address space V8 and the JVM reserve but never use)."""
         result = []
         for limit in LIMITS:
-            if limit.prlimit is None or (limit.key == "processes" and self.mode == "none"):
+            if limit.rlimit is None or (limit.key == "processes" and self.mode == "none"):
                 continue  # output is counted by the worker; RLIMIT_NPROC without a sandbox would count the worker's own
             if limit.key in ("memoryMb", "processes") and side.cgroup is not None:
                 continue
@@ -426,11 +419,11 @@ class TrialSandbox:
             if limit.key == "processes" and not side.as_root:
                 value += _threads_of(os.getuid())  # the count is per uid: the sandbox shares the worker's
             # CPU: the soft limit sends SIGXCPU (named in the log), the hard one a second later SIGKILL.
-            result.append((RLIMITS[limit.prlimit], value, value + 1 if limit.key == "cpuSeconds" else value))
+            result.append((limit.rlimit, value, value + 1 if limit.key == "cpuSeconds" else value))
         return result
 
     def _bwrap_flags(self, side: Party, network: bool, inner_cwd: str) -> list[str]:
-        flags = _namespace_flags(network=network, as_root=side.as_root)
+        flags = _namespace_flags(as_root=side.as_root)
         # The private /tmp first: the project or the Python may live under the host's /tmp and are bound over it.
         flags += ["--size", str(64 * MIB), "--perms", "1777", "--tmpfs", "/tmp"]
         # Resolved: a checkout's .venv may be a symlink to a virtualenv elsewhere; bound at its own path, the link

@@ -21,14 +21,14 @@ import tempfile
 from typing import Any
 
 NAMESPACE_FLAGS = (
-    0x10000000  # CLONE_NEWUSER
-    | 0x00020000  # CLONE_NEWNS
-    | 0x40000000  # CLONE_NEWNET
-    | 0x20000000  # CLONE_NEWPID
-    | 0x08000000  # CLONE_NEWIPC
-    | 0x04000000  # CLONE_NEWUTS
-    | 0x02000000  # CLONE_NEWCGROUP
-    | 0x00000080  # CLONE_NEWTIME
+    0x10000000,  # CLONE_NEWUSER
+    0x00020000,  # CLONE_NEWNS
+    0x40000000,  # CLONE_NEWNET
+    0x20000000,  # CLONE_NEWPID
+    0x08000000,  # CLONE_NEWIPC
+    0x04000000,  # CLONE_NEWUTS
+    0x02000000,  # CLONE_NEWCGROUP
+    0x00000080,  # CLONE_NEWTIME
 )
 REFUSED = (
     "unshare",
@@ -77,10 +77,8 @@ def _build() -> Any:
             rules.add_rule(refuse, name)
         except (RuntimeError, OSError, ValueError):  # a system call this architecture does not have
             continue
-    for flag in range(32):
-        bit = 1 << flag
-        if NAMESPACE_FLAGS & bit:
-            rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, bit, bit))
+    for flag in NAMESPACE_FLAGS:
+        rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # its flags are in memory a filter cannot read
     return rules
 
