@@ -77,7 +77,7 @@ def sample_ids(database, org_id: uuid.UUID) -> dict[str, Any]:
                    v.environment_id, er.evaluator_config_id,
                    to_char((now() - interval '1 hour') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI'),
                    (SELECT CASE name WHEN 'admin-console' THEN 'stage_inventory' ELSE 'stage_triage' END
-                    FROM environments WHERE id = v.environment_id)
+                    FROM environments WHERE id = v.environment_id), md5(t.task)
             FROM evaluation_trials t JOIN rollouts r ON r.organization_id = t.organization_id
               AND r.evaluation_trial_id = t.id
             JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
@@ -88,7 +88,7 @@ def sample_ids(database, org_id: uuid.UUID) -> dict[str, Any]:
             text("SELECT id FROM environment_versions WHERE environment_id = :e AND id <> :v ORDER BY version LIMIT 1"),
             {"e": row[5], "v": row[4]},
         ).scalar()
-    names = ("run", "trial", "rollout", "artifact", "version", "environment", "config", "hour_ago", "stage")
+    names = ("run", "trial", "rollout", "artifact", "version", "environment", "config", "hour_ago", "stage", "task")
     return {**dict(zip(names, row, strict=True)), "other_version": other or row[4]}
 
 
@@ -110,6 +110,8 @@ def explorer_pages(ids: dict[str, Any]) -> list[tuple[str, str, dict | None]]:
         "minReward=0.6&maxReward=0.9 (matches none)": "minReward=0.6&maxReward=0.9",
         "finishedBefore=2020-01-01 (matches none)": "finishedBefore=2020-01-01T00:00",
         "stagePassed=<last stage> (no failed trial passed it)": f"stagePassed={LAST_STAGE}",
+        # A task of compare's per-task table, in its version (each count's link).
+        "environmentVersionId=<id>&task=<task key>": f"environmentVersionId={ids['version']}&task={ids['task']}",
         "environmentId=<id>&status=failed&stagePassed=<first stage>": (
             f"environmentId={ids['environment']}&status=failed&stagePassed={ids['stage']}"
         ),

@@ -47,6 +47,7 @@ FILTER_PARAMS = (
     "source",
     "finishedAfter",
     "finishedBefore",
+    "task",
 )
 LIST_PARAMS = ("stagePassed", "stageFailed")  # comma-separated: one chip per key
 BAND_LABELS = {
@@ -113,6 +114,7 @@ def chips(args: dict[str, str], choices: ExplorerChoices) -> list[Chip]:
         "source": lambda v: "imported trials" if v == "imported" else "trials run by workers",
         "finishedAfter": lambda v: f"finished from {v}",
         "finishedBefore": lambda v: f"finished before {v}",
+        "task": lambda v: f"task {v[:8]}",
     }
     found = []
     for name in FILTER_PARAMS:

@@ -80,7 +80,19 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
         ForeignKeyConstraint(
             ["organization_id", "reset_of_run_id"], ["evaluation_runs.organization_id", "evaluation_runs.id"]
         ),
-        Index("ix_evaluation_runs_org_version_created", "organization_id", "environment_version_id", "created_at"),
+        # Runs in run order, (created_at, id), per version (migration 0028 added the id).
+        Index(
+            "ix_evaluation_runs_org_version_created", "organization_id", "environment_version_id", "created_at", "id"
+        ),
+        # A version's newest completed run (migration 0028).
+        Index(
+            "ix_evaluation_runs_completed",
+            "organization_id",
+            "environment_version_id",
+            "created_at",
+            "id",
+            postgresql_where=text("status = 'completed'"),
+        ),
         # The run's `#n` within its version (set by the evaluation_run_number trigger, migration 0020).
         Index(
             "ux_evaluation_runs_org_version_sequence",
@@ -89,13 +101,14 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
             "sequence_number",
             unique=True,
         ),
-        # Each evaluator's newest completed runs of a version: the pass@1 trends (migration 0021).
+        # Each evaluator's newest completed runs of a version: the pass@1 trends (migrations 0021, 0028).
         Index(
             "ix_evaluation_runs_completed_by_evaluator",
             "organization_id",
             "environment_version_id",
             "evaluator_config_id",
             "created_at",
+            "id",
             postgresql_where=text("status = 'completed'"),
         ),
         # One run per submitted form: a second POST with the same key finds the first one's run (migration 0022).
@@ -217,6 +230,8 @@ class EvaluationTrial(OrgScoped, Base):
         # index condition under row-level security (float8 and timestamptz comparisons are leakproof; coalesce
         # is not, so the order indexes above cannot serve a range).
         Index("ix_evaluation_trials_org_reward", "organization_id", "reward"),
+        # The `task` filter: md5 of the task text, compare's task key (migration 0029).
+        Index("ix_evaluation_trials_task_key", text("md5(task)"), postgresql_using="hash"),
         Index("ix_evaluation_trials_org_finished_at", "organization_id", "finished_at"),
     )
 

@@ -24,10 +24,10 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from domain import task_stats
-from domain.specs import stage_order
+from domain.specs import pipeline_order
 from domain.task_stats import TaskEstimate, TaskRow, TaskTally, TaskTest
 from domain.task_verdict import TaskWarning, evaluator_mix_warning, task_verdict, task_warnings
-from queries.runs import run_label_sql
+from queries.runs import run_label_sql, version_stages_passed_sql
 
 WINDOW = 50  # newest completed runs a version side reads for per-run figures (about 400 trials at 8 per run)
 HISTOGRAM_BINS = 10
@@ -55,6 +55,7 @@ class SideRef:
     world_seed: int | None = None
     reset_of_run_id: uuid.UUID | None = None
     created_at: Any = None  # a run's creation time (a version: None), so that ticking two runs makes the older A
+    version_passed: dict[str, int] | None = None  # the whole version's stage counts: its stages' pipeline order
 
 
 @dataclass(frozen=True)
@@ -144,11 +145,11 @@ class Comparison:
 
     @property
     def stage_keys(self) -> list[str]:
-        """Stage keys of both sides in pipeline order (A's version decides, B's extra keys follow)."""
-        passed = {**self.b.stage_passed, **self.a.stage_passed}
-        order = stage_order(self.a.ref.spec, {k: v for k, v in passed.items() if k in self.a.stage_passed})
-        rest = stage_order(self.b.ref.spec, {k: v for k, v in passed.items() if k not in self.a.stage_passed})
-        return order + rest
+        """Stage keys of both sides in their versions' pipeline order (A's version decides, B's extra keys follow):
+        the order the run, trial and partial-reward pages show, whichever runs or evaluator a side reads."""
+        order = pipeline_order(self.a.ref.spec, self.a.stage_passed, self.a.ref.version_passed)
+        extra = [key for key in self.b.stage_passed if key not in self.a.stage_passed]
+        return order + pipeline_order(self.b.ref.spec, extra, self.b.ref.version_passed)
 
     @property
     def categories(self) -> list[str]:
@@ -192,14 +193,15 @@ SIDE_REF = text(
     f"""
     SELECT 'run' AS kind, r.id, {run_label_sql()} AS label, e.id AS environment_id, e.name AS environment_name,
            v.id AS version_id, v.version, v.spec, c.id AS evaluator_id, c.name AS evaluator_name, r.world_seed,
-           r.reset_of_run_id, r.created_at
+           r.reset_of_run_id, r.created_at, {version_stages_passed_sql()} AS version_passed
     FROM evaluation_runs r
     JOIN environment_versions v ON v.organization_id = r.organization_id AND v.id = r.environment_version_id
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
     JOIN evaluator_configs c ON c.organization_id = r.organization_id AND c.id = r.evaluator_config_id
     WHERE r.id = :id
     UNION ALL
-    SELECT 'version', v.id, NULL, e.id, e.name, v.id, v.version, v.spec, NULL, NULL, NULL, NULL, NULL
+    SELECT 'version', v.id, NULL, e.id, e.name, v.id, v.version, v.spec, NULL, NULL, NULL, NULL, NULL,
+           {version_stages_passed_sql()}
     FROM environment_versions v JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
     WHERE v.id = :id
     """
@@ -220,7 +222,7 @@ def find_side(session: Session, side_id: uuid.UUID, evaluator_id: uuid.UUID | No
         return SideRef(
             "run", found.id, found.label, found.environment_id, found.environment_name, found.version_id,
             found.version, found.spec, found.evaluator_id, found.evaluator_name, found.world_seed,
-            found.reset_of_run_id, found.created_at,
+            found.reset_of_run_id, found.created_at, found.version_passed,
         )  # fmt: skip
     version = found
     label = f"{version.environment_name} v{version.version}"
@@ -234,7 +236,7 @@ def find_side(session: Session, side_id: uuid.UUID, evaluator_id: uuid.UUID | No
         label += f" · {evaluator_name}"
     return SideRef(
         "version", version.id, label, version.environment_id, version.environment_name, version.id,
-        version.version, version.spec, evaluator_id, evaluator_name,
+        version.version, version.spec, evaluator_id, evaluator_name, version_passed=version.version_passed,
     )  # fmt: skip
 
 

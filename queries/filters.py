@@ -6,7 +6,8 @@ pairs included) and the capability gap's counts. A trial is named by what it
 belongs to (environment, environment version, evaluator configuration,
 evaluation run), by how it ended (status, reward band or range, failure
 category, stage_* results), by where it ran (imported or by a worker) and
-when it finished. A rollout is a scored trial and a rollup row counts a
+when it finished, and by its task (the md5 of its task text: compare's task
+key). A rollout is a scored trial and a rollup row counts a
 version's trials, so the same filters read on each of those tables: the
 columns only trials have are read on the trial a query joins (`trials`).
 """
@@ -76,6 +77,7 @@ class TrialFilters:
     finished_after: datetime | None = None
     finished_before: datetime | None = None
     q: str | None = None  # a full-text search (queries.search) over the trial's task, steps and log
+    task: str | None = None  # md5 of the task text, 32 lowercase hex digits (the task key compare groups by)
 
     @property
     def active(self) -> bool:
@@ -94,6 +96,7 @@ class TrialFilters:
             or self.finished_after
             or self.finished_before
             or self.q
+            or self.task
         )
 
     def ranks(self) -> tuple[int, ...]:
@@ -184,6 +187,8 @@ class TrialFilters:
             conditions = conditions.also(f"{t}.finished_at >= :finished_after", finished_after=self.finished_after)
         if self.finished_before is not None:
             conditions = conditions.also(f"{t}.finished_at < :finished_before", finished_before=self.finished_before)
+        if self.task is not None:
+            conditions = conditions.also(f"md5({t}.task) = :task", task=self.task)
         if self.q:
             from queries.search import search_conditions  # search builds on Conditions: imported here, not above
 

@@ -162,7 +162,8 @@ def test_reset_pair_is_read_by_task_not_by_trial_number(page, database, member):
     assert "Same tasks, paired" not in html and "trial 1" not in html
     row = re.search(r'<tr class="task-shared">.*?</tr>', html, re.S).group(0)
     assert "restock and order" in row and "2 of 6" in row and "4 of 6" in row
-    assert f'href="/trials?evaluationRunId={second}"' in row
+    task = body["tasks"][0]["task"]
+    assert f'href="/trials?evaluationRunId={second}&amp;task={task}"' in row
     # The reset run links to the comparison with the run it resets.
     run_page = page.get(f"/runs/{second}").text
     assert f"/compare?a={first}&amp;b={second}" in run_page

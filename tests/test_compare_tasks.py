@@ -125,6 +125,39 @@ def test_shared_tasks_are_paired_by_task_with_clustered_errors(api):
     assert "cluster-robust (CR0) standard error over tasks" in html
 
 
+def test_a_task_cell_opens_that_tasks_trials_of_its_side(api):
+    from bs4 import BeautifulSoup
+
+    versions = load(api, lines("v1", A_TASKS), lines("v2", B_TASKS))
+    page = BeautifulSoup(api.client.get(f"/compare?a={versions['v1']}&b={versions['v2']}").text, "html.parser")
+    row = next(tr for tr in page.select("table.compare-tasks tbody tr") if "Reconcile ledger t3" in tr.th.text)
+    a_cell, b_cell = (td.a for td in row.select("td")[:2])
+    assert (a_cell.text, b_cell.text) == ("3 of 4", "4 of 4")
+    explorer = BeautifulSoup(api.client.get(a_cell["href"]).text, "html.parser")
+    listed = [a["href"].split("/")[-1].split("?")[0] for a in explorer.select("table.trials tbody td:first-child a")]
+    tasks = {api.client.get(f"/trials/{trial}").text.count("Reconcile ledger t3") > 0 for trial in listed}
+    assert len(listed) == 4 and tasks == {True}, listed
+    assert f"task {key('t3')[:8]}" in explorer.select_one("ul.chips").text
+    # The API and the export read the same filter; a task key in capitals is the same key.
+    listed = api.client.get(f"/api/v1/trials?environmentVersionId={versions['v2']}&task={key('t3').upper()}").json
+    assert sorted(t["reward"] for t in listed["trials"]) == [1.0] * 4
+    exported = api.client.get(f"/api/v1/rollouts?kind=failed&environmentVersionId={versions['v1']}&task={key('t3')}")
+    assert exported.status_code == 200 and len(exported.text.splitlines()) == 1
+
+
+@pytest.mark.leak
+def test_another_organizations_task_key_opens_nothing(api, app, make_member, make_org):
+    from tests.conftest import ApiClient
+
+    load(api, lines("v1", A_TASKS))
+    mallory = ApiClient(app.test_client(), make_member("mallory@rival.test", make_org("Rival"), "member"))
+    listed, exported = f"/api/v1/trials?task={key('t3')}", f"/api/v1/rollouts?kind=all&task={key('t3')}"
+    assert len(api.get(listed).json["trials"]) == 4 and len(api.get(exported).text.splitlines()) == 4
+    assert mallory.get(listed).json["trials"] == []
+    answer = mallory.get(exported)
+    assert answer.status_code == 200 and answer.text == ""
+
+
 def test_different_tasks_are_unpaired_on_clustered_errors(api):
     other = {f"u{i}": rewards for i, rewards in enumerate(B_TASKS.values())}
     versions = load(api, lines("v1", A_TASKS), lines("v2", other))
@@ -171,6 +204,12 @@ def test_evaluator_mix_is_warned_with_counts_per_evaluator(api):
     # the differences have no spread and the exact sign test reads them (p = 2 / 2**4).
     alone = re.search(r'<p class="evaluator-verdict"><strong>strong alone:</strong> ([^<]+)</p>', html).group(1)
     assert f"B - A = +0.25, p = {stats.binomtest(4, 4, 0.5).pvalue:.2f}, {task_stats.SIGN_TEST}" in alone
+    # The API says the same per evaluator.
+    (by_strong,) = body["tests"]["byEvaluator"]
+    assert by_strong["label"] == "strong" and by_strong["evaluatorConfigId"] == body["b"]["evaluators"][0]["id"]
+    assert by_strong["passAt1"]["difference"] == pytest.approx(0.25)
+    assert by_strong["passAt1"]["pValue"] == pytest.approx(stats.binomtest(4, 4, 0.5).pvalue)
+    assert by_strong["passAt1"]["verdict"] in alone or alone in by_strong["passAt1"]["verdict"]
     # Narrowed to the strong evaluator on both sides, the mix agrees and B is ahead.
     strong = body["b"]["evaluators"][0]["id"]
     narrowed = api.client.get(

@@ -310,6 +310,9 @@ def test_filtered_preference_pairs_draw_from_the_filtered_trials(api, world, dat
         "sort=best",
         "after=zz",
         "failureCategory=" + "x" * 65,
+        "task=Reconcile",
+        "task=" + "a" * 31,
+        "task=" + "g" * 32,
     ],
 )
 def test_bad_parameters_answer_400_with_a_message(api, member, query):

@@ -541,6 +541,40 @@ def test_an_mcp_versions_stages_keep_one_order_on_every_page(page, database, mem
     assert stages_shown(page.get(f"/trials/{last}").text) == pipeline
 
 
+def test_compare_orders_an_mcp_versions_stages_as_the_version_does(page, database, member):
+    """A run whose own pass counts would order the stages differently still lists them in its version's order on
+    compare (with a version, an evaluator or another run on the other side)."""
+    from commands.environments import create_environment, create_environment_version, create_evaluator_config
+    from tests.factories import Catalog, finish_run
+
+    with database.session(member.org.id) as session, session.begin():
+        env = create_environment(session, member.org.id, "mcp-order", "over MCP")
+        spec = {"kind": "mcp", "command": ["python3", "server.py"], "verifier": {"tool": "score"}}
+        version = create_environment_version(session, env, spec)
+        config = create_evaluator_config(session, member.org.id, "mcp-agent", NOVICE, 4)
+        catalog = Catalog(member.org.id, env.id, version.id, config.id)
+    keys = ("stage_answer", "stage_build", "stage_fetch")
+
+    def run_passing(passes):
+        def outcome_for(number, seed):
+            stages = {key: 1.0 if key in passes.get(number, ()) else 0.0 for key in keys}
+            return TrialOutcome(
+                status="failed", reward=sum(stages.values()) / 3, failure_category="gave_up", stages=stages,
+                steps=[], log="opened", started_at=datetime.now(UTC), task="solve",
+            )  # fmt: skip
+
+        return finish_run(database, catalog, outcome_for)
+
+    fetch_build = ("stage_fetch", "stage_build")
+    first = run_passing({1: fetch_build, 2: fetch_build, 3: fetch_build, 4: ("stage_fetch",)})
+    answers = run_passing({1: ("stage_answer",), 2: ("stage_answer",)})  # its own counts: answer 2, the others 0
+    pipeline = ["stage_fetch", "stage_build", "stage_answer"]  # the version's: passed by 4, 3 and 2 trials
+    assert stages_shown(page.get(f"/runs/{answers}").text) == pipeline
+    for query in (f"a={answers}&b={first}", f"a={answers}&b={catalog.version_id}"):
+        body = page.get(f"/compare?{query}").text
+        assert stages_shown(body.split("<h2>Stages (pipeline order)</h2>")[1]) == pipeline, query
+
+
 def test_hostile_text_is_escaped_and_long_observations_fold(page, database, member):
     catalog = make_catalog(database, member.org.id, NOVICE, attempt_count=1)
     hostile = '<script>alert("x")</script><img src=x onerror=alert(1)>\x07'

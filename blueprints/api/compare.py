@@ -10,6 +10,7 @@ from blueprints.api.schemas import (
     CompareCategory,
     CompareEstimate,
     CompareEvaluator,
+    CompareEvaluatorTest,
     CompareQuery,
     CompareSide,
     CompareStage,
@@ -94,6 +95,10 @@ def comparison_answer(result: Compared) -> Comparison:
             paired_tasks=result.pass_at_1.paired_tasks,
             pass_at1=_test(result.pass_at_1, result.pass_at_1_verdict),
             mean_reward=_test(result.mean_reward, result.mean_reward_verdict),
+            by_evaluator=[
+                CompareEvaluatorTest(evaluator_config_id=part.id, label=part.label, pass_at1=_test(test, verdict))
+                for part, _, test, verdict in result.evaluator_verdicts
+            ],
         ),
         warnings=[CompareWarning(code=w.code, message=w.message) for w in result.warnings],
         tasks=[

@@ -173,6 +173,12 @@ def _search(value: Any) -> str:
     return value.strip()
 
 
+def _task_key(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch("[0-9a-fA-F]{32}", value.strip()):
+        raise _refuse(f"task must be a task key (the md5 of the task text: 32 hex digits), not {value!r}")
+    return value.strip().lower()
+
+
 def _attempt_count(value: Any) -> int:
     try:
         return check_attempt_count(value)
@@ -340,6 +346,15 @@ class TrialFilterQuery(ApiModel):
         ),
     ] = None
 
+    task: Annotated[
+        str | None,
+        BeforeValidator(_task_key),
+        Field(
+            description="A task: the md5 of its task text (32 hex digits), as compare's `tasks[].task`",
+            json_schema_extra={"pattern": "^[0-9a-fA-F]{32}$"},
+        ),
+    ] = None
+
     def filters(self) -> TrialFilters:
         """The filters as the query builder takes them."""
         return TrialFilters(
@@ -358,6 +373,7 @@ class TrialFilterQuery(ApiModel):
             finished_after=self.finished_after,
             finished_before=self.finished_before,
             q=self.q or None,
+            task=self.task,
         )
 
 
@@ -567,6 +583,14 @@ class CompareTest(ApiModel):
     verdict: str
 
 
+class CompareEvaluatorTest(ApiModel):
+    """pass@1's B - A over one evaluator's trials alone (an evaluator both sides ran, when a side mixes several)."""
+
+    evaluator_config_id: uuid.UUID
+    label: str
+    pass_at1: CompareTest
+
+
 class CompareTests(ApiModel):
     """The tests of pass@1 and of mean reward: the task is the unit, paired by task when the sides share their tasks
     (`unit` "trial" when a side holds one task: the exact tests over that task's trials)."""
@@ -576,6 +600,9 @@ class CompareTests(ApiModel):
     paired_tasks: int = Field(description="Tasks both sides hold that the tests pair (0 when unpaired)")
     pass_at1: CompareTest
     mean_reward: CompareTest
+    by_evaluator: list[CompareEvaluatorTest] = Field(
+        description="Like compared with like: pass@1 per evaluator both sides ran (empty when each side has one)"
+    )
 
 
 class CompareWarning(ApiModel):
