@@ -1,21 +1,33 @@
-"""Scoring rules: pass@k (unbiased, Chen et al. 2021) and how many attempts a run may have."""
+"""Scoring rules: pass@k (unbiased, Chen et al. 2021), the one estimator every figure uses (a run's pass@k table,
+compare's pass@k over tasks), and how many attempts a run may have."""
 
 from __future__ import annotations
 
-from math import prod
 from typing import Any
+
+import numpy as np
 
 from domain.errors import RunError
 from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS
 
 
+def unbiased_pass_at_k(successes: np.ndarray, attempts: np.ndarray, k: int) -> np.ndarray:
+    """Chen et al.'s unbiased pass@k, 1 - C(n-c, k) / C(n, k), element-wise for tasks with n >= k, as
+    -expm1(Σ_{i<k} log1p(-c / (n - i))) so that tasks attempted thousands of times (a version's many runs of one
+    task) neither overflow nor lose digits."""
+    n, c = np.asarray(attempts, dtype=float), np.asarray(successes, dtype=float)
+    reachable = n - c >= k  # fewer than k failures: every draw of k holds a success
+    steps = np.arange(k, dtype=float)[:, np.newaxis]
+    safe_c = np.where(reachable, c, 0.0)
+    log_ratio = np.sum(np.log1p(-safe_c / (n - steps)), axis=0)
+    return np.where(reachable, -np.expm1(log_ratio), 1.0)
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k of Chen et al. 2021: 1 - C(n-c, k) / C(n, k), as a stable product."""
+    """Unbiased pass@k of Chen et al. 2021 for `c` successes of `n` attempts: 1 - C(n-c, k) / C(n, k)."""
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+    return float(unbiased_pass_at_k(np.asarray([c]), np.asarray([n]), k)[0])
 
 
 def pass_at_k_table(n: int, successes: int) -> dict[str, float]:

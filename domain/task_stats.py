@@ -39,6 +39,7 @@ from scipy import stats
 
 from domain.comparison import ALPHA, CONFIDENCE, DETECTABLE, POWER, Estimate, Test, proportion
 from domain.comparison import unpaired_pass_at_1 as trial_pass_at_1_test
+from domain.scoring import unbiased_pass_at_k
 from domain.vocabulary import MAX_ATTEMPTS
 
 MIN_PAIRED_TASKS = 2  # fewer shared tasks cannot give a paired test's standard error
@@ -260,18 +261,6 @@ def mean_reward(tasks: Mapping[str, TaskTally]) -> TaskEstimate:
             value, _clip(value - half, 0, 1), _clip(value + half, 0, 1), se, 1, n, ONE_TASK_REWARD_METHOD
         )
     return _clustered(c, REWARD_METHOD)
-
-
-def unbiased_pass_at_k(successes: np.ndarray, attempts: np.ndarray, k: int) -> np.ndarray:
-    """Chen et al.'s unbiased pass@k, 1 - C(n-c, k) / C(n, k), element-wise for tasks with n >= k, as
-    -expm1(Σ_{i<k} log1p(-c / (n - i))) so that tasks attempted thousands of times (a version's many runs of one
-    task) neither overflow nor lose digits."""
-    n, c = np.asarray(attempts, dtype=float), np.asarray(successes, dtype=float)
-    reachable = n - c >= k  # fewer than k failures: every draw of k holds a success
-    steps = np.arange(k, dtype=float)[:, np.newaxis]
-    safe_c = np.where(reachable, c, 0.0)
-    log_ratio = np.sum(np.log1p(-safe_c / (n - steps)), axis=0)
-    return np.where(reachable, -np.expm1(log_ratio), 1.0)
 
 
 def pass_at_k(tasks: Mapping[str, TaskTally], ks: Iterable[int] | None = None) -> dict[int, TaskEstimate]:

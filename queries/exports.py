@@ -18,7 +18,8 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from domain.json_depth import MAX_STORED_JSON_DEPTH, OMITTED
-from queries.filters import BAND_RANKS, Conditions, TrialFilters
+from queries.conditions import Conditions
+from queries.filters import BAND_RANKS, TrialFilters
 
 RolloutExportKind = Literal["all", "successful", "failed", "recovery", "preference"]
 RolloutExportKindSchema = TypeAdapter(RolloutExportKind)

@@ -15,9 +15,12 @@ columns only trials have are read on the trial a query joins (`trials`).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
+
+from queries.conditions import Conditions
+from queries.search import search_conditions
 
 RewardBand = Literal["failed", "recovery", "successful", "unscored"]
 REWARD_BANDS: tuple[str, ...] = get_args(RewardBand)
@@ -35,27 +38,6 @@ BAND_CONDITIONS = {
     "successful": "{r}.reward = 1",
     "unscored": "{r}.reward IS NULL",
 }
-
-
-@dataclass(frozen=True)
-class Conditions:
-    """SQL conditions joined by AND, with the parameters they bind."""
-
-    clauses: tuple[str, ...] = ()
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def also(self, clause: str, **params: Any) -> Conditions:
-        """These conditions and `clause` (binding `params`)."""
-        return Conditions((*self.clauses, clause), {**self.params, **params})
-
-    def with_(self, other: Conditions) -> Conditions:
-        """These conditions and `other`'s."""
-        return Conditions((*self.clauses, *other.clauses), {**self.params, **other.params})
-
-    @property
-    def sql(self) -> str:
-        """The conditions as one SQL boolean expression (TRUE when there are none)."""
-        return " AND ".join(self.clauses) or "TRUE"
 
 
 @dataclass(frozen=True)
@@ -190,7 +172,5 @@ class TrialFilters:
         if self.task is not None:
             conditions = conditions.also(f"md5({t}.task) = :task", task=self.task)
         if self.q:
-            from queries.search import search_conditions  # search builds on Conditions: imported here, not above
-
             conditions = conditions.with_(search_conditions(self.q, t))
         return conditions

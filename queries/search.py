@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from queries.filters import Conditions
+from queries.conditions import Conditions
 
 SEARCH_QUERY_CHARS = 200  # the longest `q` a page or the API accepts
 MAX_PREFIXES = 8  # prefix terms past these are searched as whole words

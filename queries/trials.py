@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 
 from domain.outcome import EXPLANATIONS_KEY, VERIFIER_EXPLANATION
 from domain.trajectory import structured
-from queries.filters import FAILED_RANK, Conditions, TrialFilters
+from queries.conditions import Conditions
+from queries.filters import FAILED_RANK, TrialFilters
 from queries.runs import stages_of, version_stages_passed_sql
 from queries.search import plan_each_search
 

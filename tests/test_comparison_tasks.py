@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from domain import comparison
+from domain import comparison, scoring
 from domain import task_stats as ts
 from domain import task_verdict as tv
 
@@ -219,8 +219,10 @@ def test_pass_at_k_holds_for_tasks_attempted_thousands_of_times():
     cases += [(3000, 5, 8), (3000, 2990, 8), (5000, 1, 2), (5000, 4999, 1)]
     for n, c, k in cases:
         exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
-        got = ts.unbiased_pass_at_k(np.asarray([c]), np.asarray([n]), k)[0]
+        got = scoring.unbiased_pass_at_k(np.asarray([c]), np.asarray([n]), k)[0]
         assert got == pytest.approx(float(exact), rel=1e-9, abs=1e-12), (n, c, k)
+        if k <= n:  # the scalar form a run's pass@k table uses is the same estimator
+            assert scoring.pass_at_k(n, c, k) == pytest.approx(float(exact), rel=1e-9, abs=1e-12), (n, c, k)
     table = ts.pass_at_k({"busy": ts.TaskTally(4000, 37), "rare": ts.TaskTally(3, 1)})
     assert sorted(table) == list(range(1, 9)) and table[8].tasks == 1 and table[3].tasks == 2
 
