@@ -15,7 +15,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models.base import Base, Timestamped, new_id
+from domain.vocabulary import ROLES
+from models.base import Base, Timestamped, new_id, one_of
 
 
 class Organization(Timestamped, Base):
@@ -53,7 +54,7 @@ class Membership(Timestamped, Base):
     __tablename__ = "memberships"
     __table_args__ = (
         UniqueConstraint("organization_id", "user_id"),
-        CheckConstraint("role IN ('owner', 'member', 'viewer')", name="role_known"),
+        CheckConstraint(one_of("role", ROLES), name="role_known"),
     )
 
     organization_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organizations.id"), primary_key=True)

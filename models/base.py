@@ -18,6 +18,11 @@ NAMING_CONVENTION = {
 }
 
 
+def one_of(column: str, values: tuple[str, ...]) -> str:
+    """A CHECK expression restricting `column` to `values` (a vocabulary of domain/vocabulary.py)."""
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
 def new_id() -> uuid.UUID:
     """Return a new time-ordered (v7) UUID, so ids sort by creation and index inserts stay local."""
     return uuid7()

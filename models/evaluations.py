@@ -30,21 +30,17 @@ from domain.vocabulary import (
     MIN_ATTEMPTS,
     RESET_MODES,
     RUN_STATUSES,
+    TRIAL_STATUSES,
     ResetMode,
     RunStatus,
     TrialStatus,
 )
-from models.base import Base, OrgRoot, OrgScoped, Timestamped
+from models.base import Base, OrgRoot, OrgScoped, Timestamped, one_of
 from models.environments import EnvironmentVersion, EvaluatorConfig
 
 REWARD_RANGE = "reward IS NULL OR (reward >= 0 AND reward <= 1)"
 # As PostgreSQL prints it back (so the schema test compares it equal): queries.filters.FAILED_RANK.
 FAILED_RANK = "(\nCASE\n    WHEN reward < 1::double precision THEN 2\n    WHEN reward IS NULL THEN 1\n    ELSE 0\nEND)"
-
-
-def _in(column: str, values: tuple[str, ...]) -> str:
-    """Return a CHECK expression restricting `column` to `values`."""
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
 
 class Artifact(OrgRoot, Timestamped, Base):
@@ -66,8 +62,8 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
     __tablename__ = "evaluation_runs"
     __table_args__ = (
         CheckConstraint(f"attempt_count BETWEEN {MIN_ATTEMPTS} AND {MAX_ATTEMPTS}", name="attempt_count_range"),
-        CheckConstraint(_in("status", RUN_STATUSES), name="status_known"),
-        CheckConstraint(_in("reset_mode", RESET_MODES), name="reset_mode_known"),
+        CheckConstraint(one_of("status", RUN_STATUSES), name="status_known"),
+        CheckConstraint(one_of("reset_mode", RESET_MODES), name="reset_mode_known"),
         CheckConstraint("(reset_mode = 'initial') = (reset_of_run_id IS NULL)", name="reset_names_its_run"),
         CheckConstraint("attempts >= 0", name="attempts_non_negative"),
         ForeignKeyConstraint(
@@ -177,6 +173,7 @@ class EvaluationTrial(OrgScoped, Base):
         ),
         CheckConstraint("trial_number >= 1", name="trial_number_positive"),
         CheckConstraint(REWARD_RANGE, name="reward_range"),
+        CheckConstraint(one_of("status", TRIAL_STATUSES), name="status_known"),  # migration 0030
         ForeignKeyConstraint(
             ["organization_id", "evaluation_run_id"], ["evaluation_runs.organization_id", "evaluation_runs.id"]
         ),

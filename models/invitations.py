@@ -15,7 +15,8 @@ from datetime import datetime
 from sqlalchemy import CheckConstraint, ForeignKey, Index, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models.base import Base, OrgRoot, Timestamped
+from domain.vocabulary import ROLES
+from models.base import Base, OrgRoot, Timestamped, one_of
 
 
 class Invitation(OrgRoot, Timestamped, Base):
@@ -24,7 +25,7 @@ class Invitation(OrgRoot, Timestamped, Base):
     __tablename__ = "invitations"
     __table_args__ = (
         CheckConstraint("email = lower(email)", name="email_lower_case"),
-        CheckConstraint("role IN ('owner', 'member', 'viewer')", name="role_known"),
+        CheckConstraint(one_of("role", ROLES), name="role_known"),
         Index("ix_invitations_org_email", "organization_id", "email"),
         Index("ix_invitations_sha256", "token_sha256", unique=True),
     )

@@ -64,7 +64,14 @@ def test_attempt_count_outside_1_to_8_is_rejected(database, rows, attempts):
 
 @pytest.mark.parametrize("attempts", [1, 8])
 def test_attempt_count_at_the_bounds_is_accepted(database, rows, attempts):
-    run_sql(database, rows.org_id, "UPDATE evaluator_configs SET attempt_count = :n", n=attempts)
+    # Accepted means a row took the value: an UPDATE that matched nothing would pass without testing anything.
+    for table in ("evaluator_configs", "evaluation_runs"):
+        changed = run_sql(database, rows.org_id, f"UPDATE {table} SET attempt_count = :n", n=attempts).rowcount
+        assert changed >= 1, table
+    with database.session(rows.org_id) as session:
+        assert session.execute(text("SELECT DISTINCT attempt_count FROM evaluator_configs")).scalars().all() == [
+            attempts
+        ]
 
 
 def test_trial_numbers_start_at_one_and_are_unique_per_run(database, rows):
@@ -73,7 +80,7 @@ def test_trial_numbers_start_at_one_and_are_unique_per_run(database, rows):
     insert = (
         "INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, environment_version_id, trial_number,"
         " seed, status, metrics, log_excerpt)"
-        " VALUES (:org, gen_random_uuid(), :run, :version, 1, 1, 'completed', '{}', '')"
+        " VALUES (:org, gen_random_uuid(), :run, :version, 1, 1, 'failed', '{}', '')"
     )
     with pytest.raises(IntegrityError, match="uq_evaluation_trials_trial_number_per_run"):
         run_sql(database, rows.org_id, insert, org=rows.org_id, run=rows.run_id, version=rows.version_id)
@@ -89,7 +96,20 @@ def test_reward_outside_0_to_1_is_rejected(database, rows, reward):
 
 @pytest.mark.parametrize("reward", [None, 0.0, 1.0])
 def test_reward_null_or_in_range_is_accepted(database, rows, reward):
-    run_sql(database, rows.org_id, "UPDATE rollouts SET reward = :r", r=reward)
+    for table in ("rollouts", "evaluation_trials"):
+        assert run_sql(database, rows.org_id, f"UPDATE {table} SET reward = :r", r=reward).rowcount >= 1, table
+    with database.session(rows.org_id) as session:
+        assert session.execute(text("SELECT DISTINCT reward FROM rollouts")).scalars().all() == [reward]
+
+
+@pytest.mark.bad_input
+def test_a_trial_status_outside_the_vocabulary_is_rejected(database, rows):
+    with pytest.raises(IntegrityError, match="status_known"):
+        run_sql(database, rows.org_id, "UPDATE evaluation_trials SET status = 'completed'")
+    with pytest.raises(IntegrityError, match="status_known"):
+        run_sql(database, rows.org_id, "UPDATE evaluation_runs SET status = 'finished'")
+    for status in ("succeeded", "failed", "error"):
+        assert run_sql(database, rows.org_id, "UPDATE evaluation_trials SET status = :s", s=status).rowcount >= 1
 
 
 def test_reset_mode_names_the_run_it_resets(database, rows):
