@@ -16,7 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import ProgrammingError
 
 from bench.generate import check_rollups
-from commands.runs import enqueue_run, record_trial
+from commands.runs import RUNS_CHANNEL, enqueue_run, record_trial
 from domain.scoring import pass_at_k, pass_at_k_table
 from models import EvaluationRun
 from tests.conftest import ROOT
@@ -321,8 +321,18 @@ def test_two_workers_on_20_queued_runs_claim_each_once(database, database_urls, 
 def test_an_enqueued_run_wakes_an_idle_worker(database, database_urls, org):
     catalog = make_catalog(database, org.id, PERFECT, attempt_count=1)
     worker = worker_process(database_urls, "--poll-seconds", "60")
+
+    def listening() -> bool:  # the worker's listener (same role as this session) has gone idle on LISTEN
+        found = rows(
+            database,
+            org.id,
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE state = 'idle' AND query = :listen",
+            listen=f"LISTEN {RUNS_CHANNEL}",
+        )
+        return found[0].n == 1
+
     try:
-        time.sleep(2.0)  # let it go idle on LISTEN
+        wait_for(listening, timeout=20)
         queue(database, catalog)
         wait_for(lambda: rows(database, org.id, "SELECT status FROM evaluation_runs")[0][0] == "completed", timeout=10)
     finally:
