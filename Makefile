@@ -41,6 +41,7 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/mkdocs build --strict
 
 # Third-party MCP servers the tests run as environments (mcp-server-git), in a virtualenv of their own.
 .venv-mcp-servers/.installed: tests/mcp/requirements-servers.txt | $(BIN)/python

@@ -313,7 +313,7 @@ def pytest_runtest_logreport(report) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """Print what the suite tried against reliability and isolation (the README's Reliability table)."""
+    """Print what the suite tried against reliability and isolation (the Reliability table of docs/testing.md)."""
     from tests import test_isolation_properties
 
     leaks = test_isolation_properties.LEAKS

@@ -33,7 +33,7 @@ BUILTIN = {"environment": "admin-console"}
 AS_ROOT = os.geteuid() == 0
 needs_cgroups = pytest.mark.skipif(
     BWRAP_PROBLEM is not None or not SandboxSettings.from_environ().hierarchy.version,
-    reason="no writable cgroup hierarchy here (the worker is not root): limits stay per process, as the README says",
+    reason="no writable cgroup hierarchy here (the worker is not root): limits stay per process, as the docs say",
 )
 
 
