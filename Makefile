@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 5000
 export FLASK_APP := app
 
-.PHONY: run test lint bench clean sandbox
+.PHONY: run test lint bench clean sandbox docs-images
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ lint: $(VENV)/.dev
 
 test: lint sandbox .venv-mcp-servers/.installed
 	$(BIN)/pytest
+
+# Retake the documentation's screenshots (docs/images/) with the browser test that walks getting started.
+docs-images: $(VENV)/.dev
+	AGENTFORGE_DOCS_IMAGES=docs/images $(BIN)/pytest -q tests/test_docs_screenshots.py
 
 bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run

@@ -3,12 +3,14 @@
 `demo` creates the demo organizations and runs their runs with the worker until idle, as `make run` does. The
 demo user of Acme RL then opens the environments list, the admin-console environment, a completed run of the
 scripted-novice evaluator, a failed trial of that run, and the comparison of admin-console's two versions. Each
-page's heading and text are asserted, and each screenshot is written to docs/images/ at 1280 px wide, so the
-documentation build (`mkdocs build --strict` in `make lint`) always has the pictures of the pages as they are.
+page's heading and text are asserted, and each screenshot is written at 1280 px wide to test-output/docs-images/
+(a test run leaves the tree clean), or to the folder AGENTFORGE_DOCS_IMAGES names: `make docs-images` points it at
+docs/images/, the pictures the documentation build (`mkdocs build --strict` in `make lint`) shows.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from pathlib import Path
@@ -20,7 +22,7 @@ from tests.conftest import ROOT
 
 pytestmark = BROWSER_MARKS  # drives chromium
 
-IMAGES = ROOT / "docs" / "images"
+IMAGES = Path(os.environ.get("AGENTFORGE_DOCS_IMAGES") or ROOT / "test-output" / "docs-images")
 WIDTH = 1280  # every screenshot's width in pixels (the viewport's; device scale factor 1)
 MAX_HEIGHT = 1600  # the top of a long page is enough for the docs
 SHOTS = ("environments", "environment", "run", "failed-trial", "compare")
@@ -46,7 +48,8 @@ def docs_page():
 
 
 def docs_shot(page, name: str) -> Path:
-    """Save the top of the page (at most MAX_HEIGHT px of it) as docs/images/<name>.png; return the path."""
+    """Save the top of the page (at most MAX_HEIGHT px of it) as IMAGES/<name>.png; return the path."""
+    IMAGES.mkdir(parents=True, exist_ok=True)
     path = IMAGES / f"{name}.png"
     height = min(page.evaluate("document.documentElement.scrollHeight"), MAX_HEIGHT)
     page.screenshot(path=str(path), full_page=True, clip={"x": 0, "y": 0, "width": WIDTH, "height": height})
