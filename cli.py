@@ -15,7 +15,6 @@ import click
 from flask import Flask, url_for
 from sqlalchemy import func, select
 
-import db
 from commands.accounts import (
     AccountError,
     add_membership,
@@ -27,6 +26,8 @@ from commands.accounts import (
 from commands.demo import create_demo
 from commands.invitations import invite
 from commands.tokens import create_token
+from db.migrate import migrate
+from db.session import Database
 from domain.vocabulary import ROLES
 from importers.harbor import read_harbor
 from importers.ingest import IngestError, ingest
@@ -37,7 +38,7 @@ from worker.loop import WorkerSettings, run_workers
 def register_commands(app: Flask) -> None:
     """`init-db`, `create-org`, `create-user`, `add-member`, `invite`, `demo`, …: bad input prints one line, exits 1."""
 
-    def database() -> db.Database:
+    def database() -> Database:
         return app.extensions["agentforge_db"]
 
     def worker_settings(**options) -> WorkerSettings:
@@ -51,7 +52,7 @@ def register_commands(app: Flask) -> None:
     @app.cli.command("init-db")
     def init_db() -> None:
         """Migrate the database to the newest schema (safe to run twice)."""
-        db.migrate(database().urls, database().secrets_key)
+        migrate(database().urls, database().secrets_key)
         click.echo("Database is at the newest schema.")
 
     @app.cli.command("create-org")
@@ -206,7 +207,7 @@ def _or_fail(action):
         _fail(str(error))
 
 
-def _existing_org(database: db.Database, name: str) -> Organization:
+def _existing_org(database: Database, name: str) -> Organization:
     """Return the organization called `name`, or fail with a clear line."""
     with database.admin_session() as session:
         org = find_organization(session, name)

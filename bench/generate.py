@@ -25,7 +25,7 @@ from app import create_app
 from commands.accounts import add_membership, create_organization, create_user, find_organization
 from commands.environments import create_environment, create_environment_version, create_evaluator_config
 from commands.runs import version_stats_upsert
-from db import Database
+from db.session import Database
 from domain.scoring import pass_at_k_table
 from models.accounts import Organization
 

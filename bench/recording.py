@@ -35,10 +35,10 @@ from datetime import UTC, datetime
 from sqlalchemy import create_engine, func, insert, select, text, update
 
 import commands.runs
-import db
 from commands.environments import create_evaluator_config
 from commands.runs import enqueue_run, record_trial
-from db import Database
+from db.session import Database
+from db.urls import sqlalchemy_url
 from models import Artifact, EnvironmentVersion, EvaluationRun, EvaluationTrial, EvaluatorConfig, Rollout
 from models.base import new_id
 from worker.loop import WorkerSettings, renew_lease, run_workers
@@ -91,7 +91,7 @@ def _runs(database: Database, org_id: uuid.UUID, version_id: uuid.UUID, config_i
 
 @contextmanager
 def _owner(database: Database):
-    engine = create_engine(db.sqlalchemy_url(database.urls.admin), isolation_level="AUTOCOMMIT")
+    engine = create_engine(sqlalchemy_url(database.urls.admin), isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as conn:
             yield conn

@@ -31,8 +31,8 @@ from commands.accounts import (
     mark_organization_used,
     reserve_login_attempt,
 )
-from db import get_database, request_session
 from queries.workers import unsandboxed_worker_running
+from web.database import get_database, request_session
 from web.forms import LoginForm, SwitchOrgForm
 from web.htmx import render
 from web.urls import safe_redirect_target

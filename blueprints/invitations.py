@@ -14,7 +14,7 @@ from commands.invitations import (
     accept_with_new_account,
     find_invitation,
 )
-from db import get_database
+from web.database import get_database
 from web.forms import NewAccountForm
 from web.htmx import render
 

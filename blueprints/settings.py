@@ -9,8 +9,8 @@ from blueprints.auth import require_role
 from commands.accounts import AccountError, change_role, list_members, remove_member
 from commands.invitations import invite, list_pending_invitations, revoke_invitation
 from commands.tokens import create_token, list_org_tokens, list_tokens, revoke_token
-from db import request_session
 from domain.vocabulary import ROLES
+from web.database import request_session
 from web.fields import PageForm
 from web.forms import InviteForm, RoleForm, TokenForm
 from web.htmx import redirect_after_write, render

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from commands.accounts import add_membership, create_organization, create_user, find_organization
 from commands.environments import create_environment, create_environment_version, create_evaluator_config
 from commands.runs import enqueue_run, reset_run
-from db import Database
+from db.session import Database
 
 DEMO_PASSWORD = "agentforge-demo"
 DEMO_ORGS = (("Acme RL", "demo@acme.test"), ("Globex Research", "demo@globex.test"))

@@ -13,7 +13,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from commands.accounts import MIN_PASSWORD_LENGTH, AccountError, hash_password
-from db import rows_changed
+from db.session import rows_changed
 from domain.vocabulary import ROLES
 from models.accounts import User
 from models.base import new_id

@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
-from db import rows_changed
+from db.session import rows_changed
 from models.base import new_id
 from models.tokens import ApiToken
 

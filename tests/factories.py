@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from commands.invitations import invite
 from commands.tokens import create_token
-from db import Database
+from db.session import Database
 from domain.outcome import TrialOutcome
 from models import (
     Artifact,

@@ -16,7 +16,7 @@ from markupsafe import escape
 from sqlalchemy import text
 
 from commands.runs import enqueue_run, record_trial
-from db import Database
+from db.session import Database
 from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
 from domain.trajectory import environment_step, message_step, step, tool_step
 from domain.trial_log import ProgramOutput, keep_end, log_lines, log_text, one_line

@@ -32,7 +32,8 @@ from commands.runs import (
     trial_seed,
 )
 from commands.workers import announce_worker, retire_worker
-from db import Database, libpq_url, rows_changed
+from db.session import Database, rows_changed
+from db.urls import libpq_url
 from domain.errors import AgentConfigError, SpecError
 from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.secret_env import SecretsKeyError

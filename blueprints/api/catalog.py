@@ -21,9 +21,9 @@ from blueprints.api.schemas import (
 )
 from blueprints.auth import require_role
 from commands.environments import create_environment, create_environment_version, create_evaluator_config
-from db import request_session
 from models import Environment as EnvironmentRow
 from queries.environments import list_environments as environment_summaries
+from web.database import request_session
 
 NAME_TAKEN = {409: "An environment or evaluator configuration of that name exists"}
 
