@@ -15,24 +15,18 @@ import click
 from flask import Flask, url_for
 from sqlalchemy import func, select
 
-from commands.accounts import (
-    AccountError,
-    add_membership,
-    create_organization,
-    create_user,
-    find_account,
-    find_organization,
-)
-from commands.demo import create_demo
-from commands.invitations import invite
-from commands.tokens import create_token
 from db.migrate import migrate
 from db.session import Database
 from domain.vocabulary import ROLES
 from importers.harbor import read_harbor
 from importers.ingest import IngestError, ingest
 from models.accounts import Membership, Organization
+from queries.accounts import find_account, find_organization
 from worker.loop import WorkerSettings, run_workers
+from writes.accounts import AccountError, add_membership, create_organization, create_user
+from writes.demo import create_demo
+from writes.invitations import invite
+from writes.tokens import create_token
 
 
 def register_commands(app: Flask) -> None:

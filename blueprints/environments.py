@@ -5,7 +5,6 @@ import uuid
 from flask import Blueprint, abort, flash, g, redirect, url_for
 
 from blueprints.auth import require_role
-from commands.runs import queue_once, start_run
 from domain.agents import ran_elsewhere as agent_ran_elsewhere
 from domain.errors import NotFoundInOrg
 from domain.specs import ran_elsewhere as spec_ran_elsewhere
@@ -17,6 +16,7 @@ from web.forms import StartRunForm
 from web.htmx import redirect_after_write, render
 from web.params import optional_uuid, page_number
 from web.urls import export_links
+from writes.runs import queue_once, start_run
 
 bp = Blueprint("environments", __name__)
 

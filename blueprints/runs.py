@@ -5,7 +5,6 @@ import uuid
 from flask import Blueprint, abort, flash, g, request, url_for
 
 from blueprints.auth import require_role
-from commands.runs import check_resettable, queue_once, reset_run
 from domain.errors import RunNotResettable
 from domain.vocabulary import RESETS
 from models import EvaluationRun
@@ -14,6 +13,7 @@ from queries.usage import run_usage
 from web.database import request_session
 from web.forms import ResetForm
 from web.htmx import redirect_after_write, render
+from writes.runs import check_resettable, queue_once, reset_run
 
 bp = Blueprint("runs", __name__)
 

@@ -162,3 +162,8 @@ class Database:
 def rows_changed(result: Any) -> int:
     """How many rows an UPDATE or DELETE touched (its CursorResult's rowcount, which Result's type hides)."""
     return cast("CursorResult[Any]", result).rowcount
+
+
+def secrets_key_of(session: Session) -> SecretsKey | None:
+    """The secrets key the session's Database was opened with (Database.session puts it in the session's info)."""
+    return session.info.get("secrets_key")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 # Cheap password hashes for the suite (hundreds of accounts and logins); production keeps scrypt. Set before the
-# app's modules are imported, since commands.accounts reads it once.
+# app's modules are imported, since writes.accounts reads it once.
 os.environ.setdefault("AGENTFORGE_PASSWORD_METHOD", "pbkdf2:sha256:1000")
 import re
 import uuid
@@ -18,7 +18,6 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from app import create_app
-from commands.accounts import add_membership, create_organization, create_user
 from db.cluster import drop_embedded_database, ensure_embedded_roles_and_database, start_embedded_cluster
 from db.migrate import migrate
 from db.session import Database
@@ -26,6 +25,7 @@ from db.urls import DatabaseUrls, sqlalchemy_url
 from models import Base
 from models.accounts import Organization, User
 from worker.sandbox import SandboxSettings
+from writes.accounts import add_membership, create_organization, create_user
 
 # Without a working bubblewrap (no package, namespaces refused, not root to install it) the suite runs tenant
 # programs unsandboxed so everything else is still tested; the hostile sandbox tests are then skipped with the

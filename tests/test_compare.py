@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from commands.runs import complete_run, record_trial, reset_run, trial_seed
 from domain import comparison
 from domain.outcome import TrialOutcome
 from models import EvaluationRun
 from tests.factories import finish_run, make_catalog
+from writes.runs import complete_run, record_trial, reset_run, trial_seed
 
 EXPERT = {"kind": "scripted", "skill": 0.9}
 STAGES = ("stage_inventory", "stage_order", "stage_checkout")

@@ -19,10 +19,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from commands.accounts import log_in, reserve_login_attempt
-from commands.tokens import create_token
 from db.cluster import EMBEDDED_ROLES, _replace_keeping_owner, passwords_dir, start_embedded_cluster
 from db.urls import OWNER_ROLE, RUNTIME_ROLE, SUPERUSER, libpq_url, sqlalchemy_url
+from writes.accounts import log_in, reserve_login_attempt
+from writes.tokens import create_token
 
 pytestmark = pytest.mark.leak
 

@@ -17,23 +17,18 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from app import create_app
-from commands.environments import (
-    create_environment,
-    create_environment_version,
-    create_evaluator_config,
-    runnable_agent,
-    runnable_spec,
-    spec_sha256,
-)
-from commands.runs import enqueue_run
 from db.session import Database
 from db.urls import runtime_role_of, sqlalchemy_url
 from domain.secret_env import HIDDEN, SecretsKey, SecretsKeyError, create_once, load_secrets_key
+from domain.specs import spec_sha256
 from models import Base, EnvironmentVersion, EvaluatorConfig
+from queries.environments import runnable_agent, runnable_spec
 from queries.exports import EXPORT_FORMATS, EXPORT_KINDS
 from tests.factories import command_agent, make_catalog
 from worker.loop import WorkerSettings, run_workers
 from worker.masking import MASK, MIN_MASKED_LENGTH, Masker, secret_values
+from writes.environments import create_environment, create_environment_version, create_evaluator_config
+from writes.runs import enqueue_run
 
 pytestmark = pytest.mark.leak
 

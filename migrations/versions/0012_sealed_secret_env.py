@@ -18,7 +18,7 @@ import json
 import sqlalchemy as sa
 from alembic import context, op
 
-from commands.environments import spec_sha256
+from domain.specs import spec_sha256
 from domain.secret_env import SecretsKeyError, open_env, row_name, seal_env
 
 revision = "0012"
