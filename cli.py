@@ -1,6 +1,7 @@
 """The `flask --app app …` commands: init-db, create-org, create-user, add-member, invite, create-token,
 import-harbor, demo, worker. Registered by the app factory (as flaskr's db.py registers init-db); bad input prints
-one `Error:` line and exits 1 without writing anything.
+one `Error:` line and exits 1 without writing anything. `main` is the `agentforge` console script: the same commands
+(and Flask's own: run, shell, routes) as one program.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import NoReturn
 
 import click
 from flask import Flask, url_for
+from flask.cli import FlaskGroup
 from sqlalchemy import func, select
 
 from db.migrate import migrate
@@ -186,6 +188,17 @@ def register_commands(app: Flask) -> None:
         click.echo(f"Sandbox limits: {settings.sandbox.describe_limits()}.")
         processed = run_workers(database(), settings, stop, concurrency, until_idle)
         click.echo(f"Worker stopped after {processed} runs.")
+
+
+def main() -> None:
+    """`agentforge …`: what `flask --app app …` does (`agentforge init-db`, `agentforge run`, `agentforge worker`)."""
+    from app import create_app  # app imports this module for register_commands
+
+    FlaskGroup(
+        name="agentforge",
+        create_app=create_app,
+        help="AgentForge: the dashboard (run), the worker (worker) and the administration commands.",
+    ).main(prog_name="agentforge")
 
 
 def _fail(message: str) -> NoReturn:
