@@ -13,14 +13,16 @@ from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DataError, OperationalError
 from werkzeug.exceptions import HTTPException, SecurityError
 
-import db
 from blueprints import register_blueprints
 from blueprints.auth import csrf
 from cli import register_commands
+from db.migrate import migrate
+from db.session import Database
+from db.urls import DEFAULT_DATABASE, resolve_urls
 from domain.errors import DomainError
 from domain.limits import DEFAULT_MAX_EXPENSIVE_REQUESTS, DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.secret_env import create_once, load_secrets_key
-from web import security
+from web import database, security
 from web.forms import form_helpers
 from web.htmx import render
 from web.text import duration, visible_control_characters
@@ -34,7 +36,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         DATABASE_URL=os.environ.get("DATABASE_URL"),
         ADMIN_DATABASE_URL=os.environ.get("ADMIN_DATABASE_URL"),
         AGENTFORGE_DATA_DIR=os.environ.get("AGENTFORGE_DATA_DIR", str(Path(app.instance_path) / "pgdata")),
-        AGENTFORGE_DATABASE=os.environ.get("AGENTFORGE_DATABASE", db.DEFAULT_DATABASE),
+        AGENTFORGE_DATABASE=os.environ.get("AGENTFORGE_DATABASE", DEFAULT_DATABASE),
         SECRET_KEY=os.environ.get("SECRET_KEY"),
         AGENTFORGE_SECRETS_KEY=os.environ.get("AGENTFORGE_SECRETS_KEY"),
         SESSION_COOKIE_HTTPONLY=True,
@@ -68,11 +70,11 @@ def create_app(test_config: dict | None = None) -> Flask:
 
     secrets_key = load_secrets_key(app.config["AGENTFORGE_SECRETS_KEY"], Path(app.instance_path))
 
-    urls = db.resolve_urls(app.config)
+    urls = resolve_urls(app.config)
     if app.config["MIGRATE_ON_START"] and not app.config["DATABASE_URL"]:
-        db.migrate(urls, secrets_key)  # embedded default: the cluster is ours, bring it to the newest schema
+        migrate(urls, secrets_key)  # embedded default: the cluster is ours, bring it to the newest schema
     pool_size = int(os.environ.get("DB_POOL_SIZE", "10"))
-    db.init_app(app, db.Database(urls, pool_size=pool_size, secrets_key=secrets_key))
+    database.init_app(app, Database(urls, pool_size=pool_size, secrets_key=secrets_key))
 
     app.jinja_env.finalize = visible_control_characters
     app.jinja_env.filters["duration"] = duration

@@ -1,6 +1,7 @@
 """The `flask --app app …` commands: init-db, create-org, create-user, add-member, invite, create-token,
 import-harbor, demo, worker. Registered by the app factory (as flaskr's db.py registers init-db); bad input prints
-one `Error:` line and exits 1 without writing anything.
+one `Error:` line and exits 1 without writing anything. `main` is the `agentforge` console script: the same commands
+(and Flask's own: run, shell, routes) as one program.
 """
 
 from __future__ import annotations
@@ -13,31 +14,27 @@ from typing import NoReturn
 
 import click
 from flask import Flask, url_for
+from flask.cli import FlaskGroup
 from sqlalchemy import func, select
 
-import db
-from commands.accounts import (
-    AccountError,
-    add_membership,
-    create_organization,
-    create_user,
-    find_account,
-    find_organization,
-)
-from commands.demo import create_demo
-from commands.invitations import invite
-from commands.tokens import create_token
+from db.migrate import migrate
+from db.session import Database
 from domain.vocabulary import ROLES
 from importers.harbor import read_harbor
 from importers.ingest import IngestError, ingest
 from models.accounts import Membership, Organization
+from queries.accounts import find_account, find_organization
 from worker.loop import WorkerSettings, run_workers
+from writes.accounts import AccountError, add_membership, create_organization, create_user
+from writes.demo import create_demo
+from writes.invitations import invite
+from writes.tokens import create_token
 
 
 def register_commands(app: Flask) -> None:
     """`init-db`, `create-org`, `create-user`, `add-member`, `invite`, `demo`, …: bad input prints one line, exits 1."""
 
-    def database() -> db.Database:
+    def database() -> Database:
         return app.extensions["agentforge_db"]
 
     def worker_settings(**options) -> WorkerSettings:
@@ -51,7 +48,7 @@ def register_commands(app: Flask) -> None:
     @app.cli.command("init-db")
     def init_db() -> None:
         """Migrate the database to the newest schema (safe to run twice)."""
-        db.migrate(database().urls, database().secrets_key)
+        migrate(database().urls, database().secrets_key)
         click.echo("Database is at the newest schema.")
 
     @app.cli.command("create-org")
@@ -193,6 +190,17 @@ def register_commands(app: Flask) -> None:
         click.echo(f"Worker stopped after {processed} runs.")
 
 
+def main() -> None:
+    """`agentforge …`: what `flask --app app …` does (`agentforge init-db`, `agentforge run`, `agentforge worker`)."""
+    from app import create_app  # app imports this module for register_commands
+
+    FlaskGroup(
+        name="agentforge",
+        create_app=create_app,
+        help="AgentForge: the dashboard (run), the worker (worker) and the administration commands.",
+    ).main(prog_name="agentforge")
+
+
 def _fail(message: str) -> NoReturn:
     """Print `message` as the command's one error line and exit 1."""
     raise click.ClickException(message)
@@ -206,7 +214,7 @@ def _or_fail(action):
         _fail(str(error))
 
 
-def _existing_org(database: db.Database, name: str) -> Organization:
+def _existing_org(database: Database, name: str) -> Organization:
     """Return the organization called `name`, or fail with a clear line."""
     with database.admin_session() as session:
         org = find_organization(session, name)

@@ -22,7 +22,8 @@ import psutil
 import psycopg
 
 from bench.pages import csrf_token_of
-from db import Database, libpq_url
+from db.session import Database
+from db.urls import libpq_url
 from queries.exports import psycopg_sql, rollout_lines_sql, select_rollouts
 from queries.filters import TrialFilters
 

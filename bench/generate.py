@@ -22,12 +22,13 @@ import uuid
 from sqlalchemy import text
 
 from app import create_app
-from commands.accounts import add_membership, create_organization, create_user, find_organization
-from commands.environments import create_environment, create_environment_version, create_evaluator_config
-from commands.runs import version_stats_upsert
-from db import Database
+from db.session import Database
 from domain.scoring import pass_at_k_table
 from models.accounts import Organization
+from queries.accounts import find_organization
+from writes.accounts import add_membership, create_organization, create_user
+from writes.environments import create_environment, create_environment_version, create_evaluator_config
+from writes.runs import version_stats_upsert
 
 os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
 

@@ -138,7 +138,7 @@ def main() -> None:
     from app import create_app
     from bench import pages
     from bench.generate import BENCH_PASSWORD, ORGS, ensure_members
-    from commands.accounts import find_organization
+    from queries.accounts import find_organization
 
     database = create_app().extensions["agentforge_db"]
     name, email, _ = ORGS[0]

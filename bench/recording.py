@@ -34,15 +34,16 @@ from datetime import UTC, datetime
 
 from sqlalchemy import create_engine, func, insert, select, text, update
 
-import commands.runs
-import db
-from commands.environments import create_evaluator_config
-from commands.runs import enqueue_run, record_trial
-from db import Database
+import writes.runs
+from db.session import Database
+from db.urls import sqlalchemy_url
 from models import Artifact, EnvironmentVersion, EvaluationRun, EvaluationTrial, EvaluatorConfig, Rollout
 from models.base import new_id
-from worker.loop import WorkerSettings, renew_lease, run_workers
+from worker.loop import WorkerSettings, run_workers
 from worker.trial import run_trial
+from writes.claims import renew_lease
+from writes.environments import create_evaluator_config
+from writes.runs import enqueue_run, record_trial
 
 TRIALS = int(os.environ.get("BENCH_RECORD_TRIALS", "400"))
 SPEC = {"kind": "builtin", "environment": "admin-console", "params": {}}
@@ -91,7 +92,7 @@ def _runs(database: Database, org_id: uuid.UUID, version_id: uuid.UUID, config_i
 
 @contextmanager
 def _owner(database: Database):
-    engine = create_engine(db.sqlalchemy_url(database.urls.admin), isolation_level="AUTOCOMMIT")
+    engine = create_engine(sqlalchemy_url(database.urls.admin), isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as conn:
             yield conn
@@ -119,17 +120,17 @@ def _before_search_and_explorer(database: Database):
         ).all()
         if len(definitions) != len(NEW_INDEXES):
             raise RuntimeError(f"expected the indexes {NEW_INDEXES}, found {[name for name, _ in definitions]}")
-        with_search = commands.runs.RECORD_TRIAL
-        if commands.runs.SEARCH_VECTOR_SQL not in str(with_search):
+        with_search = writes.runs.RECORD_TRIAL
+        if writes.runs.SEARCH_VECTOR_SQL not in str(with_search):
             raise RuntimeError("RECORD_TRIAL no longer writes the search vector as this benchmark expects")
         for name, _ in definitions:
             conn.execute(text(f"DROP INDEX {name}"))
         conn.execute(text(f"ALTER TABLE evaluation_trials DISABLE TRIGGER {STAGES_TRIGGER}"))
-        commands.runs.RECORD_TRIAL = text(str(with_search).replace(commands.runs.SEARCH_VECTOR_SQL, "NULL"))
+        writes.runs.RECORD_TRIAL = text(str(with_search).replace(writes.runs.SEARCH_VECTOR_SQL, "NULL"))
         try:
             yield
         finally:
-            commands.runs.RECORD_TRIAL = with_search
+            writes.runs.RECORD_TRIAL = with_search
             conn.execute(text(f"ALTER TABLE evaluation_trials ENABLE TRIGGER {STAGES_TRIGGER}"))
             conn.execute(text("SET maintenance_work_mem = '256MB'"))
             for _, definition in definitions:

@@ -19,7 +19,6 @@ os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
 
 from sqlalchemy import text
 
-import db
 from app import create_app
 from bench import export as export_bench
 from bench import load as load_bench
@@ -35,6 +34,8 @@ from bench.generate import (
     ensure_members,
     generate_runs,
 )
+from db.cluster import drop_embedded_database, start_embedded_cluster
+from db.urls import sqlalchemy_url
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL, LARGE = 10_000, int(os.environ.get("BENCH_TRIALS", "1000000"))
@@ -54,7 +55,7 @@ def fresh_database() -> None:
     if os.environ.get("DATABASE_URL") or os.environ.get("BENCH_KEEP") == "1":
         return
     data_dir = os.environ.get("AGENTFORGE_DATA_DIR", str(ROOT / "instance" / "pgdata"))
-    db.drop_embedded_database(db.start_embedded_cluster(data_dir), os.environ["AGENTFORGE_DATABASE"])
+    drop_embedded_database(start_embedded_cluster(data_dir), os.environ["AGENTFORGE_DATABASE"])
 
 
 def grow_to(database, total: int) -> float:
@@ -78,7 +79,7 @@ def vacuum_analyze(database) -> None:
     """VACUUM ANALYZE after bulk generation (as the owner), so autovacuum does not run during the measurements."""
     from sqlalchemy import create_engine
 
-    engine = create_engine(db.sqlalchemy_url(database.urls.admin), isolation_level="AUTOCOMMIT")
+    engine = create_engine(sqlalchemy_url(database.urls.admin), isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.execute(text("VACUUM (ANALYZE)"))
     engine.dispose()

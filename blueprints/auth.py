@@ -22,20 +22,13 @@ from flask_login import LoginManager, UserMixin, current_user, login_user, logou
 from flask_wtf.csrf import CSRFProtect
 from werkzeug.exceptions import MethodNotAllowed, SecurityError
 
-from commands.accounts import (
-    SessionUser,
-    close_auth_session,
-    load_session_user,
-    load_token_user,
-    log_in,
-    mark_organization_used,
-    reserve_login_attempt,
-)
-from db import get_database, request_session
+from queries.accounts import SessionUser, load_session_user, load_token_user
 from queries.workers import unsandboxed_worker_running
+from web.database import get_database, request_session
 from web.forms import LoginForm, SwitchOrgForm
 from web.htmx import render
 from web.urls import safe_redirect_target
+from writes.accounts import close_auth_session, log_in, mark_organization_used, reserve_login_attempt
 
 bp = Blueprint("auth", __name__)
 csrf = CSRFProtect()  # checks run from the login guard below, so bearer-token API calls can skip them

@@ -6,10 +6,10 @@ import uuid
 
 from flask import Blueprint, abort, redirect, request, url_for
 
-from db import request_session
 from domain import task_stats, task_verdict
 from queries.compare import BadSide, Comparison, SideRef, compare, compare_choices, find_side
 from web.charts import funnel_chart, histogram_chart, pass_at_k_chart
+from web.database import request_session
 from web.htmx import render
 from web.limits import expensive
 from web.params import optional_uuid, parse_uuid

@@ -5,18 +5,18 @@ import uuid
 from flask import Blueprint, abort, flash, g, redirect, url_for
 
 from blueprints.auth import require_role
-from commands.runs import queue_once, start_run
-from db import request_session
 from domain.agents import ran_elsewhere as agent_ran_elsewhere
 from domain.errors import NotFoundInOrg
 from domain.specs import ran_elsewhere as spec_ran_elsewhere
 from queries.environments import environment_detail, export_counts, find_environment, list_environments
 from queries.exports import ALL_LIMIT
 from web.charts import pass_at_1_trend_chart
+from web.database import request_session
 from web.forms import StartRunForm
 from web.htmx import redirect_after_write, render
 from web.params import optional_uuid, page_number
 from web.urls import export_links
+from writes.runs import queue_once, start_run
 
 bp = Blueprint("environments", __name__)
 

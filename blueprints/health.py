@@ -5,7 +5,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from blueprints.auth import public
-from db import get_database
+from web.database import get_database
 
 bp = Blueprint("health", __name__)
 

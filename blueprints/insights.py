@@ -5,7 +5,6 @@ import uuid
 from flask import Blueprint, abort
 from sqlalchemy.orm import Session
 
-from db import request_session
 from queries.insights import (
     EvaluatorOption,
     capability_gap,
@@ -15,6 +14,7 @@ from queries.insights import (
     version_stages,
     versions_stages,
 )
+from web.database import request_session
 from web.htmx import render, wants_fragment
 from web.params import optional_uuid
 

@@ -6,17 +6,12 @@ from flask import Blueprint, abort, current_app, flash, redirect, request, sessi
 from flask_login import current_user, login_user
 
 from blueprints.auth import _load_user, public
-from commands.accounts import AccountError, log_in, reserve_login_attempt
-from commands.invitations import (
-    AccountExists,
-    InvitationOffer,
-    accept_as_logged_in,
-    accept_with_new_account,
-    find_invitation,
-)
-from db import get_database
+from queries.invitations import InvitationOffer, find_invitation
+from web.database import get_database
 from web.forms import NewAccountForm
 from web.htmx import render
+from writes.accounts import AccountError, log_in, reserve_login_attempt
+from writes.invitations import AccountExists, accept_as_logged_in, accept_with_new_account
 
 bp = Blueprint("invitations", __name__, url_prefix="/invitations")
 DEAD_LINK = (

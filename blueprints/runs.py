@@ -5,15 +5,15 @@ import uuid
 from flask import Blueprint, abort, flash, g, request, url_for
 
 from blueprints.auth import require_role
-from commands.runs import check_resettable, queue_once, reset_run
-from db import request_session
 from domain.errors import RunNotResettable
 from domain.vocabulary import RESETS
 from models import EvaluationRun
 from queries.runs import RunDetail, run_detail
 from queries.usage import run_usage
+from web.database import request_session
 from web.forms import ResetForm
 from web.htmx import redirect_after_write, render
+from writes.runs import check_resettable, queue_once, reset_run
 
 bp = Blueprint("runs", __name__)
 

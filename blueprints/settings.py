@@ -6,15 +6,18 @@ from flask import Blueprint, abort, flash, g, request, url_for
 from flask_login import current_user
 
 from blueprints.auth import require_role
-from commands.accounts import AccountError, change_role, list_members, remove_member
-from commands.invitations import invite, list_pending_invitations, revoke_invitation
-from commands.tokens import create_token, list_org_tokens, list_tokens, revoke_token
-from db import request_session
 from domain.vocabulary import ROLES
+from queries.accounts import list_members
+from queries.invitations import list_pending_invitations
+from queries.tokens import list_org_tokens, list_tokens
+from web.database import request_session
 from web.fields import PageForm
 from web.forms import InviteForm, RoleForm, TokenForm
 from web.htmx import redirect_after_write, render
 from web.urls import external_url
+from writes.accounts import AccountError, change_role, remove_member
+from writes.invitations import invite, revoke_invitation
+from writes.tokens import create_token, revoke_token
 
 bp = Blueprint("settings", __name__, url_prefix="/settings")
 

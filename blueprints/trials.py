@@ -11,7 +11,6 @@ from flask import Blueprint, Response, abort, url_for
 from blueprints.api import ApiError
 from blueprints.api.rollouts import PRIVATE
 from blueprints.api.schemas import TrialListQuery, validated
-from db import request_session
 from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
 from queries.trials import (
     ExplorerChoices,
@@ -22,6 +21,7 @@ from queries.trials import (
     trial_detail,
 )
 from queries.usage import step_usage
+from web.database import request_session
 from web.htmx import render
 from web.limits import expensive, searching
 from web.params import given_args, query_text

@@ -129,6 +129,20 @@ def hide_env(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "env": dict.fromkeys(config["env"], HIDDEN)}
 
 
+def hidden_env_names(config: dict[str, Any]) -> list[str]:
+    """Env names whose value is the "***" the dashboard shows instead of a secret (copied back by mistake)."""
+    env = config.get("env")
+    return sorted(name for name, value in env.items() if value == HIDDEN) if isinstance(env, dict) else []
+
+
+def resubmitted_mask(where: str, names: list[str]) -> str:
+    """Why a config whose env holds "***" is refused."""
+    return (
+        f"{where}.env {', '.join(names)}: {HIDDEN!r} stands for a secret that is never shown back; "
+        "give the value itself (a changed secret is a new version or configuration)"
+    )
+
+
 def digest_env(config: dict[str, Any], key: SecretsKey | None) -> dict[str, Any]:
     """The config with each env value replaced by its keyed digest (what spec_sha256 covers)."""
     if not has_secrets(config):

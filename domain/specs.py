@@ -10,6 +10,8 @@ The API documents `EnvironmentSpec`'s JSON schema, so the two cannot drift.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
@@ -33,6 +35,7 @@ from domain.rules import (
     one_of,
     refusal,
 )
+from domain.secret_env import SecretsKey, digest_env
 
 REFERENCE_PREFIXES = ("REF", "CASE")
 
@@ -218,6 +221,16 @@ def validate_spec(spec: Any) -> dict[str, Any]:
     if isinstance(checked, ExternalSpec):  # kept as given
         return dict(spec)
     return checked.model_dump(mode="json", exclude_none=True)
+
+
+def spec_sha256(spec: dict[str, Any], key: SecretsKey | None = None) -> str:
+    """Return the sha256 of a spec's canonical JSON (sorted keys, no spaces): equal specs, equal hashes.
+
+    Env values enter as their keyed digests (HMAC-SHA256 under the secrets key), so two versions that differ only
+    in a secret still differ in hash, and the hash lets nobody without the key test a guess of the secret.
+    """
+    canonical = json.dumps(digest_env(spec, key), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def admin_console_params(params: dict[str, Any]) -> dict[str, Any]:

@@ -17,16 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from commands.environments import (
-    create_environment,
-    create_environment_version,
-    create_evaluator_config,
-    hidden_env_names,
-    resubmitted_mask,
-    secrets_key_of,
-    spec_sha256,
-)
-from commands.runs import bump_version_stats, complete_run, record_trial
+from db.session import secrets_key_of
 from domain.errors import SpecError
 from domain.outcome import (
     FAILURE_CATEGORY_CHARS,
@@ -36,11 +27,13 @@ from domain.outcome import (
     TrialOutcome,
     truncate_keep_end,
 )
-from domain.specs import validate_spec
+from domain.secret_env import hidden_env_names, resubmitted_mask
+from domain.specs import spec_sha256, validate_spec
 from domain.trajectory import Content, command_text, step, structured
-from models.base import new_id
 from models.environments import MAX_ATTEMPTS, Environment, EnvironmentVersion, EvaluatorConfig
-from models.evaluations import EvaluationRun, EvaluationTrial
+from models.evaluations import EvaluationTrial
+from writes.environments import create_environment, create_environment_version, create_evaluator_config
+from writes.runs import add_imported_run, complete_run, record_trial
 
 
 class IngestError(ValueError):
@@ -268,21 +261,7 @@ def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> In
     for (name, _, agent, _), group in groups.items():
         version = _environment_version(session, org_id, name, group[0].spec)
         config = _evaluator(session, org_id, agent)
-        run = EvaluationRun(
-            organization_id=org_id,
-            id=new_id(),
-            environment_version_id=version.id,
-            evaluator_config_id=config.id,
-            attempt_count=max(p.trial.attempt for p in group),
-            reset_mode="initial",
-            status="running",
-            attempts=1,
-            world_seed=0,
-            base_seed=0,
-        )
-        session.add(run)
-        session.flush()
-        bump_version_stats(session, org_id, version.id, runs=1)
+        run = add_imported_run(session, org_id, version, config, max(p.trial.attempt for p in group))
         for parsed in sorted(group, key=lambda p: p.trial.attempt):
             trial = parsed.trial
             outcome = TrialOutcome(

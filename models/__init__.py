@@ -1,4 +1,4 @@
-"""Typed ORM tables only, one module per aggregate; the writes live in commands/, the reads in queries/."""
+"""Typed ORM tables only, one module per aggregate; the writes live in writes/, the reads in queries/."""
 
 from models.accounts import AuthSession, LoginThrottle, Membership, Organization, User
 from models.base import Base

@@ -245,7 +245,7 @@ class EvaluationTrial(OrgScoped, Base):
     task: Mapped[str] = mapped_column(Text, server_default="", default="")
     steps: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)  # the trajectory's steps (domain.trajectory)
     tools: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)  # what the agent was offered
-    # Full-text search over task, log and steps: written by commands.runs.RECORD_TRIAL (queries.search reads it).
+    # Full-text search over task, log and steps: written by writes.runs.RECORD_TRIAL (queries.search reads it).
     search_vector: Mapped[str | None] = mapped_column(TSVECTOR, deferred=True)
     # Ingested trials: the caller's id (re-posting is idempotent) and the original ATIF document, kept verbatim.
     external_id: Mapped[str | None] = mapped_column(String(200))
@@ -303,7 +303,7 @@ class Rollout(OrgScoped, Timestamped, Base):
     evaluation_trial_id: Mapped[uuid.UUID]
     seed: Mapped[int] = mapped_column(Integer)
     reward: Mapped[float | None]
-    # Export cursor: assigned in commit order within an organization (see commands.runs.record_trial).
+    # Export cursor: assigned in commit order within an organization (see writes.runs.record_trial).
     seq: Mapped[int] = mapped_column(
         BigInteger, Sequence("rollouts_seq"), server_default=text("nextval('rollouts_seq')")
     )

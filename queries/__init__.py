@@ -1,1 +1,1 @@
-"""Read side: the SQL the pages and the API show, returning plain rows (never imports Flask)."""
+"""Read side: the SQL the pages, the API, login and the worker read, returning plain rows (never imports Flask)."""

@@ -1,4 +1,5 @@
-"""Environment pages: the list with rollup figures and trends, one environment, and its export counts.
+"""Environment pages: the list with rollup figures and trends, one environment, and its export counts; and a
+version's spec and a configuration's agent with their env values opened, as the worker runs them.
 
 Every figure comes from environment_version_stats (one row per version) or
 from index range scans of each version's newest runs, so the cost follows the
@@ -15,9 +16,11 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from db.session import secrets_key_of
 from domain.agents import ran_elsewhere as agent_ran_elsewhere
+from domain.secret_env import open_env, row_name
 from domain.specs import ran_elsewhere as spec_ran_elsewhere
-from models import Environment, EvaluatorConfig
+from models import Environment, EnvironmentVersion, EvaluatorConfig
 from queries.runs import run_label_sql
 
 PAGE_SIZE = 50
@@ -330,3 +333,15 @@ def export_counts(session: Session, org_id: uuid.UUID, environment_id: uuid.UUID
         EXPORT_COUNTS, {"org": org_id, "environment_id": environment_id}
     ).one()
     return ExportCounts(min(total, all_limit), successful, failed, recovery, preference)
+
+
+def runnable_spec(session: Session, version: EnvironmentVersion) -> dict[str, Any]:
+    """The version's spec with its env values in plaintext, for the worker (SecretsKeyError if they do not open)."""
+    row = row_name("environment_versions", version.organization_id, version.id)
+    return open_env(version.spec, version.secret_env, secrets_key_of(session), row)
+
+
+def runnable_agent(session: Session, config: EvaluatorConfig) -> dict[str, Any]:
+    """The configuration's agent with its env values in plaintext, for the worker to run."""
+    row = row_name("evaluator_configs", config.organization_id, config.id)
+    return open_env(config.agent, config.secret_env, secrets_key_of(session), row)

@@ -1,4 +1,5 @@
-"""Runs and their trials as the run page and the runs API show them."""
+"""Runs and their trials as the run page and the runs API show them; the run a form submission queued, and the
+trials a resumed run already has."""
 
 from __future__ import annotations
 
@@ -253,3 +254,18 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
             )
         ),
     )
+
+
+def run_for_submission(session: Session, submission_key: uuid.UUID) -> EvaluationRun | None:
+    """The run a form submission with `submission_key` queued in the session's organization, or None."""
+    return session.scalar(select(EvaluationRun).where(EvaluationRun.submission_key == submission_key))
+
+
+def recorded_trial_numbers(session: Session, run: EvaluationRun) -> set[int]:
+    """Trial numbers already written for `run` (a resumed run only runs the others)."""
+    rows = session.scalars(
+        select(EvaluationTrial.trial_number).where(
+            EvaluationTrial.organization_id == run.organization_id, EvaluationTrial.evaluation_run_id == run.id
+        )
+    )
+    return set(rows)

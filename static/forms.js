@@ -1,7 +1,7 @@
 /* AgentForge form behaviour (loaded by base.html; no inline script, see web/security.py's CSP).
  *
  * 1. A form that writes (method post) disables its submit buttons while its request is in flight, so a double
- *    click sends one POST; the server refuses a repeated submission key anyway (commands.runs.queue_once).
+ *    click sends one POST; the server refuses a repeated submission key anyway (writes.runs.queue_once).
  * 2. A filter form whose results htmx pushes to the URL (method get, hx-push-url) shows what the URL says after
  *    Back/Forward: its fields are set from location.search when htmx restores a page or the browser shows one.
  * 3. Arrowing through such a form's select updates the results but adds one history entry, not one per key:

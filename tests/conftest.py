@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 # Cheap password hashes for the suite (hundreds of accounts and logins); production keeps scrypt. Set before the
-# app's modules are imported, since commands.accounts reads it once.
+# app's modules are imported, since writes.accounts reads it once.
 os.environ.setdefault("AGENTFORGE_PASSWORD_METHOD", "pbkdf2:sha256:1000")
 import re
 import uuid
@@ -17,12 +17,15 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-import db
 from app import create_app
-from commands.accounts import add_membership, create_organization, create_user
+from db.cluster import drop_embedded_database, ensure_embedded_roles_and_database, start_embedded_cluster
+from db.migrate import migrate
+from db.session import Database
+from db.urls import DatabaseUrls, sqlalchemy_url
 from models import Base
 from models.accounts import Organization, User
 from worker.sandbox import SandboxSettings
+from writes.accounts import add_membership, create_organization, create_user
 
 # Without a working bubblewrap (no package, namespaces refused, not root to install it) the suite runs tenant
 # programs unsandboxed so everything else is still tested; the hostile sandbox tests are then skipped with the
@@ -37,20 +40,20 @@ PASSWORD = "correct horse battery"
 
 
 @pytest.fixture(scope="session")
-def database_urls() -> db.DatabaseUrls:
+def database_urls() -> DatabaseUrls:
     """A freshly migrated database: DATABASE_URL/ADMIN_DATABASE_URL when set, else the embedded cluster."""
     if os.environ.get("DATABASE_URL"):
-        urls = db.DatabaseUrls(
+        urls = DatabaseUrls(
             admin=os.environ.get("ADMIN_DATABASE_URL") or os.environ["DATABASE_URL"],
             runtime=os.environ["DATABASE_URL"],
         )
     else:
         data_dir = os.environ.get("AGENTFORGE_TEST_DATA_DIR", str(ROOT / "instance" / "pgdata-test"))
-        superuser = db.start_embedded_cluster(data_dir)
-        db.drop_embedded_database(superuser, TEST_DATABASE)
-        urls = db.ensure_embedded_roles_and_database(superuser, TEST_DATABASE)
+        superuser = start_embedded_cluster(data_dir)
+        drop_embedded_database(superuser, TEST_DATABASE)
+        urls = ensure_embedded_roles_and_database(superuser, TEST_DATABASE)
         CLEANER["url"] = make_url(superuser).set(database=TEST_DATABASE).render_as_string(hide_password=False)
-    db.migrate(urls)
+    migrate(urls)
     return urls
 
 
@@ -63,7 +66,7 @@ def cleaner_engine(database_urls, owner_engine):
     if "url" not in CLEANER:
         yield owner_engine
         return
-    engine = create_engine(db.sqlalchemy_url(CLEANER["url"]), pool_pre_ping=True)
+    engine = create_engine(sqlalchemy_url(CLEANER["url"]), pool_pre_ping=True)
     yield engine
     engine.dispose()
 
@@ -87,7 +90,7 @@ def app(database_urls):
 @pytest.fixture(scope="session")
 def owner_engine(database_urls):
     """An engine logged in as the owner role (for cleaning up; never used to prove isolation)."""
-    engine = create_engine(db.sqlalchemy_url(database_urls.admin), pool_pre_ping=True)
+    engine = create_engine(sqlalchemy_url(database_urls.admin), pool_pre_ping=True)
     yield engine
     engine.dispose()
 
@@ -115,7 +118,7 @@ def empty_tables(cleaner_engine) -> None:
 
 
 @pytest.fixture
-def database(app) -> db.Database:
+def database(app) -> Database:
     """The app's Database (runtime role)."""
     return app.extensions["agentforge_db"]
 

@@ -13,9 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from commands.invitations import invite
-from commands.tokens import create_token
-from db import Database
+from db.session import Database
 from domain.outcome import TrialOutcome
 from models import (
     Artifact,
@@ -30,6 +28,8 @@ from models import (
     StageMetricRollup,
 )
 from models.base import new_id
+from writes.invitations import invite
+from writes.tokens import create_token
 
 
 @dataclass
@@ -182,7 +182,7 @@ def make_catalog(
     """Create (or reuse) the environment, add a version, and add an evaluator configuration."""
     from sqlalchemy import select
 
-    from commands.environments import create_environment, create_environment_version, create_evaluator_config
+    from writes.environments import create_environment, create_environment_version, create_evaluator_config
 
     with database.session(org_id) as session, session.begin():
         env = session.scalar(select(Environment).where(Environment.name == environment))
@@ -207,7 +207,7 @@ def command_agent(script: str, *args: str) -> dict:
 def record_rewards(database: Database, catalog: Catalog, rewards: list, outcome_for) -> tuple[uuid.UUID, list]:
     """Queue a run of the catalog and record one trial per reward, each from `outcome_for(reward)` (a NULL
     reward still gets a rollout, as imported data may hold); return the run id and the rollout ids."""
-    from commands.runs import add_rollout, enqueue_run, record_trial
+    from writes.runs import add_rollout, enqueue_run, record_trial
 
     with database.session(catalog.org_id) as session, session.begin():
         version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))
@@ -280,7 +280,7 @@ def finished_outcome(environment: str, number: int, seed: int) -> TrialOutcome:
 def finish_run(database: Database, catalog: Catalog, outcome_for=None) -> uuid.UUID:
     """Queue a run of the catalog and write its finished trials and pass@k through the domain writes, as the
     worker does, without running the worker; `outcome_for(number, seed)` defaults to `finished_outcome`."""
-    from commands.runs import complete_run, enqueue_run, record_trial, trial_seed
+    from writes.runs import complete_run, enqueue_run, record_trial, trial_seed
 
     with database.session(catalog.org_id) as session, session.begin():  # one transaction: the suite writes many
         version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))

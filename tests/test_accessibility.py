@@ -27,16 +27,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from commands.accounts import add_membership, create_organization, create_user
-from commands.invitations import invite
-from commands.runs import complete_run, enqueue_run, record_trial, trial_seed
-from commands.tokens import create_token
 from domain.outcome import TrialOutcome
 from domain.trajectory import message_step, tool_step
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.browser_support import BROWSER_MARKS, chromium, log_in, serve, shot
 from tests.conftest import PASSWORD, empty_tables
 from tests.factories import Catalog, finish_run, finish_runs, finished_outcome, make_catalog
+from writes.accounts import add_membership, create_organization, create_user
+from writes.invitations import invite
+from writes.runs import complete_run, enqueue_run, record_trial, trial_seed
+from writes.tokens import create_token
 
 pytestmark = BROWSER_MARKS
 

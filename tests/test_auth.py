@@ -9,8 +9,8 @@ from werkzeug.routing import IntegerConverter, UUIDConverter
 from werkzeug.security import generate_password_hash
 
 from app import create_app
-from commands import accounts
 from tests.conftest import PASSWORD, AuthActions
+from writes import accounts
 
 # Invitation links are opened before their invitee has an account; an unknown link answers 404 (test_invitations).
 PUBLIC_ENDPOINTS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from commands.demo import DEMO_PASSWORD
+from writes.demo import DEMO_PASSWORD
 
 
 def counts(count_rows) -> tuple[int, int]:

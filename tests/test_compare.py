@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 import pytest
 from scipy import special, stats
 
-from commands.runs import complete_run, record_trial, reset_run, trial_seed
 from domain import comparison
 from domain.outcome import TrialOutcome
 from models import EvaluationRun
 from tests.factories import finish_run, make_catalog
+from writes.runs import complete_run, record_trial, reset_run, trial_seed
 
 EXPERT = {"kind": "scripted", "skill": 0.9}
 STAGES = ("stage_inventory", "stage_order", "stage_checkout")

@@ -19,9 +19,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-import db
-from commands.accounts import log_in, reserve_login_attempt
-from commands.tokens import create_token
+from db.cluster import EMBEDDED_ROLES, _replace_keeping_owner, passwords_dir, start_embedded_cluster
+from db.urls import OWNER_ROLE, RUNTIME_ROLE, SUPERUSER, libpq_url, sqlalchemy_url
+from writes.accounts import log_in, reserve_login_attempt
+from writes.tokens import create_token
 
 pytestmark = pytest.mark.leak
 
@@ -39,13 +40,13 @@ def embedded(database_urls) -> Path:
     """The embedded cluster's data directory (these tests are about the embedded cluster only)."""
     if os.environ.get("DATABASE_URL"):
         pytest.skip("DATABASE_URL is set: the external server's authentication is its operator's to configure")
-    with psycopg.connect(db.libpq_url(database_urls.admin)) as conn:
+    with psycopg.connect(libpq_url(database_urls.admin)) as conn:
         owner = conn.execute("SELECT current_user").fetchone()[0]
-    assert owner == db.OWNER_ROLE
+    assert owner == OWNER_ROLE
     return Path(os.environ.get("AGENTFORGE_TEST_DATA_DIR", Path(__file__).parent.parent / "instance" / "pgdata-test"))
 
 
-@pytest.mark.parametrize("role", db.EMBEDDED_ROLES)
+@pytest.mark.parametrize("role", EMBEDDED_ROLES)
 def test_no_role_logs_in_over_the_socket_without_its_password(embedded, database_urls, role):
     for password in (None, "", "wrong-password", "trust"):
         with pytest.raises(psycopg.OperationalError) as refused:
@@ -64,25 +65,25 @@ def test_pg_hba_conf_has_no_trust_line(embedded):
 
 
 def test_the_server_loaded_password_rules_only(embedded, database_urls):
-    with psycopg.connect(db.libpq_url(database_urls.admin)) as conn:
+    with psycopg.connect(libpq_url(database_urls.admin)) as conn:
         superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]
     assert not superuser
-    password = (db.passwords_dir(embedded) / db.SUPERUSER).read_text().strip()
-    with psycopg.connect(conninfo(database_urls.runtime, user=db.SUPERUSER, password=password)) as conn:
+    password = (passwords_dir(embedded) / SUPERUSER).read_text().strip()
+    with psycopg.connect(conninfo(database_urls.runtime, user=SUPERUSER, password=password)) as conn:
         methods = {row[0] for row in conn.execute("SELECT auth_method FROM pg_hba_file_rules")}
         unencrypted = conn.execute("SELECT count(*) FROM pg_authid WHERE rolpassword NOT LIKE 'SCRAM-SHA-256$%'")
         assert unencrypted.fetchone()[0] == 0
         missing = conn.execute(
-            "SELECT rolname FROM pg_authid WHERE rolname = ANY(%s) AND rolpassword IS NULL", (list(db.EMBEDDED_ROLES),)
+            "SELECT rolname FROM pg_authid WHERE rolname = ANY(%s) AND rolpassword IS NULL", (list(EMBEDDED_ROLES),)
         ).fetchall()
     assert methods == {"scram-sha-256"}
     assert missing == []
 
 
 def test_password_files_are_readable_by_the_service_user_only(embedded):
-    directory = db.passwords_dir(embedded)
+    directory = passwords_dir(embedded)
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
-    for role in db.EMBEDDED_ROLES:
+    for role in EMBEDDED_ROLES:
         path = directory / role
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert path.stat().st_uid == os.geteuid()
@@ -93,17 +94,17 @@ def test_password_files_are_readable_by_the_service_user_only(embedded):
 def test_a_cluster_created_with_trust_is_upgraded_in_place(embedded, database_urls):
     """Earlier code left `trust` everywhere: the next start sets passwords, rewrites pg_hba.conf and reloads."""
     hba = embedded / "pg_hba.conf"
-    password = (db.passwords_dir(embedded) / db.SUPERUSER).read_text().strip()
-    with psycopg.connect(conninfo(database_urls.runtime, user=db.SUPERUSER, password=password)) as conn:
+    password = (passwords_dir(embedded) / SUPERUSER).read_text().strip()
+    with psycopg.connect(conninfo(database_urls.runtime, user=SUPERUSER, password=password)) as conn:
         conn.execute("ALTER ROLE agentforge_app PASSWORD NULL")
-        db._replace_keeping_owner(hba, "local all all trust\nhost all all 127.0.0.1/32 trust\n")
+        _replace_keeping_owner(hba, "local all all trust\nhost all all 127.0.0.1/32 trust\n")
         conn.execute("SELECT pg_reload_conf()")
-    db.start_embedded_cluster(embedded)
+    start_embedded_cluster(embedded)
     assert "trust" not in hba.read_text()
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(conninfo(database_urls.runtime, password="x", passfile="/dev/null"))
-    with psycopg.connect(db.libpq_url(database_urls.runtime)) as conn:
-        assert conn.execute("SELECT current_user").fetchone()[0] == db.RUNTIME_ROLE
+    with psycopg.connect(libpq_url(database_urls.runtime)) as conn:
+        assert conn.execute("SELECT current_user").fetchone()[0] == RUNTIME_ROLE
 
 
 @pytest.fixture
@@ -122,7 +123,7 @@ def two_orgs(make_member, database):
 @pytest.fixture
 def attacker(database_urls):
     """A raw runtime-role connection, as a program holding the app's own credentials would have."""
-    engine = create_engine(db.sqlalchemy_url(database_urls.runtime), pool_size=1, max_overflow=0)
+    engine = create_engine(sqlalchemy_url(database_urls.runtime), pool_size=1, max_overflow=0)
     with engine.connect() as conn:
         yield conn
     engine.dispose()

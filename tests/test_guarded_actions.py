@@ -11,10 +11,10 @@ import uuid
 import pytest
 from sqlalchemy import text
 
-from commands.accounts import AccountError, change_role
-from commands.runs import queue_once, start_run
 from tests.conftest import csrf_token_from
 from tests.factories import finish_run, make_catalog
+from writes.accounts import AccountError, change_role
+from writes.runs import queue_once, start_run
 
 SCRIPTED = {"kind": "scripted", "skill": 1.0}
 IMPORTED = {"kind": "external", "name": "other-harness-agent"}

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import psycopg.errors
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
+from sqlalchemy.orm import sessionmaker
 
-import db
+from db.session import Database, _scope_transaction_to_org
+from db.urls import RUNTIME_ROLE, sqlalchemy_url
 from models import Base, Environment, EnvironmentVersion
 from models.base import new_id
 from tests.factories import seed_org_rows
@@ -27,7 +29,7 @@ def two_orgs(database, make_member):
 def test_tests_connect_as_the_runtime_role(database):
     with database.engine.connect() as conn:
         role = conn.execute(text("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")).one()
-        assert conn.execute(text("SELECT current_user")).scalar() == db.RUNTIME_ROLE
+        assert conn.execute(text("SELECT current_user")).scalar() == RUNTIME_ROLE
     assert tuple(role) == (False, False)
 
 
@@ -108,11 +110,11 @@ def test_a_row_cannot_reference_another_orgs_row(database, two_orgs):
 
 def test_org_setting_does_not_survive_commit_on_a_pooled_connection(database_urls, two_orgs):
     a, _ = two_orgs
-    engine = create_engine(db.sqlalchemy_url(database_urls.runtime), pool_size=1, max_overflow=0)
-    database = db.Database.__new__(db.Database)
+    engine = create_engine(sqlalchemy_url(database_urls.runtime), pool_size=1, max_overflow=0)
+    database = Database.__new__(Database)
     database.urls, database.engine = database_urls, engine
-    database._sessions = db.sessionmaker(engine)
-    db.event.listen(database._sessions, "after_begin", db._scope_transaction_to_org)
+    database._sessions = sessionmaker(engine)
+    event.listen(database._sessions, "after_begin", _scope_transaction_to_org)
     try:
         with database.session(a.org_id) as session:
             pid_in_session = session.execute(text("SELECT pg_backend_pid()")).scalar()
@@ -157,7 +159,7 @@ def test_every_org_table_has_forced_rls_and_a_tenant_policy(owner_engine):
             )
         ).all()
         runtime = conn.execute(
-            text("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = :r"), {"r": db.RUNTIME_ROLE}
+            text("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = :r"), {"r": RUNTIME_ROLE}
         ).one()
     assert sorted(row[0] for row in tables) == sorted(ORG_TABLES)
     assert [row for row in tables if not all(row[1:])] == []

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from commands.accounts import add_membership, create_organization, create_user
 from domain.outcome import TrialOutcome
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards
+from writes.accounts import add_membership, create_organization, create_user
 
 pytestmark = [pytest.mark.leak, pytest.mark.slow]  # hypothesis property test
 

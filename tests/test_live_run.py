@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from commands.runs import enqueue_run, record_trial
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_detail
 from tests.factories import finish_run, make_catalog
+from writes.runs import enqueue_run, record_trial
 
 SCRIPTED = {"kind": "scripted", "skill": 1.0}
 

@@ -14,9 +14,6 @@ import psutil
 import pytest
 from sqlalchemy import text
 
-from commands.demo import MCP_SPEC
-from commands.environments import create_environment, create_environment_version, create_evaluator_config
-from commands.runs import enqueue_run, reset_run
 from domain.errors import SpecError
 from domain.specs import validate_spec
 from tests.factories import command_agent
@@ -24,6 +21,9 @@ from worker.loop import WorkerSettings, run_workers
 from worker.masking import MASK
 from worker.sandbox import ROOT, SandboxSettings
 from worker.trial import run_trial
+from writes.demo import MCP_SPEC
+from writes.environments import create_environment, create_environment_version, create_evaluator_config
+from writes.runs import enqueue_run, reset_run
 
 pytestmark = pytest.mark.slow  # MCP server processes
 

@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import event, text
 
-from commands.runs import enqueue_run, record_trial
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_label_sql
 from tests.factories import finish_runs, make_catalog
+from writes.runs import enqueue_run, record_trial
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 
@@ -264,8 +264,8 @@ def test_capability_gap_filters_and_empty_state(page, world, database, member):
 def two_evaluators(database, member, world):
     """The world's admin-console version run by a second evaluator too ("closer"): its 4 trials pass every stage
     but trial 2 and 4, which order for the wrong customer (stage_order 0.5, no checkout)."""
-    from commands.environments import create_evaluator_config
     from tests.factories import Catalog, finish_run
+    from writes.environments import create_evaluator_config
 
     admin = world["admin"]
     with database.session(member.org.id) as session, session.begin():
@@ -511,8 +511,8 @@ def test_run_trial_and_partial_rewards_pages_show_stages_in_pipeline_order(page,
 def test_an_mcp_versions_stages_keep_one_order_on_every_page(page, database, member):
     """An MCP verifier declares no order: every page orders its stages by the whole version's pass counts, so a
     trial that passed only the last stage still lists them as its run and the partial rewards page do."""
-    from commands.environments import create_environment, create_environment_version, create_evaluator_config
     from tests.factories import Catalog, finish_run
+    from writes.environments import create_environment, create_environment_version, create_evaluator_config
 
     with database.session(member.org.id) as session, session.begin():
         env = create_environment(session, member.org.id, "mcp-shop", "over MCP")
@@ -544,8 +544,8 @@ def test_an_mcp_versions_stages_keep_one_order_on_every_page(page, database, mem
 def test_compare_orders_an_mcp_versions_stages_as_the_version_does(page, database, member):
     """A run whose own pass counts would order the stages differently still lists them in its version's order on
     compare (with a version, an evaluator or another run on the other side)."""
-    from commands.environments import create_environment, create_environment_version, create_evaluator_config
     from tests.factories import Catalog, finish_run
+    from writes.environments import create_environment, create_environment_version, create_evaluator_config
 
     with database.session(member.org.id) as session, session.begin():
         env = create_environment(session, member.org.id, "mcp-order", "over MCP")

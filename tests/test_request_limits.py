@@ -11,7 +11,8 @@ import pytest
 import blueprints.api.compare
 import blueprints.compare
 import blueprints.trials
-from db import libpq_url, slot_key
+from db.session import slot_key
+from db.urls import libpq_url
 from tests.conftest import AuthActions
 from tests.factories import make_catalog
 from tests.test_exports import STEPS, record_run

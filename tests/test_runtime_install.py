@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from commands.tokens import create_token
 from tests.conftest import ROOT
+from writes.tokens import create_token
 
 pytestmark = pytest.mark.slow  # builds a virtualenv, runs the app in processes of its own
 

@@ -13,13 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from commands.accounts import add_membership, create_organization, create_user
 from domain.outcome import TrialOutcome
 from domain.trajectory import message_step, search_text, tool_step
 from queries.filters import TrialFilters
 from queries.search import first_matching_step, parse_query, search_conditions, snippets, trial_marks
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards
+from writes.accounts import add_membership, create_organization, create_user
 
 HOSTILE_OBSERVATION = "<script>alert('x')</script> permission denied & <b>bold</b>"
 

@@ -16,23 +16,19 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
-import db
 from app import create_app
-from commands.environments import (
-    create_environment,
-    create_environment_version,
-    create_evaluator_config,
-    runnable_agent,
-    runnable_spec,
-    spec_sha256,
-)
-from commands.runs import enqueue_run
+from db.session import Database
+from db.urls import runtime_role_of, sqlalchemy_url
 from domain.secret_env import HIDDEN, SecretsKey, SecretsKeyError, create_once, load_secrets_key
+from domain.specs import spec_sha256
 from models import Base, EnvironmentVersion, EvaluatorConfig
+from queries.environments import runnable_agent, runnable_spec
 from queries.exports import EXPORT_FORMATS, EXPORT_KINDS
 from tests.factories import command_agent, make_catalog
 from worker.loop import WorkerSettings, run_workers
 from worker.masking import MASK, MIN_MASKED_LENGTH, Masker, secret_values
+from writes.environments import create_environment, create_environment_version, create_evaluator_config
+from writes.runs import enqueue_run
 
 pytestmark = pytest.mark.leak
 
@@ -368,7 +364,7 @@ def test_a_worker_with_the_wrong_or_no_key_fails_the_run_saying_why(database, ac
     catalog = make_catalog(database, org_id, LEAKY_AGENT, attempt_count=1)
     for key, reason in ((SecretsKey(b"\x02" * 32), "sealed with secrets key"), (None, "has no secrets key")):
         run_id = queue(database, org_id, catalog.version_id, catalog.config_id)
-        other = db.Database(database.urls, pool_size=1, secrets_key=key)
+        other = Database(database.urls, pool_size=1, secrets_key=key)
         try:
             assert work(other) == 1  # the worker goes on; the run is not claimed again and again
         finally:
@@ -425,10 +421,10 @@ def test_the_migration_seals_values_stored_in_plaintext_before_it(database, data
     config = Config()
     config.set_main_option("script_location", str(ROOT / "migrations"))
     before = ScriptDirectory.from_config(config).get_revision("0012").down_revision
-    engine = create_engine(db.sqlalchemy_url(database_urls.admin))
+    engine = create_engine(sqlalchemy_url(database_urls.admin))
     try:
         with engine.begin() as conn:
-            config.attributes.update(connection=conn, runtime_role=db.runtime_role_of(database_urls))
+            config.attributes.update(connection=conn, runtime_role=runtime_role_of(database_urls))
             config.attributes["secrets_key"] = database.secrets_key
             command.downgrade(config, before)
         with database.session(org.id) as session, session.begin():  # rows as the older schema wrote them

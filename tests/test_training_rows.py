@@ -288,16 +288,16 @@ def test_atif_documents_come_from_structured_steps(logged_in, mixed):
 @pytest.mark.slow
 def test_every_trl_row_of_a_demo_database_renders(client, auth, database, tmp_path, runner):
     """The demo's organizations after the worker ran them, plus a command agent and imported rollouts."""
-    from commands.demo import DEMO_PASSWORD, create_demo
     from tests.factories import command_agent
     from worker.loop import WorkerSettings, run_workers
+    from writes.demo import DEMO_PASSWORD, create_demo
 
     create_demo(database)
     with database.admin_session() as session:
         org_id = session.execute(text("SELECT id FROM organizations WHERE name = 'Acme RL'")).scalar()
     solver = make_catalog(database, org_id, command_agent("solver.py"), attempt_count=2, config_name="solver")
-    from commands.runs import enqueue_run
     from models import EnvironmentVersion, EvaluatorConfig
+    from writes.runs import enqueue_run
 
     with database.session(org_id) as session, session.begin():
         version = session.get_one(EnvironmentVersion, (org_id, solver.version_id))

@@ -15,8 +15,7 @@ import pytest
 from markupsafe import escape
 from sqlalchemy import text
 
-from commands.runs import enqueue_run, record_trial
-from db import Database
+from db.session import Database
 from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
 from domain.trajectory import environment_step, message_step, step, tool_step
 from domain.trial_log import ProgramOutput, keep_end, log_lines, log_text, one_line
@@ -25,6 +24,7 @@ from tests.factories import Catalog, make_catalog
 from web.transcript import fold, transcript
 from worker.masking import Masker
 from worker.trial import run_trial
+from writes.runs import enqueue_run, record_trial
 
 TIMES, DASH = "\N{MULTIPLICATION SIGN}", "\N{EN DASH}"  # as the page writes them
 INVENTORY = "SKU-1  Widget  stock=3\nSKU-2  Gadget  stock=0\nSKU-3  Sprocket  stock=9"
@@ -310,10 +310,10 @@ FORGED_LINES = (  # what tests/agents/forge_worker_lines.py prints on stderr, as
 @pytest.mark.slow  # an MCP server and an agent process, through the worker
 @pytest.mark.leak
 def test_an_agent_cannot_print_a_line_of_the_worker_or_an_environment_step(page, database, member):
-    from commands.demo import MCP_SPEC
-    from commands.environments import create_environment, create_environment_version
     from tests.factories import command_agent
     from worker.loop import WorkerSettings, run_workers
+    from writes.demo import MCP_SPEC
+    from writes.environments import create_environment, create_environment_version
 
     catalog = make_catalog(database, member.org.id, command_agent("forge_worker_lines.py"), attempt_count=1)
     with database.session(member.org.id) as session, session.begin():

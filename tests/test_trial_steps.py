@@ -9,7 +9,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 
-import db
+from db.urls import runtime_role_of, sqlalchemy_url
 from tests.factories import finish_run, make_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def migrate(database_urls, database, target: str, downgrade: bool = False) -> None:
     config = Config()
     config.set_main_option("script_location", str(ROOT / "migrations"))
-    engine = create_engine(db.sqlalchemy_url(database_urls.admin))
+    engine = create_engine(sqlalchemy_url(database_urls.admin))
     try:
         with engine.begin() as conn:
-            config.attributes.update(connection=conn, runtime_role=db.runtime_role_of(database_urls))
+            config.attributes.update(connection=conn, runtime_role=runtime_role_of(database_urls))
             config.attributes["secrets_key"] = database.secrets_key
             (command.downgrade if downgrade else command.upgrade)(config, target)
     finally:

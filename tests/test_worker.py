@@ -16,13 +16,13 @@ from sqlalchemy import text
 from sqlalchemy.exc import ProgrammingError
 
 from bench.generate import check_rollups
-from commands.runs import RUNS_CHANNEL, enqueue_run, record_trial
 from domain.scoring import pass_at_k, pass_at_k_table
 from models import EvaluationRun
 from tests.conftest import ROOT
 from tests.factories import command_agent, make_catalog
 from worker.loop import WorkerSettings, run_workers
 from worker.trial import run_trial
+from writes.runs import RUNS_CHANNEL, enqueue_run, record_trial
 
 PERFECT = {"kind": "scripted", "skill": 1.0}
 

@@ -12,7 +12,7 @@ from markupsafe import Markup
 from wtforms import EmailField, HiddenField, PasswordField, StringField
 from wtforms.validators import AnyOf, DataRequired, EqualTo, Length, NumberRange, Optional
 
-from commands.accounts import MIN_PASSWORD_LENGTH
+from domain.accounts import MIN_PASSWORD_LENGTH
 from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS, RESETS, ROLES
 from web.fields import BoundedText, PageForm, SubmissionKeyField, UUIDField, WholeNumberField
 
@@ -38,7 +38,7 @@ class SwitchOrgForm(PageForm):
 
 
 class InviteForm(PageForm):
-    """An owner invites an email with a role (the email's shape is checked by commands.invitations.invite)."""
+    """An owner invites an email with a role (the email's shape is checked by writes.invitations.invite)."""
 
     email = BoundedText(320, validators=[DataRequired("Enter the new member's email.")])
     role = BoundedText(20, validators=[ROLE], default="member")

@@ -16,7 +16,8 @@ from typing import Any
 from flask import current_app, g, request
 from werkzeug.exceptions import TooManyRequests
 
-from db import HeldSlot, get_database
+from db.session import HeldSlot
+from web.database import get_database
 
 RETRY_AFTER_S = 2
 SCOPE = "expensive-request"

@@ -4,7 +4,9 @@ Runs are claimed through the SECURITY DEFINER function claim_next_run (FOR
 UPDATE SKIP LOCKED), the only code that looks across organizations; everything
 after the claim happens in a session scoped to the run's organization, so RLS
 WITH CHECK still guards every write. A killed worker's lease expires and the
-next claim resumes the run with only the trial numbers still missing.
+next claim resumes the run with only the trial numbers still missing. The loop
+writes nothing itself: claims and leases are writes/claims.py's, trials and
+progress writes/runs.py's, presence writes/workers.py's.
 """
 
 from __future__ import annotations
@@ -18,27 +20,22 @@ import uuid
 from dataclasses import dataclass, field
 
 import psycopg
-from sqlalchemy import func, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from commands.environments import runnable_agent, runnable_spec
-from commands.runs import (
-    RUNS_CHANNEL,
-    complete_run,
-    record_trial,
-    recorded_trial_numbers,
-    report_progress,
-    trial_seed,
-)
-from commands.workers import announce_worker, retire_worker
-from db import Database, libpq_url, rows_changed
+from db.session import Database
+from db.urls import libpq_url
 from domain.errors import AgentConfigError, SpecError
 from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.secret_env import SecretsKeyError
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from queries.environments import runnable_agent, runnable_spec
+from queries.runs import recorded_trial_numbers
 from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
+from writes.claims import claim_run, fail_run, release_run, renew_lease
+from writes.runs import RUNS_CHANNEL, complete_run, record_trial, report_progress, trial_seed
+from writes.workers import announce_worker, retire_worker
 
 log = logging.getLogger("agentforge.worker")
 
@@ -171,28 +168,13 @@ class Worker:
 
     def _release(self, org_id: uuid.UUID, run_id: uuid.UUID, error: str | None, *, counted: bool) -> None:
         """Hand a run back to the queue (after a stop request, or an error that may not recur)."""
-        values: dict = {"status": "queued", "lease_owner": None, "lease_expires_at": None}
-        if error:
-            values["error"] = error
-        if not counted:
-            values["attempts"] = func.greatest(EvaluationRun.attempts - 1, 0)
         with self.database.session(org_id) as session, session.begin():
-            session.execute(
-                update(EvaluationRun)
-                .where(EvaluationRun.organization_id == org_id, EvaluationRun.id == run_id)
-                .where(EvaluationRun.lease_owner == self.name)
-                .values(**values)
-            )
-            session.execute(text("SELECT pg_notify(:c, '')"), {"c": RUNS_CHANNEL})
+            release_run(session, org_id, run_id, self.name, error, counted=counted)
 
     def _finish_as_failed(self, org_id: uuid.UUID, run_id: uuid.UUID, error: str) -> None:
         """Mark a run that can never succeed (bad spec or agent) as failed, with the reason."""
         with self.database.session(org_id) as session, session.begin():
-            session.execute(
-                update(EvaluationRun)
-                .where(EvaluationRun.organization_id == org_id, EvaluationRun.id == run_id)
-                .values(status="failed", error=error, finished_at=func.now(), lease_owner=None, lease_expires_at=None)
-            )
+            fail_run(session, org_id, run_id, error)
 
 
 class TrialProgress:
@@ -227,31 +209,13 @@ class TrialProgress:
 def claim_next_run(database: Database, worker: str, settings: WorkerSettings) -> tuple[uuid.UUID, uuid.UUID] | None:
     """Claim the next run round-robin across organizations (within the per-org cap); None when nothing is claimable."""
     with database.engine.begin() as conn:
-        row = conn.execute(
-            text("SELECT run_organization_id, run_id FROM claim_next_run(:worker, :lease, :attempts, :per_org)"),
-            {
-                "worker": worker,
-                "lease": settings.lease_seconds,
-                "attempts": settings.max_run_attempts,
-                "per_org": settings.max_runs_per_org,
-            },
-        ).first()
-    return (row[0], row[1]) if row else None
-
-
-def renew_lease(session: Session, org_id: uuid.UUID, run_id: uuid.UUID, owner: str, seconds: int) -> bool:
-    """Extend `owner`'s lease on a running run by `seconds`; False when the run is no longer ours."""
-    renewed = session.execute(
-        update(EvaluationRun)
-        .where(
-            EvaluationRun.organization_id == org_id,
-            EvaluationRun.id == run_id,
-            EvaluationRun.lease_owner == owner,
-            EvaluationRun.status == "running",
+        return claim_run(
+            conn,
+            worker,
+            lease_seconds=settings.lease_seconds,
+            max_attempts=settings.max_run_attempts,
+            max_runs_per_org=settings.max_runs_per_org,
         )
-        .values(lease_expires_at=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, seconds))
-    )
-    return rows_changed(renewed) == 1
 
 
 class Heartbeat:

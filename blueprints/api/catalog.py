@@ -20,10 +20,10 @@ from blueprints.api.schemas import (
     validated,
 )
 from blueprints.auth import require_role
-from commands.environments import create_environment, create_environment_version, create_evaluator_config
-from db import request_session
 from models import Environment as EnvironmentRow
 from queries.environments import list_environments as environment_summaries
+from web.database import request_session
+from writes.environments import create_environment, create_environment_version, create_evaluator_config
 
 NAME_TAKEN = {409: "An environment or evaluator configuration of that name exists"}
 

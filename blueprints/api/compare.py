@@ -22,10 +22,10 @@ from blueprints.api.schemas import (
     Comparison,
     validated,
 )
-from db import request_session
 from domain.task_stats import TaskEstimate, TaskTally, TaskTest
 from queries.compare import BadSide, Side, compare, find_side
 from queries.compare import Comparison as Compared
+from web.database import request_session
 from web.limits import expensive
 
 

@@ -9,9 +9,9 @@ from blueprints.api import ApiError, bp, too_deep
 from blueprints.api.contract import NDJSON, Reply, operation
 from blueprints.api.schemas import ImportResult
 from blueprints.auth import require_role
-from db import request_session
 from domain.json_depth import TooDeep
 from importers.ingest import IngestError, ingest, parse_trial
+from web.database import request_session
 from web.params import NotJsonNumber, strict_json
 
 MAX_LINES = 5000

@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session
 from blueprints.api import ApiError, bp
 from blueprints.api.contract import NDJSON, Reply, operation
 from blueprints.api.schemas import Rollout, RolloutExportQuery, TrajectoryArtifact, validated
-from db import get_database, request_session
 from models import Artifact
 from queries.exports import (
     Query,
@@ -32,6 +31,7 @@ from queries.exports import (
 )
 from queries.search import plan_each_search
 from queries.training_formats import atif_document, trl_conversation, trl_preference
+from web.database import get_database, request_session
 from web.limits import expensive
 
 PAIR_BATCH = 200  # preference pairs whose rollouts are read in one statement

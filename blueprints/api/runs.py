@@ -10,10 +10,10 @@ from blueprints.api import ApiError, bp, json_object
 from blueprints.api.contract import Reply, operation
 from blueprints.api.schemas import EvaluationRun, EvaluationRunCreate, EvaluationRunReset, Trial, validated
 from blueprints.auth import require_role
-from commands.runs import reset_run, start_run
-from db import request_session
 from models import EvaluationRun as EvaluationRunRow
 from queries.runs import RunDetail, run_detail
+from web.database import request_session
+from writes.runs import reset_run, start_run
 
 QUEUED = {202: Reply("Queued", EvaluationRun, headers=("Location",))}
 NOT_FOUND_VERSION_OR_CONFIG = {404: "No such environment version or evaluator configuration in this organization"}

@@ -7,9 +7,9 @@ from flask import jsonify, request
 from blueprints.api import ApiError, bp
 from blueprints.api.contract import Reply, operation
 from blueprints.api.schemas import TrialListQuery, TrialPage, TrialSnippet, TrialSummary, validated
-from db import request_session
 from queries.search import snippets
 from queries.trials import UnknownCursor, list_trials
+from web.database import request_session
 from web.limits import expensive, searching
 
 

@@ -5,7 +5,7 @@ Revises: 0009
 
 Env values of environment specs and agent configs leave the jsonb columns: each
 value there becomes "***" and the values are sealed (AES-256-GCM, the secrets
-key handed over by db.migrate) into `secret_env`. Versions that held env values
+key handed over by db.migrate.migrate) into `secret_env`. Versions that held env values
 get a new spec_sha256 that covers keyed digests of the values instead of the
 values (models.environments.spec_sha256). The tables are FORCE'd under RLS even
 for the owner, so rows are visited one organization at a time; the immutability
@@ -18,7 +18,7 @@ import json
 import sqlalchemy as sa
 from alembic import context, op
 
-from commands.environments import spec_sha256
+from domain.specs import spec_sha256
 from domain.secret_env import SecretsKeyError, open_env, row_name, seal_env
 
 revision = "0012"

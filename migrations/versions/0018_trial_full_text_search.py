@@ -11,7 +11,7 @@ SEARCH_TEXT_CHARS characters, so no trial can exceed tsvector's 1 MB limit).
 is `sku`, `-7062`), tool names and paths are never stemmed or dropped as stop
 words, and a phrase matches the words as written.
 
-commands.runs.RECORD_TRIAL writes evaluation_trials.search_vector in the same
+writes.runs.RECORD_TRIAL writes evaluation_trials.search_vector in the same
 statement that inserts the trial; the GIN index is maintained in that
 transaction. Existing trials are filled one organization at a time (the tables
 are FORCE'd under RLS even for the owner).

@@ -19,7 +19,7 @@ perhaps the inviting owner. Such an account
   leaves every organization it had joined (those links' holders were not
   proven either, so nothing it reached before goes to the new holder), then
   joins the inviting organization, proven from then on;
-* is refused by add-member (commands.accounts.add_membership checks the column).
+* is refused by add-member (writes.accounts.add_membership checks the column).
 A link of an organization the account belongs to or used a link of before
 proves and takes over nothing (its owners may have made the account). Accounts
 made by the operator (create-user) and accounts made before this migration are

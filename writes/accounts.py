@@ -1,14 +1,17 @@
-"""Accounts and login: organizations, users, memberships, the atomic login throttle, login sessions, members."""
+"""Accounts and login: organizations, users, memberships, the atomic login throttle, login sessions, members' roles.
+
+The reads (an organization or account by name, the user behind a session or a token, the members) are in
+queries/accounts.py; the rules a form checks too (password length, email shape, slugs) in domain/accounts.py.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import (
     func,
@@ -19,14 +22,12 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 from werkzeug.security import generate_password_hash
 
-from commands.tokens import revoke_member_tokens
+from domain.accounts import EMAIL, MIN_PASSWORD_LENGTH, slugify, token_digest
 from domain.vocabulary import ROLES
 from models.accounts import Membership, Organization, User
 from models.base import new_id
+from writes.tokens import revoke_member_tokens
 
-MIN_PASSWORD_LENGTH = 8
-
-# Derived from when the email is unknown, so a miss costs the same time as a wrong password.
 # werkzeug's method for new password hashes: scrypt by default; the test suite sets a cheap pbkdf2 through
 # AGENTFORGE_PASSWORD_METHOD so that hundreds of logins do not each cost a tenth of a second.
 PASSWORD_METHOD = os.environ.get("AGENTFORGE_PASSWORD_METHOD", "scrypt")
@@ -37,49 +38,12 @@ def hash_password(password: str) -> str:
     return generate_password_hash(password, method=PASSWORD_METHOD)
 
 
+# Derived from when the email is unknown, so a miss costs the same time as a wrong password.
 _DUMMY_METHOD_AND_SALT = hash_password("agentforge-timing-equaliser").rsplit("$", 1)[0]
 
 
 class AccountError(ValueError):
     """A request to create or change an account that cannot be carried out (message says why)."""
-
-
-@dataclass(frozen=True)
-class MembershipView:
-    """One organization a logged-in user belongs to, with their role there."""
-
-    organization_id: uuid.UUID
-    organization_name: str
-    organization_slug: str
-    role: str
-    last_used_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class SessionUser:
-    """The user behind a live login session, with every membership (re-read on each request)."""
-
-    id: uuid.UUID
-    email: str
-    name: str
-    session_token: str
-    memberships: tuple[MembershipView, ...]
-
-    def membership_in(self, org_id: uuid.UUID | None) -> MembershipView | None:
-        """Return the membership in `org_id`, or None when the user is not a member there."""
-        return next((m for m in self.memberships if m.organization_id == org_id), None)
-
-    def landing_membership(self) -> MembershipView | None:
-        """The organization used last (a login lands there), else the first by name; None without memberships."""
-        used = [m for m in self.memberships if m.last_used_at is not None]
-        if used:
-            return max(used, key=lambda m: m.last_used_at)  # type: ignore[arg-type, return-value]
-        return self.memberships[0] if self.memberships else None
-
-
-def slugify(name: str) -> str:
-    """Return a URL-safe slug for an organization name."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "org"
 
 
 def create_organization(session: Session, name: str) -> Organization:
@@ -95,15 +59,10 @@ def create_organization(session: Session, name: str) -> Organization:
     return org
 
 
-def find_organization(session: Session, name: str) -> Organization | None:
-    """Return the organization named `name` (case-insensitive), as visible to this session."""
-    return session.scalar(select(Organization).where(func.lower(Organization.name) == name.strip().lower()))
-
-
 def create_user(session: Session, email: str, password: str, name: str = "") -> User:
     """Add a user with a hashed password; raise AccountError for a malformed or taken email or short password."""
     email = email.strip().lower()
-    if not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
+    if not EMAIL.fullmatch(email):
         raise AccountError(f"{email!r} is not an email address")
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AccountError(f"password must be at least {MIN_PASSWORD_LENGTH} characters")
@@ -116,13 +75,6 @@ def create_user(session: Session, email: str, password: str, name: str = "") -> 
     if not created:
         raise AccountError(f"a user with email {email!r} already exists")
     return user
-
-
-def find_account(session: Session, email: str) -> User | None:
-    """The account with `email`, whichever organizations it belongs to (id and email only); None when unknown."""
-    email = email.strip().lower()
-    user_id = session.scalar(text("SELECT account_id_by_email(:email)"), {"email": email})
-    return User(id=user_id, email=email) if user_id else None
 
 
 def unproven_account_message(email: str) -> str:
@@ -208,89 +160,16 @@ def log_in(
             "email": email,
             "derived": derived,
             "address": address,
-            "digest": _token_digest(token),
+            "digest": token_digest(token),
             "lifetime": lifetime,
         },
     )
     return (user_id, token) if user_id else None
 
 
-def _token_digest(token: str) -> bytes:
-    """Return the sha256 of a session token, the only form the database stores."""
-    return hashlib.sha256(token.encode()).digest()
-
-
 def close_auth_session(session: Session, token: str) -> None:
     """End the login session `token` belongs to; the cookie stops working everywhere."""
-    session.execute(text("SELECT auth_close_session(:digest)"), {"digest": _token_digest(token)})
-
-
-_SESSION_USER = text(
-    """
-    SELECT u.id, u.email, u.name,
-           COALESCE((SELECT json_agg(m) FROM auth_memberships(u.id) m), '[]'::json) AS memberships
-    FROM auth_session_user(:digest) u
-    """
-)
-
-_TOKEN_USER = text(
-    """
-    SELECT u.id, u.email, u.name, u.organization_id,
-           COALESCE((SELECT json_agg(m) FROM auth_memberships(u.id) m), '[]'::json) AS memberships
-    FROM auth_token_user(:digest) u
-    """
-)
-
-
-def _session_user(row, token: str) -> SessionUser:
-    memberships = tuple(
-        MembershipView(
-            uuid.UUID(m["organization_id"]),
-            m["organization_name"],
-            m["organization_slug"],
-            m["role"],
-            datetime.fromisoformat(m["last_used_at"]) if m.get("last_used_at") else None,
-        )
-        for m in row.memberships
-    )
-    return SessionUser(row.id, row.email, row.name, token, memberships)
-
-
-def load_session_user(session: Session, token: str) -> SessionUser | None:
-    """Return the user of a live session token with all memberships, in one query; None when expired or unknown."""
-    row = session.execute(_SESSION_USER, {"digest": _token_digest(token)}).one_or_none()
-    return _session_user(row, token) if row else None
-
-
-def load_token_user(session: Session, token: str) -> tuple[SessionUser, uuid.UUID] | None:
-    """The user behind a live API token and the organization it is bound to; None when unknown, revoked or expired.
-
-    Marks the token as used (last_used_at), so the caller commits.
-    """
-    row = session.execute(_TOKEN_USER, {"digest": _token_digest(token)}).one_or_none()
-    return (_session_user(row, ""), row.organization_id) if row else None
-
-
-@dataclass(frozen=True)
-class MemberRow:
-    """One member of the current organization."""
-
-    membership_id: uuid.UUID
-    user_id: uuid.UUID
-    email: str
-    name: str
-    role: str
-    joined_at: datetime
-
-
-def list_members(session: Session) -> list[MemberRow]:
-    """Every member of the session's organization, by email."""
-    rows = session.execute(
-        select(Membership.id, User.id, User.email, User.name, Membership.role, Membership.created_at)
-        .join(User, User.id == Membership.user_id)
-        .order_by(User.email)
-    )
-    return [MemberRow(*row) for row in rows]
+    session.execute(text("SELECT auth_close_session(:digest)"), {"digest": token_digest(token)})
 
 
 def mark_organization_used(session: Session, user_id: uuid.UUID) -> None:

@@ -1,4 +1,5 @@
-"""Evaluation runs as the domain sees them: enqueue, reset, record a trial with its rollups, pass@k."""
+"""Runs' writes: enqueue (once per form submission), reset, report progress, record a trial with its rollups, complete
+with pass@k, and a run of imported results; the worker's claim and lease writes are in writes/claims.py."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from domain.vocabulary import RESETS
 from models.base import new_id
 from models.environments import EnvironmentVersion, EvaluatorConfig
 from models.evaluations import EvaluationRun, EvaluationTrial, Rollout
+from queries.runs import run_for_submission
 
 RUNS_CHANNEL = "agentforge_runs"
 SEED_SPACE = 2**31
@@ -74,6 +76,29 @@ def enqueue_run(
     return run
 
 
+def add_imported_run(
+    session: Session, org_id: uuid.UUID, version: EnvironmentVersion, config: EvaluatorConfig, attempt_count: int
+) -> EvaluationRun:
+    """Add a run of results imported from another harness (running until its trials are recorded and it completes):
+    no worker claims it, so no seed is drawn and nobody is woken."""
+    run = EvaluationRun(
+        organization_id=org_id,
+        id=new_id(),
+        environment_version_id=version.id,
+        evaluator_config_id=config.id,
+        attempt_count=attempt_count,
+        reset_mode="initial",
+        status="running",
+        attempts=1,
+        world_seed=0,
+        base_seed=0,
+    )
+    session.add(run)
+    session.flush()
+    bump_version_stats(session, org_id, version.id, runs=1)
+    return run
+
+
 def reset_run(
     session: Session, run: EvaluationRun, mode: str, *, submission_key: uuid.UUID | None = None
 ) -> EvaluationRun:
@@ -97,11 +122,6 @@ def check_resettable(run: EvaluationRun) -> None:
     """Refuse (RunNotResettable) a reset of a run that is not finished: the worker is still on it or has not begun."""
     if run.status in ("queued", "running"):
         raise RunNotResettable(f"This run is still {run.status}: reset it once it has finished (completed or failed).")
-
-
-def run_for_submission(session: Session, submission_key: uuid.UUID) -> EvaluationRun | None:
-    """The run a form submission with `submission_key` queued in the session's organization, or None."""
-    return session.scalar(select(EvaluationRun).where(EvaluationRun.submission_key == submission_key))
 
 
 SUBMISSION_INDEX = "ux_evaluation_runs_org_submission_key"
@@ -152,16 +172,6 @@ def report_progress(
 def trial_seed(run: EvaluationRun, trial_number: int) -> int:
     """The episode seed of trial `trial_number`: independent per trial, reproducible per run."""
     return (run.base_seed + trial_number - 1) % SEED_SPACE
-
-
-def recorded_trial_numbers(session: Session, run: EvaluationRun) -> set[int]:
-    """Trial numbers already written for `run` (a resumed run only runs the others)."""
-    rows = session.scalars(
-        select(EvaluationTrial.trial_number).where(
-            EvaluationTrial.organization_id == run.organization_id, EvaluationTrial.evaluation_run_id == run.id
-        )
-    )
-    return set(rows)
 
 
 @dataclass(frozen=True)

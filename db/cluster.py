@@ -1,80 +1,34 @@
-"""Database access: the embedded cluster, the owner and runtime engines, and per-transaction org scoping.
-
-Every transaction a `Database` session opens first runs
-`set_config('app.current_org', <org or ''>, true)`, so PostgreSQL's row-level
-security sees exactly one organization (or none) and the setting dies with the
-transaction, never leaking to the next user of a pooled connection.
+"""The embedded PostgreSQL cluster: started (or joined) by every process, its roles' passwords kept in files,
+pg_hba.conf demanding them, the app's database created, and the cluster stopped by the last process using it.
 """
 
 from __future__ import annotations
 
 import atexit
 import fcntl
-import hashlib
 import json
 import os
 import secrets
 import signal
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
 
 import psutil
 import psycopg
-from flask import Flask, current_app, g
 from psycopg import sql
-from sqlalchemy import Connection, CursorResult, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import NullPool
 
-from domain.json_depth import loads_stored
+from db.urls import OWNER_ROLE, RUNTIME_ROLE, SUPERUSER, DatabaseUrls, libpq_url
 
-if TYPE_CHECKING:
-    from domain.secret_env import SecretsKey
-
-OWNER_ROLE = "agentforge_owner"
-RUNTIME_ROLE = "agentforge_app"
-DEFAULT_DATABASE = "agentforge"
-SUPERUSER = "postgres"
 EMBEDDED_ROLE_ATTRIBUTES = {
     OWNER_ROLE: "LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE",
     RUNTIME_ROLE: "LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE",
 }
 EMBEDDED_ROLES = (SUPERUSER, OWNER_ROLE, RUNTIME_ROLE)
-MIGRATIONS_LOCK = 7_421_001  # pg_advisory_lock key that serialises concurrent migrations
-
-
-@dataclass(frozen=True)
-class DatabaseUrls:
-    """Where to connect: `admin` as the owner role (migrations), `runtime` as the RLS-bound role."""
-
-    admin: str
-    runtime: str
-
-    def __repr__(self) -> str:
-        """Show where the URLs point without their passwords (they may end up in logs)."""
-        return f"DatabaseUrls(admin={make_url(self.admin)!r}, runtime={make_url(self.runtime)!r})"
-
-
-def sqlalchemy_url(url: str) -> str:
-    """Return `url` with the psycopg 3 driver named, as SQLAlchemy needs it."""
-    parsed = make_url(url)
-    if parsed.drivername in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed.render_as_string(hide_password=False)
-
-
-def libpq_url(url: str) -> str:
-    """Return `url` in the plain form psycopg and libpq accept (no SQLAlchemy driver suffix)."""
-    parsed = make_url(url)
-    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def passwords_dir(data_dir: str | os.PathLike[str]) -> Path:
@@ -231,7 +185,7 @@ def _require_passwords(superuser_url: str, passwords: dict[str, str], data_dir: 
 
 
 PASSWORDS_ONLY_HBA = """\
-# Written by AgentForge (db.py): every role proves its password (scram-sha-256), whoever and wherever it is.
+# Written by AgentForge (db/cluster.py): every role proves its password (scram-sha-256), whoever and wherever it is.
 # TYPE  DATABASE     USER  ADDRESS        METHOD
 local   all          all                  scram-sha-256
 host    all          all   127.0.0.1/32   scram-sha-256
@@ -313,205 +267,3 @@ def drop_embedded_database(superuser_url: str, database: str) -> None:
     """Drop `database` from the embedded cluster (used by the test suite for a clean start)."""
     with psycopg.connect(libpq_url(superuser_url), autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
-
-
-def resolve_urls(config: dict) -> DatabaseUrls:
-    """Decide where the app's database lives from its config (external URLs or the embedded cluster)."""
-    runtime = config.get("DATABASE_URL")
-    if runtime:
-        return DatabaseUrls(admin=config.get("ADMIN_DATABASE_URL") or runtime, runtime=runtime)
-    superuser_url = start_embedded_cluster(config["AGENTFORGE_DATA_DIR"])
-    return ensure_embedded_roles_and_database(superuser_url, config.get("AGENTFORGE_DATABASE", DEFAULT_DATABASE))
-
-
-def runtime_role_of(urls: DatabaseUrls) -> str:
-    """Return the name of the role the runtime URL logs in as."""
-    return make_url(urls.runtime).username or RUNTIME_ROLE
-
-
-def migrate(urls: DatabaseUrls, secrets_key: SecretsKey | None = None) -> None:
-    """Bring the schema to the newest alembic revision as the owner role; safe to run concurrently and twice.
-
-    `secrets_key` seals env values that older revisions kept in plaintext (needed only when such rows exist).
-    """
-    from alembic import command
-    from alembic.config import Config
-
-    engine = create_engine(sqlalchemy_url(urls.admin), poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATIONS_LOCK})
-            cfg = Config()
-            cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-            cfg.attributes["connection"] = conn
-            cfg.attributes["runtime_role"] = runtime_role_of(urls)
-            cfg.attributes["secrets_key"] = secrets_key
-            command.upgrade(cfg, "head")
-    finally:
-        engine.dispose()
-
-
-def _scope_transaction_to_org(session: Session, _transaction, connection) -> None:
-    """Set `app.current_org` and `app.current_user` for the transaction just begun, from the session's info.
-
-    Unset means no organization's rows and no user's own row.
-    """
-    org_id, user_id = session.info.get("org_id"), session.info.get("user_id")
-    connection.execute(
-        text("SELECT set_config('app.current_org', :org, true), set_config('app.current_user', :user, true)"),
-        {"org": str(org_id) if org_id else "", "user": str(user_id) if user_id else ""},
-    )
-
-
-def slot_key(scope: str, owner: uuid.UUID, index: int) -> int:
-    """The bigint advisory-lock key of `owner`'s slot `index` in `scope` (64 bits of a sha256: no two users share)."""
-    digest = hashlib.sha256(f"agentforge:{scope}:{owner}:{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
-def _unlock_advisory_locks(dbapi_connection: Any, _record: Any, _state: Any) -> None:
-    """Before a slot connection goes back to the pool: release every advisory lock it holds (whatever path got it
-    there). Should this fail, the pool closes the connection, which releases them too."""
-    with dbapi_connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_unlock_all()")
-
-
-class HeldSlot:
-    """One slot held for a request: a session-level advisory lock on a pooled connection of its own.
-
-    `release()` (idempotent, from any thread) returns the connection, whose reset unlocks it; a process that dies
-    holding slots drops its connections, so PostgreSQL releases them then.
-    """
-
-    def __init__(self, connection: Connection) -> None:
-        self._connection: Connection | None = connection
-        self._guard = threading.Lock()
-
-    def release(self) -> None:
-        """Give the slot back."""
-        with self._guard:
-            connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
-
-
-class Database:
-    """The app's connection to PostgreSQL: a pooled runtime engine and org-scoped sessions.
-
-    Its sessions carry `secrets_key` in their info: the key that seals the env values stored in this database.
-    """
-
-    secrets_key: SecretsKey | None = None
-
-    def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10, secrets_key: SecretsKey | None = None) -> None:
-        self.urls, self.secrets_key = urls, secrets_key
-        self.engine: Engine = create_engine(
-            sqlalchemy_url(urls.runtime),
-            pool_size=pool_size,
-            max_overflow=pool_size,
-            pool_pre_ping=True,
-            json_deserializer=loads_stored,  # a value stored nested too deep reads with its deep parts left out
-        )
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        event.listen(self._sessions, "after_begin", _scope_transaction_to_org)
-        self._admin_engine: Engine | None = None  # the owner role's, made on first use (see admin_session)
-        self._admin_sessions = sessionmaker(expire_on_commit=False)
-        self._pool_size = pool_size
-        self._slot_engine: Engine | None = None  # connections that hold request slots, made on first use
-        self._slot_engine_guard = threading.Lock()
-
-    def session(self, org_id: uuid.UUID | None = None, user_id: uuid.UUID | None = None) -> Session:
-        """Open a session whose every transaction sees only `org_id`'s rows (none when `org_id` is None).
-
-        `user_id` (the logged-in user) also makes that user's own account row visible.
-        """
-        return self._sessions(info={"org_id": org_id, "user_id": user_id, "secrets_key": self.secrets_key})
-
-    def admin_session(self, org_id: uuid.UUID | None = None) -> Session:
-        """Open a session as the owner role (CLI administration), still scoped to `org_id` by forced RLS.
-
-        The owner's engine is made on first use (the web never uses it) and keeps one connection for the next
-        command, so a script of many administrative writes logs in once, not once per write.
-        """
-        if self._admin_engine is None:
-            self._admin_engine = create_engine(
-                sqlalchemy_url(self.urls.admin),
-                pool_size=1,
-                max_overflow=4,
-                pool_pre_ping=True,
-                json_deserializer=loads_stored,
-            )
-            self._admin_sessions = sessionmaker(self._admin_engine, expire_on_commit=False)
-            event.listen(self._admin_sessions, "after_begin", _scope_transaction_to_org)
-        return self._admin_sessions(info={"org_id": org_id, "secrets_key": self.secrets_key})
-
-    def hold_slot(self, scope: str, owner: uuid.UUID, slots: int) -> HeldSlot | None:
-        """Take one of `owner`'s `slots` slots in `scope`, across every process using this database; None when all
-        are held.
-
-        A slot is a session-level advisory lock (pg_try_advisory_lock, never waiting) held on a connection of its
-        own, in autocommit so it holds no snapshot: it outlives the request's own transactions (an export streams
-        from one of its own) and is released by `HeldSlot.release()`.
-        """
-        connection = self._slots().connect()
-        try:
-            for index in range(slots):
-                key = slot_key(scope, owner, index)
-                if connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key}).scalar():
-                    return HeldSlot(connection)
-        except BaseException:
-            connection.close()
-            raise
-        connection.close()
-        return None
-
-    def _slots(self) -> Engine:
-        with self._slot_engine_guard:
-            if self._slot_engine is None:
-                self._slot_engine = create_engine(
-                    sqlalchemy_url(self.urls.runtime),
-                    pool_size=self._pool_size,
-                    max_overflow=self._pool_size,
-                    pool_pre_ping=True,
-                    isolation_level="AUTOCOMMIT",
-                )
-                event.listen(self._slot_engine, "reset", _unlock_advisory_locks)
-            return self._slot_engine
-
-    def dispose(self) -> None:
-        """Close every pooled connection (the runtime role's and, once used, the owner's and the slots')."""
-        self.engine.dispose()
-        if self._admin_engine is not None:
-            self._admin_engine.dispose()
-        if self._slot_engine is not None:
-            self._slot_engine.dispose()
-
-
-def init_app(app: Flask, database: Database) -> None:
-    """Attach `database` to `app` and close each request's session when the request ends."""
-    app.extensions["agentforge_db"] = database
-    app.teardown_appcontext(_close_request_session)
-
-
-def get_database() -> Database:
-    """Return the current app's Database."""
-    return current_app.extensions["agentforge_db"]
-
-
-def request_session() -> Session:
-    """Return this request's session, scoped to the organization (and user) the request works as."""
-    if "db_session" not in g:
-        g.db_session = get_database().session(g.get("org_id"), g.get("user_id"))
-    return g.db_session
-
-
-def _close_request_session(_exc: BaseException | None) -> None:
-    """Roll back whatever the view did not commit and return the connection to the pool."""
-    session = g.pop("db_session", None)
-    if session is not None:
-        session.close()
-
-
-def rows_changed(result: Any) -> int:
-    """How many rows an UPDATE or DELETE touched (its CursorResult's rowcount, which Result's type hides)."""
-    return cast("CursorResult[Any]", result).rowcount

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commands.accounts import add_membership, create_organization, create_user, find_organization
-from commands.environments import create_environment, create_environment_version, create_evaluator_config
-from commands.runs import enqueue_run, reset_run
-from db import Database
+from db.session import Database
+from queries.accounts import find_organization
+from writes.accounts import add_membership, create_organization, create_user
+from writes.environments import create_environment, create_environment_version, create_evaluator_config
+from writes.runs import enqueue_run, reset_run
 
 DEMO_PASSWORD = "agentforge-demo"
 DEMO_ORGS = (("Acme RL", "demo@acme.test"), ("Globex Research", "demo@globex.test"))
