@@ -1,4 +1,4 @@
-# The README's two commands: `make run` serves the dashboard with demo data, `make test` runs every check.
+# The README's two commands (docs/ holds the rest): `make run` serves the dashboard with demo data, `make test` runs every check.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -30,7 +30,7 @@ from web.urls import export_links
 
 bp = Blueprint("trials", __name__)
 
-# The explorer's parameters, in the order the chips show them (their names are the API's; see README).
+# The explorer's parameters, in the order the chips show them (the API's names; docs/dashboard.md, Trial filters).
 FILTER_PARAMS = (
     "q",
     "status",

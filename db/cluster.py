@@ -224,7 +224,7 @@ def _wait_until_password_required(superuser_url: str, timeout_s: float = 10.0) -
 # Full-text search under row-level security: PostgreSQL uses an index for a condition on an RLS table only when its
 # operator is LEAKPROOF (else the tenant policy must filter every row first), and tsvector @@ tsquery is not marked
 # so. It reveals nothing but whether a trial matches; only a superuser may mark it, per database (here for the
-# embedded cluster; a production DBA runs this statement once in the app's database, see README).
+# embedded cluster; a production DBA runs this statement once in the app's database, see docs/dashboard.md, Search).
 SEARCH_LEAKPROOF = "ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF"
 
 

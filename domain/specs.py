@@ -57,7 +57,7 @@ class SupportDeskParams(Config):
 
 
 class AdminConsoleSpec(Config):
-    """The built-in admin console: restock and refund tasks over a seeded catalog."""
+    """The built-in admin console: restock a SKU, then place a customer's order, over a seeded catalog."""
 
     kind: Literal["builtin"] = "builtin"
     environment: Literal["admin-console"]

@@ -1,6 +1,6 @@
 """Harbor (Terminal-Bench) job directories as ingest trials: one trial directory per attempt.
 
-Mapping (also in the README): each task is an environment whose version spec is
+Mapping (also in docs/api.md, Harbor job directories): each task is an environment whose version spec is
 {"kind": "external", "source": "harbor", "task": name[, "checksum"]}; the attempts of a
 task form one run (in trial-name order, eight per run); `verifier_result.rewards.reward`
 (or verifier/reward.json, verifier/reward.txt) is the reward and every other reward key

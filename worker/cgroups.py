@@ -45,7 +45,7 @@ class Hierarchy:
 
     @property
     def words(self) -> str:
-        """How sandbox limits are enforced here, for the worker's start line and the README."""
+        """How sandbox limits are enforced here, for the worker's start line (docs/sandbox-and-security.md, Limits)."""
         if self.version == 2:
             return "a cgroup v2 group per sandbox (memory.max, pids.max, cpu.max)"
         if self.version == 1:

@@ -1,4 +1,4 @@
-"""The command agent: any program that speaks JSON lines on stdin/stdout (protocol in the README).
+"""The command agent: any program that speaks JSON lines on stdin/stdout (protocol in docs/agents-and-environments.md).
 
 The worker writes one JSON object per line: first
 `{"type": "task", "task", "data", "tools", "maxSteps"}`, then after each action
