@@ -61,8 +61,8 @@ def test_public_routes_answer_without_login(client):
     assert client.get("/login").status_code == 200
     health = client.get("/healthz")
     assert health.status_code == 200 and health.json == {"status": "ok", "database": "ok"}
-    static = client.get("/static/htmx.min.js")
-    assert static.status_code == 200 and b"htmx" in static.data
+    with client.get("/static/htmx.min.js") as static:
+        assert static.status_code == 200 and b"htmx" in static.data
 
 
 def test_unknown_url_logged_out_redirects_instead_of_revealing_routes(client):

@@ -276,7 +276,8 @@ def test_hostile_names_and_text_render_escaped_and_readable_everywhere(client, a
 
 
 def test_very_long_lines_wrap_instead_of_overflowing(client, owner):
-    css = client.get("/static/app.css").text
+    with client.get("/static/app.css") as response:
+        css = response.text
     assert re.search(r"pre \{[^}]*white-space: pre-wrap", css) and "overflow-wrap: anywhere" in css
 
 

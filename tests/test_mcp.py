@@ -326,7 +326,7 @@ def listed_by_the_server(venv: Path) -> list[dict]:
                 return answer["result"]["tools"]
     finally:
         server.kill()
-        server.wait()
+        server.communicate()  # waits and closes its pipes
     raise AssertionError("mcp-server-git did not list its tools")
 
 

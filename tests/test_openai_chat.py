@@ -47,7 +47,7 @@ def model_server(tmp_path):
     yield start
     for proc in started:
         proc.kill()
-        proc.wait()
+        proc.communicate()  # waits and closes its stdout
 
 
 def agent(base_url: str, **more) -> dict:

@@ -264,7 +264,7 @@ def test_a_sigkilled_worker_loses_nothing(database, database_urls, org, count_ro
     victim = worker_process(database_urls, "--lease-seconds", "2", "--poll-seconds", "0.2")
     wait_for(lambda: count_rows("evaluation_trials", org) >= 2)
     victim.send_signal(signal.SIGKILL)
-    victim.wait()
+    victim.communicate()  # waits and closes its stdout
     written = count_rows("evaluation_trials", org)
     assert 2 <= written < 8
     wait_for(lambda: rows(database, org.id, "SELECT lease_expires_at < now() FROM evaluation_runs")[0][0], timeout=10)
