@@ -76,7 +76,7 @@ def _needed_proportions(p: float) -> int:
     p1 = min(max(p, 0.0), 1.0 - DETECTABLE)
     p2 = p1 + DETECTABLE
     average = (p1 + p2) / 2
-    z_alpha, z_beta = stats.norm.ppf(1 - ALPHA / 2), stats.norm.ppf(POWER)
+    z_alpha, z_beta = float(stats.norm.ppf(1 - ALPHA / 2)), float(stats.norm.ppf(POWER))
     root = z_alpha * math.sqrt(2 * average * (1 - average)) + z_beta * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))
     return math.ceil(root**2 / DETECTABLE**2)
 

@@ -104,7 +104,8 @@ class SecretsKey:
             plaintext = AESGCM(_derive(self.raw, b"seal")).decrypt(nonce, ciphertext, row.encode())
         except InvalidTag as error:
             raise SecretsKeyError(f"the secrets of {row} do not open with this key (altered or moved)") from error
-        return json.loads(plaintext)
+        opened: dict[str, Any] = json.loads(plaintext)
+        return opened
 
     def digest(self, value: Any) -> str:
         """A keyed HMAC-SHA256 of one value: equal values, equal digests; no guess is testable without the key."""

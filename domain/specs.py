@@ -235,4 +235,5 @@ def spec_sha256(spec: dict[str, Any], key: SecretsKey | None = None) -> str:
 
 def admin_console_params(params: dict[str, Any]) -> dict[str, Any]:
     """admin-console's parameters with defaults filled in (SpecError names a bad one)."""
-    return validate_spec({"environment": "admin-console", "params": params})["params"]
+    filled: dict[str, Any] = validate_spec({"environment": "admin-console", "params": params})["params"]
+    return filled

@@ -24,6 +24,7 @@ import secrets
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -113,7 +114,7 @@ class Snippet:
     inside <mark> and escapes every run as usual.
     """
 
-    part: str  # "task", "step" or "log"
+    part: Literal["task", "step", "log"]
     step: int | None  # the step's number (its anchor on the trial page is #step-N)
     segments: tuple[tuple[str, bool], ...]
 

@@ -80,10 +80,10 @@ def export_rollouts():
             cursor = next_cursor(session, "scored", select_rollouts(g.org_id, "scored", filters, after_seq), True)
             if cursor or after:
                 headers["X-Next-Cursor"] = str(cursor.rollout_id if cursor else after)
-            query = preference_pairs_sql(
+            pairs = preference_pairs_sql(
                 g.org_id, filters, after_seq, cursor.seq if cursor else None, within_task=export_format == "trl"
             )
-            lines = _preference_lines(session, query, export_format)
+            lines = _preference_lines(session, pairs, export_format)
         else:
             selection = select_rollouts(g.org_id, kind, filters, after_seq)
             newest_first = after is None
