@@ -9,10 +9,12 @@ import uuid
 import pytest
 
 from domain import rules
+from domain.errors import SpecError
 from domain.rules import UUID_RULE, Refused, integer_from
 from domain.specs import validate_spec
 from importers.ingest import IngestError, parse_trial
 from tests.factories import make_catalog
+from tests.test_ingest import line
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTED = {"kind": "scripted", "skill": 1.0}
@@ -78,7 +80,7 @@ def test_spec_params_follow_the_one_integer_policy_like_max_steps():
     # was: params.skus 4.0 refused (domain) while maxSteps 4.0 was accepted (API)
     params = validate_spec({"environment": "admin-console", "params": {"skus": 4.0}})["params"]
     assert params["skus"] == 4 and type(params["skus"]) is int
-    with pytest.raises(Exception, match="params.skus must be an integer from 3 to 20"):
+    with pytest.raises(SpecError, match=r"params\.skus must be an integer from 3 to 20"):
         validate_spec({"environment": "admin-console", "params": {"skus": "4"}})
 
 
@@ -90,26 +92,16 @@ def test_max_steps_follows_the_same_policy(api):
     assert refused.status_code == 400 and refused.json["error"] == "invalid maxSteps"
 
 
-def ingest_line(**extra) -> dict:
-    return {
-        "externalId": "x-1",
-        "environment": {"name": "count", "spec": {"kind": "external", "task": "count"}},
-        "attempt": 1,
-        "reward": 1.0,
-        **extra,
-    }
-
-
 @pytest.mark.parametrize(("field", "value"), [("attempt", "3"), ("reward", "1"), ("seed", "7"), ("externalId", 7)])
 def test_ingest_refuses_strings_for_numbers_like_the_api(field, value):
     # was: ingest attempt "3" accepted while the API's attemptCount "3" was refused
     with pytest.raises(IngestError) as refused:
-        parse_trial(ingest_line(**{field: value}), 1)
+        parse_trial(line("x-1", 1, 1.0, **{field: value}), 1)
     assert refused.value.field == field
 
 
 def test_ingest_takes_the_integer_3_0_as_3():
-    assert parse_trial(ingest_line(attempt=3.0), 1).trial.attempt == 3
+    assert parse_trial(line("x-1", 3.0, 1.0), 1).trial.attempt == 3
 
 
 @pytest.mark.parametrize("path", ["/trials", "/capability-gap", "/api/v1/trials", "/api/v1/rollouts"])

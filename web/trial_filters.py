@@ -185,14 +185,13 @@ class TrialFilterQuery(_FilterFields):
         return TrialFilters(**{name: value for name, value in given.items() if value not in (None, "", ())})
 
 
+SORT_HELP = "failed: failures first, then newest; a key sorts ascending, -key descending"
+
+
 class TrialListQuery(TrialFilterQuery):
     """GET /trials: the filters, the order, and where the page starts."""
 
-    sort: Annotated[
-        TrialSort,
-        one_of(*TRIAL_SORTS),
-        Field(description="failed: failures first, then newest; a key sorts ascending, -key descending"),
-    ] = "failed"
+    sort: Annotated[TrialSort, one_of(*TRIAL_SORTS), Field(description=SORT_HELP)] = "failed"
     after: Annotated[uuid.UUID | None, UUID_RULE, Field(description="The `next` of the previous page")] = None
 
 
