@@ -96,7 +96,7 @@ def test_max_steps_follows_the_same_policy(api):
 def test_ingest_refuses_strings_for_numbers_like_the_api(field, value):
     # was: ingest attempt "3" accepted while the API's attemptCount "3" was refused
     with pytest.raises(IngestError) as refused:
-        parse_trial(line("x-1", 1, 1.0, **{field: value}), 1)
+        parse_trial({**line("x-1", 1, 1.0), field: value}, 1)
     assert refused.value.field == field
 
 
