@@ -10,7 +10,7 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 from flask import Flask, url_for
@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 
 from db.migrate import migrate
 from db.session import Database
+from domain.rules import Refused, Rule, one_of
 from domain.vocabulary import ROLES
 from importers.harbor import read_harbor
 from importers.ingest import IngestError, ingest
@@ -29,6 +30,24 @@ from writes.accounts import AccountError, add_membership, create_organization, c
 from writes.demo import create_demo
 from writes.invitations import invite
 from writes.tokens import create_token
+
+
+class RuleChoice(click.Choice):
+    """click.Choice of a domain.rules choice (its help lists the vocabulary); a refusal is the rule's one line and
+    exit 1, like every other bad input of these commands."""
+
+    def __init__(self, rule: Rule, label: str) -> None:
+        super().__init__(rule.valid or ())
+        self.rule, self.label = rule, label
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return self.rule.apply(value)
+        except Refused as refused:
+            raise click.ClickException(f"{self.label} {refused.says}") from None
+
+
+ROLE = RuleChoice(one_of(*ROLES), "role")
 
 
 def register_commands(app: Flask) -> None:
@@ -62,12 +81,10 @@ def register_commands(app: Flask) -> None:
     @app.cli.command("create-user")
     @click.argument("email")
     @click.option("--org", "org_name", required=True, help="Organization the user joins.")
-    @click.option("--role", default="member", help="owner, member or viewer.")
+    @click.option("--role", type=ROLE, default="member", show_default=True, help="The role in the organization.")
     @click.option("--password", default=None, help="Prompted for when not given.")
     def create_user_command(email: str, org_name: str, role: str, password: str | None) -> None:
         """Create a user with EMAIL as a ROLE of organization ORG."""
-        if role not in ROLES:
-            _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         org = _existing_org(database(), org_name)
         if password is None:
             password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
@@ -79,11 +96,9 @@ def register_commands(app: Flask) -> None:
     @app.cli.command("add-member")
     @click.argument("email")
     @click.option("--org", "org_name", required=True, help="Organization the user joins.")
-    @click.option("--role", default="member", help="owner, member or viewer.")
+    @click.option("--role", type=ROLE, default="member", show_default=True, help="The role in the organization.")
     def add_member(email: str, org_name: str, role: str) -> None:
         """Give the existing user EMAIL a ROLE in another organization ORG."""
-        if role not in ROLES:
-            _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         org = _existing_org(database(), org_name)
         with database().admin_session(org.id) as session, session.begin():
             user = find_account(session, email)
@@ -95,7 +110,7 @@ def register_commands(app: Flask) -> None:
     @app.cli.command("invite")
     @click.argument("email")
     @click.option("--org", "org_name", required=True, help="Organization the person is invited to.")
-    @click.option("--role", default="member", help="owner, member or viewer.")
+    @click.option("--role", type=ROLE, default="member", show_default=True, help="The role in the organization.")
     @click.option(
         "--base-url",
         default=lambda: os.environ.get("AGENTFORGE_BASE_URL", "http://127.0.0.1:5000"),
@@ -103,8 +118,6 @@ def register_commands(app: Flask) -> None:
     )
     def invite_command(email: str, org_name: str, role: str, base_url: str) -> None:
         """Invite EMAIL to ORG as ROLE; the single-use link (7 days) is printed on the last line."""
-        if role not in ROLES:
-            _fail(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         org = _existing_org(database(), org_name)
         with database().admin_session(org.id) as session, session.begin():
             row, token = _or_fail(lambda: invite(session, org.id, email, role, None))

@@ -2,42 +2,28 @@
 
 from __future__ import annotations
 
-import uuid
-
 from flask import Blueprint, abort, redirect, request, url_for
 
 from domain import task_stats, task_verdict
-from queries.compare import BadSide, Comparison, SideRef, compare, compare_choices, find_side
+from queries.compare import Comparison, SideRef, compare, compare_choices, find_side
 from web.charts import funnel_chart, histogram_chart, pass_at_k_chart
 from web.database import request_session
 from web.htmx import render
 from web.limits import expensive
-from web.params import optional_uuid, parse_uuid
+from web.params import given_args, optional_uuid, parse_uuid
+from web.sides import requested_sides
+from web.validation import Invalid
 
 bp = Blueprint("compare", __name__)
 
 
-def _required_uuid(name: str) -> uuid.UUID:
-    value = optional_uuid(name)
-    if value is None:
-        abort(400, description=f"{name} is required: the id of a run or of an environment version.")
-    return value
-
-
-def requested_sides() -> tuple[SideRef, SideRef]:
-    """The two sides `a`, `b` (with aEvaluatorConfigId / bEvaluatorConfigId) name: 400 when malformed, 404 unknown."""
-    session = request_session()
-    refs = []
-    for side in ("a", "b"):
-        side_id = _required_uuid(side)
-        try:
-            ref = find_side(session, side_id, optional_uuid(f"{side}EvaluatorConfigId"))
-        except BadSide as error:
-            abort(400, description=f"{side}EvaluatorConfigId: {error}.")
-        if ref is None:
-            abort(404, description=f"No run, environment version or evaluator {side_id} in this organization.")
-        refs.append(ref)
-    return refs[0], refs[1]
+def sides() -> tuple[SideRef, SideRef]:
+    """The two sides the query string names (web.sides.requested_sides, as the API reads them): 400 when malformed,
+    404 when unknown."""
+    try:
+        return requested_sides(request_session(), given_args())  # the picker sends an empty evaluator menu too
+    except Invalid as error:
+        abort(error.status, description=error.detail)
 
 
 def older_first(ids: list) -> list:
@@ -115,6 +101,6 @@ def show():
         if len(ids) != 2 or None in ids:
             abort(400, description="Tick exactly two runs (or two versions) to compare.")
         return redirect(url_for("compare.show", **dict(zip("ab", older_first(ids), strict=True))), 303)
-    a, b = requested_sides()
+    a, b = sides()
     result = compare(request_session(), a, b)
     return render("compare/show.html", result=result, charts=charts(result), methods=task_stats, words=task_verdict)

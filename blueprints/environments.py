@@ -5,9 +5,7 @@ import uuid
 from flask import Blueprint, abort, flash, g, redirect, url_for
 
 from blueprints.auth import require_role
-from domain.agents import ran_elsewhere as agent_ran_elsewhere
-from domain.errors import NotFoundInOrg
-from domain.specs import ran_elsewhere as spec_ran_elsewhere
+from domain.errors import NotFoundInOrg, NotRunnableHere
 from queries.environments import environment_detail, export_counts, find_environment, list_environments
 from queries.exports import ALL_LIMIT
 from web.charts import pass_at_1_trend_chart
@@ -63,7 +61,7 @@ def start(environment_id: uuid.UUID):
     form = StartRunForm()
     version_id, config_id = form.environment_version_id.data, form.evaluator_config_id.data
     key, attempts = form.submission_key.data, form.attempt_count.data
-    if form.validate() and version_id and config_id and _runnable_here(detail, form):
+    if form.validate() and version_id and config_id:
         session = request_session()
         try:
             if version_id not in {v.id for v in detail.versions}:
@@ -73,29 +71,15 @@ def start(environment_id: uuid.UUID):
             )
         except NotFoundInOrg as error:
             form.environment_version_id.errors.append(str(error))
+        except NotRunnableHere as error:
+            field = form.evaluator_config_id if error.field == "evaluatorConfigId" else form.environment_version_id
+            field.errors.append(str(error))
         else:
             session.commit()
             if not new:
                 flash("This form was already submitted: here is the run it started (nothing new was queued).")
             return redirect_after_write(url_for("runs.show", run_id=run.id))
     return render("environments/show.html", "start_run", status=422, detail=detail, form=form)
-
-
-def _runnable_here(detail, form: StartRunForm) -> bool:
-    """False (with the field's message) when the chosen version or evaluator holds imported results."""
-    version = next((v for v in detail.versions if v.id == form.environment_version_id.data), None)
-    config = next((c for c in detail.evaluators if c.id == form.evaluator_config_id.data), None)
-    if version is not None and spec_ran_elsewhere(version.spec):
-        form.environment_version_id.errors.append(
-            f"v{version.version} holds imported results: its environment runs in another harness, not in this worker."
-        )
-        return False
-    if config is not None and agent_ran_elsewhere(config.agent):
-        form.evaluator_config_id.errors.append(
-            f"{config.name} is imported: its agent ran in another harness, so no worker here can run it."
-        )
-        return False
-    return True
 
 
 @bp.get("/environments/<uuid:environment_id>/export")

@@ -8,9 +8,6 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, Response, abort, url_for
 
-from blueprints.api import ApiError
-from blueprints.api.rollouts import PRIVATE
-from blueprints.api.schemas import TrialListQuery, validated
 from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
 from queries.trials import (
     ExplorerChoices,
@@ -25,37 +22,14 @@ from web.database import request_session
 from web.htmx import render
 from web.limits import expensive, searching
 from web.params import given_args, query_text
+from web.security import PRIVATE
 from web.transcript import log_view, transcript
+from web.trial_filters import BAND_LABELS, FILTER_PARAMS, TrialListQuery, filter_chips
 from web.urls import export_links
+from web.validation import Invalid, parse
 
 bp = Blueprint("trials", __name__)
 
-# The explorer's parameters, in the order the chips show them (the API's names; docs/dashboard.md, Trial filters).
-FILTER_PARAMS = (
-    "q",
-    "status",
-    "rewardBand",
-    "minReward",
-    "maxReward",
-    "failureCategory",
-    "stagePassed",
-    "stageFailed",
-    "environmentId",
-    "environmentVersionId",
-    "evaluatorConfigId",
-    "evaluationRunId",
-    "source",
-    "finishedAfter",
-    "finishedBefore",
-    "task",
-)
-LIST_PARAMS = ("stagePassed", "stageFailed")  # comma-separated: one chip per key
-BAND_LABELS = {
-    "failed": "failed (reward < 1)",
-    "recovery": "recovery (0 < reward < 1)",
-    "successful": "successful (reward = 1)",
-    "unscored": "unscored",
-}
 SORT_LABELS = {
     "failed": "Failed first, then newest",
     "newest": "Newest",
@@ -73,9 +47,9 @@ SORT_LABELS = {
 def parsed_query(args: dict[str, str]) -> TrialListQuery:
     """The explorer's parameters, or 400 with the API's message naming the bad one."""
     try:
-        return validated(TrialListQuery, args)
-    except ApiError as error:
-        abort(400, description=error.description)
+        return parse(TrialListQuery, args)
+    except Invalid as error:
+        abort(400, description=error.detail)
 
 
 def explorer_url(args: dict[str, str]) -> str:
@@ -91,43 +65,9 @@ class Chip:
     url: str
 
 
-def _named(choices, value: str) -> str:
-    return next((choice.label for choice in choices if choice.value == value), value)
-
-
 def chips(args: dict[str, str], choices: ExplorerChoices) -> list[Chip]:
     """One removable chip per active filter (per stage key of a stage filter)."""
-    kept = {name: value for name, value in args.items() if name in (*FILTER_PARAMS, "sort")}
-    labels = {
-        "q": lambda v: f"search: {v}",
-        "status": lambda v: f"status: {v}",
-        "rewardBand": lambda v: f"reward: {BAND_LABELS.get(v, v)}",
-        "minReward": lambda v: f"reward ≥ {v}",
-        "maxReward": lambda v: f"reward ≤ {v}",
-        "failureCategory": lambda v: f"category: {v}",
-        "stagePassed": lambda v: f"{v} passed",
-        "stageFailed": lambda v: f"{v} failed",
-        "environmentId": lambda v: f"environment: {_named(choices.environments, v)}",
-        "environmentVersionId": lambda v: f"version: {_named(choices.versions, v)}",
-        "evaluatorConfigId": lambda v: f"evaluator: {_named(choices.evaluators, v)}",
-        "evaluationRunId": lambda v: f"run {v[-6:]}",
-        "source": lambda v: "imported trials" if v == "imported" else "trials run by workers",
-        "finishedAfter": lambda v: f"finished from {v}",
-        "finishedBefore": lambda v: f"finished before {v}",
-        "task": lambda v: f"task {v[:8]}",
-    }
-    found = []
-    for name in FILTER_PARAMS:
-        if name not in kept:
-            continue
-        values = kept[name].split(",") if name in LIST_PARAMS else [kept[name]]
-        for value in values:
-            rest = [v for v in values if v != value]
-            without = {k: v for k, v in kept.items() if k != name}
-            if rest:
-                without[name] = ",".join(rest)
-            found.append(Chip(labels[name](value), explorer_url(without)))
-    return found
+    return [Chip(chip.label, explorer_url(chip.without)) for chip in filter_chips(args, choices)]
 
 
 @bp.get("/trials/<uuid:trial_id>")

@@ -43,6 +43,17 @@ class RunNotResettable(RunError):
     error = "cannot reset"
 
 
+class NotRunnableHere(RunError):
+    """A run asked of a version or evaluator that holds imported results (its environment or agent ran in another
+    harness): no worker here can run it. 422, nothing written; `field` is the API name of the one to change."""
+
+    status = 422
+
+    def __init__(self, detail: str, *, field: str) -> None:
+        super().__init__(detail, error=f"invalid {field}")
+        self.field = field
+
+
 class NotFoundInOrg(DomainError, LookupError):
     """An id that does not exist in the current organization (or exists only in another one): 404, like a miss."""
 

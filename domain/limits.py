@@ -15,6 +15,8 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
+from domain.rules import Refused, integer_from
+
 MIB = 1024 * 1024
 DEFAULT_MAX_RUNS_PER_ORG = 4  # runs one organization may have in progress at once (AGENTFORGE_MAX_RUNS_PER_ORG)
 DEFAULT_MAX_TRIAL_TIMEOUT_S = 3600.0  # the most seconds any trial gets (AGENTFORGE_MAX_TRIAL_TIMEOUT_S)
@@ -61,42 +63,50 @@ def ceilings(environ: dict[str, str] | os._Environ[str] | None = None) -> dict[s
     return result
 
 
-def limits_problem(value: Any) -> tuple[str, str] | None:
-    """What is wrong with a config's `limits` as (key, "must be …"; key "" for the object itself), or None when fine.
+class LimitRefused(ValueError):
+    """A config's `limits` refused: the key ("" for the object itself) and what it must be."""
 
-    Keys must be known, values positive integers within the operator's ceilings (read at each check)."""
+    def __init__(self, key: str, says: str) -> None:
+        super().__init__(f"{key} {says}")
+        self.key, self.says = key, says
+
+
+def checked_limits(value: Any) -> dict[str, int]:
+    """A config's `limits` with every value an int (JSON's 512.0 is 512), or raise LimitRefused: keys must be known,
+    values integers from 1 to the operator's ceiling (read at each check; domain.rules.integer_from)."""
     if not isinstance(value, dict):
-        return "", "must be a JSON object"
+        raise LimitRefused("", "must be a JSON object")
     top = ceilings()
+    checked = {}
     for key, number in value.items():
         if key not in LIMIT_BY_KEY:
-            return key, f"is unknown; limits are {', '.join(LIMIT_BY_KEY)}"
-        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= top[key]:
-            return key, f"must be an integer from 1 to {top[key]}, not {number!r}"
-    return None
+            raise LimitRefused(key, f"is unknown; limits are {', '.join(LIMIT_BY_KEY)}")
+        try:
+            checked[key] = integer_from(1, top[key]).apply(number)
+        except Refused as refused:
+            raise LimitRefused(key, refused.says) from None
+    return checked
 
 
 def validate_limits(value: Any, where: str) -> dict[str, int]:
     """Return a config's `limits` object, or raise ValueError naming the bad key (unknown, not a positive int, over
     the operator's ceiling)."""
-    problem = limits_problem(value)
-    if problem:
-        key, says = problem
-        raise ValueError(f"{where}.limits{'.' + key if key else ''} {says}")
-    return dict(value)
+    try:
+        return checked_limits(value)
+    except LimitRefused as refused:
+        raise ValueError(f"{where}.limits{'.' + refused.key if refused.key else ''} {refused.says}") from None
 
 
 class SandboxLimits:
-    """`Annotated[dict[str, int], SandboxLimits()]`: a config's `limits`, checked by limits_problem, documented from
+    """`Annotated[dict[str, int], SandboxLimits()]`: a config's `limits`, checked by checked_limits, documented from
     LIMITS (a refusal names the key: `agent.limits.memoryMb must be an integer from 1 to 8192, not 99999`)."""
 
     def validate(self, value: Any) -> Any:
         """Return `value` when it is fine, else raise the refusal naming the bad key."""
-        problem = limits_problem(value)
-        if problem:
-            key, says = problem
-            raise PydanticCustomError("rule", "{says}", {"says": says, "under": key})
-        return value
+        try:
+            return checked_limits(value)
+        except LimitRefused as refused:
+            raise PydanticCustomError("rule", "{says}", {"says": refused.says, "under": refused.key}) from None
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         return core_schema.no_info_before_validator_function(self.validate, handler(source))

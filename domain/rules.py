@@ -1,47 +1,123 @@
-"""Field rules of the configs tenants write (specs, agent configs, limits), each stated once.
+"""The validation library: every field rule of every boundary (API bodies and query strings, page forms, ingest,
+the CLI, and the configs tenants write), each stated once.
 
-A rule is an `Annotated` type: pydantic checks it, the JSON schema of the API
-shows it, and its `Rule` marker says the sentence a refusal reads
-(`spec.params.skus must be an integer from 3 to 20, not 50`). `refusal()` turns
-pydantic's ValidationError into that one sentence, naming the first bad field.
+A rule is a `Rule`: `rule.apply(value)` takes a JSON value and returns what the field holds (a UUID, a datetime,
+the integer 4 for JSON's 4.0) or raises `Refused`, whose `says` is the sentence after the field's name ("must be
+an integer from 1 to 8, not '3'"); `rule.apply_text(text)` reads a query-string or form value (always a string)
+into the JSON value it stands for and applies the same rule. In a pydantic model a rule is `Annotated` metadata:
+pydantic runs it before the type's own validation (with `context={"query": True}` it reads strings as
+`apply_text` does), and its `schema` is merged into the field's JSON schema. `refusal()` turns a ValidationError
+into one sentence naming the first bad field.
+
+The policies, one each:
+* integer: a JSON number with no fraction (4.0 is the integer 4); never a string ("3"), never a boolean;
+* number: a finite JSON number; never a string or boolean;
+* uuid: 32 hex digits, hyphenated 8-4-4-4-12 or not, surrounding spaces ignored; no `urn:uuid:` prefix, no braces;
+* moment: a date (2026-05-01) or date and time (2026-05-01T12:00, with an offset; UTC without one);
+* text: a string without NUL (PostgreSQL text cannot hold one) of at most `limit` characters, stripped;
+* choice: one of a vocabulary (the refusal lists it, and `valid` carries it);
+* query strings: an integer is ASCII digits (a fraction of zeros allowed: "4.0"), a number ASCII decimal.
 """
 
 from __future__ import annotations
 
+import math
+import re
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from datetime import UTC, datetime
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, ErrorDetails, PydanticCustomError, core_schema
 
 
+class Refused(ValueError):
+    """A value a rule refuses: `says` follows the field's name ("must be one of a, b, not 'c'")."""
+
+    def __init__(self, says: str, valid: tuple[str, ...] | None = None) -> None:
+        super().__init__(says)
+        self.says, self.valid = says, valid
+
+
+def _anything(value: Any) -> bool:
+    return True
+
+
 @dataclass(frozen=True, eq=False)  # hashed by identity: Annotated metadata must hash
 class Rule:
-    """A field's rule: `check` passes its values; a refusal reads "<path> <says>" ("must map names to strings").
+    """A field's rule: `check` passes its values, `parse` turns a passing value into what the field holds (a
+    ValueError refuses it), `from_text` reads a query-string value as the JSON value it stands for; a refusal
+    reads "<field> <says>, not <value>". `valid` is the vocabulary of a choice.
 
-    Used as `Annotated[int, Rule(...)]`: pydantic runs `check` before the type's own validation, and `schema` is
+    Used as `Annotated[int, Rule(...)]`: pydantic runs `apply` before the type's own validation, and `schema` is
     merged into the field's JSON schema.
     """
 
     says: str
-    check: Callable[[Any], bool]
+    check: Callable[[Any], bool] = _anything
     schema: dict[str, Any] = field(default_factory=dict)
     show_value: bool = True  # quote a refused scalar back: ", not 50"
+    parse: Callable[[Any], Any] | None = None
+    from_text: Callable[[str], Any] | None = None
+    valid: tuple[str, ...] | None = None
 
-    def validate(self, value: Any) -> Any:
-        """Return `value` when it passes, else raise the refusal."""
-        if not self.check(value):
-            shown = self.show_value and (value is None or isinstance(value, str | int | float | bool))
-            raise PydanticCustomError("rule", "{says}", {"says": f"{self.says}, not {value!r}" if shown else self.says})
-        return value
+    def refused(self, value: Any) -> Refused:
+        """The refusal of `value`."""
+        shown = self.show_value and (value is None or isinstance(value, str | int | float | bool))
+        return Refused(f"{self.says}, not {value!r}" if shown else self.says, self.valid)
+
+    def apply(self, value: Any) -> Any:
+        """What the field holds for the JSON value `value`, or raise Refused."""
+        try:
+            if self.check(value):
+                return self.parse(value) if self.parse else value
+        except (ValueError, TypeError, OverflowError):
+            pass
+        raise self.refused(value)
+
+    def apply_text(self, text: str) -> Any:
+        """What the field holds for a query-string or form value, or raise Refused (quoting the text)."""
+        try:
+            value = self.from_text(text) if self.from_text else text
+        except (ValueError, TypeError, OverflowError):
+            raise self.refused(text) from None
+        try:
+            return self.apply(value)
+        except Refused:
+            raise self.refused(text) from None
+
+    def validate(self, value: Any, info: core_schema.ValidationInfo | None = None) -> Any:
+        """`apply` (or, with the context `query`, `apply_text` for a string) as pydantic's refusal."""
+        query = bool(info is not None and (info.context or {}).get("query")) and isinstance(value, str)
+        try:
+            return self.apply_text(value) if query else self.apply(value)
+        except Refused as refused:
+            extra = {"valid": list(refused.valid)} if refused.valid else {}
+            raise PydanticCustomError("rule", "{says}", {"says": refused.says, **extra}) from None
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_before_validator_function(self.validate, handler(source))
+        if type(None) not in get_args(source):
+            return core_schema.with_info_before_validator_function(self.validate, handler(source))
+
+        def unless_null(value: Any, info: core_schema.ValidationInfo) -> Any:  # an optional field's null is null
+            return None if value is None else self.validate(value, info)
+
+        return core_schema.with_info_before_validator_function(unless_null, handler(source))
 
     def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        return {**handler(schema), **self.schema}
+        found = handler(schema)
+        if "anyOf" in found and self.schema:  # an optional field: the rule speaks of its value, not of null
+            parts = [part if part.get("type") == "null" else {**part, **self.schema} for part in found["anyOf"]]
+            return {**found, "anyOf": parts}
+        return {**found, **self.schema}
+
+
+def rule_of(metadata: list[Any] | tuple[Any, ...]) -> Rule | None:
+    """The Rule among a field's metadata, if any."""
+    return next((item for item in metadata if isinstance(item, Rule)), None)
 
 
 class Config(BaseModel):
@@ -51,30 +127,153 @@ class Config(BaseModel):
 
 
 def _number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float)
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
+def _whole(value: Any) -> bool:
+    return _number(value) and (isinstance(value, int) or float(value).is_integer())
+
+
+_DECIMAL = re.compile(r"[-+]?(?:[0-9]{1,300}(?:\.[0-9]{0,300})?|\.[0-9]{1,300})(?:[eE][-+]?[0-9]{1,3})?")
+_DIGITS = re.compile(r"-?[0-9]{1,15}(?:\.0{1,15})?")  # ASCII only: str.isdigit() also accepts "²" and "٣"
+
+
+def decimal_text(text: str) -> float | int:
+    """A query-string number ("0.5", "1e-3") as a JSON number; ValueError for anything else ("nan", "²")."""
+    text = text.strip(" \t")
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(text)
+    return int(text) if re.fullmatch(r"-?[0-9]{1,15}", text) else float(text)
+
+
+def integer_text(text: str) -> int | float:
+    """A query-string integer: ASCII digits, optionally after a minus and before a fraction of zeros ("4.0")."""
+    text = text.strip(" \t")
+    if not _DIGITS.fullmatch(text):
+        raise ValueError(text)
+    return int(float(text)) if "." in text else int(text)
 
 
 def integer_from(low: int, high: int) -> Rule:
-    """An integer in low..high."""
+    """An integer in low..high (JSON's 4.0 is the integer 4; the string "3" is refused)."""
     return Rule(
         f"must be an integer from {low} to {high}",
-        lambda v: _number(v) and isinstance(v, int) and low <= v <= high,
+        lambda v: _whole(v) and low <= v <= high,
         {"minimum": low, "maximum": high},
+        parse=int,
+        from_text=integer_text,
     )
 
 
-def number_from(low: float, high: float) -> Rule:
-    """A number in low..high."""
+def number_from(low: float, high: float, *, above: bool = False, says: str | None = None) -> Rule:
+    """A finite number in low..high (above low when `above`), kept as written (an int stays an int)."""
     return Rule(
-        f"must be a number from {low:g} to {high:g}",
-        lambda v: _number(v) and low <= v <= high,
-        {"minimum": low, "maximum": high},
+        says or f"must be a number from {low:g} to {high:g}",
+        lambda v: _number(v) and (low < v if above else low <= v) and v <= high,
+        {"exclusiveMinimum" if above else "minimum": low, "maximum": high},
+        from_text=decimal_text,
     )
+
+
+REWARD = number_from(0, 1)  # a reward or a stage value: 0 (nothing) to 1 (success)
 
 
 def one_of(*valid: str) -> Rule:
     """One of `valid` (the refusal lists them)."""
-    return Rule(f"must be one of {', '.join(valid)}", lambda v: v in valid)
+    return Rule(f"must be one of {', '.join(valid)}", lambda v: isinstance(v, str) and v in valid, valid=valid)
+
+
+choice = one_of
+
+
+def text(limit: int, *, required: bool = False, what: str = "text") -> Rule:
+    """A string without NUL of at most `limit` characters once stripped (and some besides spaces when required),
+    held stripped."""
+    says = f"must be {what} of 1 to {limit} characters" if required else f"must be {what} of at most {limit} characters"
+    return Rule(
+        f"{says} without NUL",
+        lambda v: (
+            isinstance(v, str) and "\x00" not in v and (not required or bool(v.strip())) and len(v.strip()) <= limit
+        ),
+        # The pattern says what the rule refuses: NUL anywhere, and (when required) nothing besides spaces.
+        {"maxLength": limit, "pattern": NAME_PATTERN if required else NO_NUL},
+        parse=str.strip,
+    )
+
+
+NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold NUL characters
+NAME_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"  # some text besides spaces, no NUL
+_UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
+
+
+def parse_uuid(value: Any) -> uuid.UUID:
+    """The one UUID policy: 32 hex digits, hyphenated 8-4-4-4-12 or not, surrounding spaces and tabs ignored (no
+    `urn:uuid:`, no braces); ValueError otherwise."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str) or not _UUID.fullmatch(value.strip(" \t")):
+        raise ValueError(value)
+    return uuid.UUID(value.strip(" \t"))
+
+
+UUID_RULE = Rule("must be a UUID", parse=parse_uuid, schema={"format": "uuid"})
+
+_MOMENT = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}([Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?([Zz]|[+-][0-9]{2}:?[0-9]{2})?)?"
+)
+
+
+def parse_moment(value: Any) -> datetime:
+    """A date (2026-05-01) or date and time (2026-05-01T12:00, with an offset or in UTC) as an aware datetime."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not _MOMENT.fullmatch(value):
+        raise ValueError(value)
+    # Python reads at most 6 fraction digits: the rest of a finer time is dropped
+    value = re.sub(r"(\.[0-9]{6})[0-9]+", r"\1", value)
+    parsed = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+MOMENT = Rule("must be a date or date-time such as 2026-05-01T12:00Z", parse=parse_moment)
+
+
+def stage_key(chars: int) -> Rule:
+    """A stage_* key of at most `chars` characters (no comma, no NUL)."""
+    pattern = re.compile(f"stage_[^,\\u0000]{{1,{chars - len('stage_')}}}")
+    return Rule(
+        f"must be a stage key (stage_…, at most {chars} characters)",
+        lambda v: isinstance(v, str) and bool(pattern.fullmatch(v)),
+        {"pattern": f"^{pattern.pattern}$"},
+    )
+
+
+def stage_keys(chars: int, most: int) -> Rule:
+    """Up to `most` comma-separated stage_* keys (a query string's `stage_a,stage_b`), held as a tuple."""
+    one = stage_key(chars)
+    key = one.schema["pattern"][1:-1]
+
+    def keys(value: Any) -> tuple[str, ...]:
+        found = tuple(value.split(",")) if isinstance(value, str) else ()
+        if not found or len(found) > most or not all(one.check(k) for k in found):
+            raise ValueError(value)
+        return found
+
+    return Rule(
+        f"must be up to {most} comma-separated stage keys (stage_…)",
+        parse=keys,
+        schema={"type": "string", "pattern": f"^{key}(,{key}){{0,{most - 1}}}$"},
+    )
+
+
+def hex_key(digits: int, says: str) -> Rule:
+    """`digits` hex digits (e.g. an md5), held in lowercase."""
+    return Rule(
+        says,
+        lambda v: isinstance(v, str) and bool(re.fullmatch(f"[0-9a-fA-F]{{{digits}}}", v.strip())),
+        {"pattern": f"^[0-9a-fA-F]{{{digits}}}$"},
+        parse=lambda v: v.strip().lower(),
+    )
 
 
 def _strings(value: Any) -> bool:
@@ -112,7 +311,7 @@ def _rule_of(model: type[BaseModel], loc: tuple[int | str, ...]) -> Rule | None:
             return None
         model = inner
     info = model.model_fields.get(str(loc[-1])) if loc else None
-    return next((item for item in info.metadata if isinstance(item, Rule)), None) if info else None
+    return rule_of(info.metadata) if info else None
 
 
 def refusal(error: ValidationError, where: str, model: type[BaseModel]) -> str:

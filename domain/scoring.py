@@ -3,11 +3,9 @@ compare's pass@k over tasks), and how many attempts a run may have."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from domain.errors import RunError
+from domain.rules import integer_from
 from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS
 
 
@@ -35,13 +33,6 @@ def pass_at_k_table(n: int, successes: int) -> dict[str, float]:
     return {str(k): round(pass_at_k(n, successes, k), 6) for k in range(1, n + 1)}
 
 
-def check_attempt_count(value: Any) -> int:
-    """Return attemptCount as an int in 1..8 (JSON's 4.0 is the integer 4), or raise RunError naming the range."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not MIN_ATTEMPTS <= value <= MAX_ATTEMPTS:
-        raise RunError(
-            f"attemptCount must be an integer from {MIN_ATTEMPTS} to {MAX_ATTEMPTS}, not {value!r}",
-            error="invalid attemptCount",
-        )
-    return value
+# attemptCount: how many attempts a run has, the rule every boundary that takes one applies (the API's bodies, the
+# start-run form); the writes take the int it gives (the tables' CHECK holds the same range).
+ATTEMPT_COUNT = integer_from(MIN_ATTEMPTS, MAX_ATTEMPTS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 from atif import Trajectory
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -27,6 +27,7 @@ from domain.outcome import (
     TrialOutcome,
     truncate_keep_end,
 )
+from domain.rules import MOMENT, REWARD, integer_from
 from domain.secret_env import hidden_env_names, resubmitted_mask
 from domain.specs import spec_sha256, validate_spec
 from domain.trajectory import Content, command_text, step, structured
@@ -44,10 +45,15 @@ class IngestError(ValueError):
         self.line, self.field, self.detail = line, field_name, detail
 
 
+# Strict, like every JSON body: a string is never a number ("3" is refused), while an integer follows
+# domain.rules' one integer policy (3.0 is 3); times are domain.rules' moments.
+STRICT = ConfigDict(extra="forbid", strict=True)
+
+
 class IngestEnvironment(BaseModel):
     """The environment a trial ran in: found by name, its version found by spec hash (or created)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     name: str = Field(min_length=1, max_length=200)
     spec: dict[str, Any]
 
@@ -55,8 +61,8 @@ class IngestEnvironment(BaseModel):
 class AtifShapedStep(BaseModel):
     """One step in the spec's atif-shaped form."""
 
-    model_config = ConfigDict(extra="ignore")
-    step: int = Field(ge=1)
+    model_config = ConfigDict(extra="ignore", strict=True)
+    step: Annotated[int, integer_from(1, 2**31 - 1)]
     tool: str
     command: str
     observation: str
@@ -65,28 +71,23 @@ class AtifShapedStep(BaseModel):
 class IngestTrial(BaseModel):
     """One trial of another harness, as a line of POST /api/v1/evaluation-runs/import."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     externalId: str = Field(min_length=1, max_length=200)
     environment: IngestEnvironment
     run: str | None = Field(default=None, max_length=200)
-    attempt: int = Field(ge=1, le=MAX_ATTEMPTS)
-    reward: float | None = Field(default=None, ge=0, le=1)
+    attempt: Annotated[int, integer_from(1, MAX_ATTEMPTS)]
+    reward: Annotated[float | None, REWARD] = None
     stages: dict[str, float] = Field(default_factory=dict)
     failureCategory: str | None = Field(default=None, max_length=FAILURE_CATEGORY_CHARS)
     log: str = ""
     task: str = ""
-    seed: int = Field(default=0, ge=-(2**31), lt=2**31)
+    seed: Annotated[int, integer_from(-(2**31), 2**31 - 1)] = 0
     agent: str = Field(default="imported", min_length=1, max_length=200)
     trajectory: dict[str, Any] | list[Any] | None = None
     # What the verifier said: a stage key → its words on that stage, "verifier" → on the trial as a whole
     explanations: dict[str, str] = Field(default_factory=dict)
-    startedAt: datetime | None = None  # when the trial ran (ISO 8601; without a zone: UTC); default: the import
-    finishedAt: datetime | None = None
-
-    @field_validator("startedAt", "finishedAt")
-    @classmethod
-    def _utc(cls, moment: datetime | None) -> datetime | None:
-        return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+    startedAt: Annotated[datetime | None, MOMENT] = None  # when the trial ran (without a zone: UTC); default: now
+    finishedAt: Annotated[datetime | None, MOMENT] = None
 
     @field_validator("explanations")
     @classmethod

@@ -140,7 +140,7 @@ def test_hostile_evaluator_filters_answer_400_and_echo_nothing_raw(client, owner
         for headers in ({}, {"HX-Request": "true"}):
             response = client.get(url, query_string={"evaluatorConfigId": bad}, headers=headers)
             assert response.status_code == 400, (url, bad)
-            assert "evaluatorConfigId must be an id" in response.text
+            assert "evaluatorConfigId must be a UUID" in response.text
             assert "<script>alert(1)" not in response.text and "\x00" not in response.text
 
 

@@ -152,7 +152,7 @@ def test_no_parameter_value_gives_a_server_error(owner_session, method, url, whe
 def test_a_page_number_that_is_not_ascii_digits_answers_400(owner_session, page):
     client, _, _ = owner_session
     response = client.get("/environments", query_string={"page": page})
-    assert response.status_code == 400 and "page must be a whole number from 1 to 100000" in response.text
+    assert response.status_code == 400 and "page must be an integer from 1 to 100000" in response.text
 
 
 @pytest.mark.bad_input
@@ -161,4 +161,4 @@ def test_an_attempt_count_that_is_not_ascii_digits_redraws_the_form_with_422(own
     client, token, ids = owner_session
     form = {**valid_request(ids)["/environments/{env}/runs"], "attempt_count": count, "csrf_token": token}
     response = client.post(f"/environments/{ids['env']}/runs", data=form)
-    assert response.status_code == 422 and "Attempt count must be a whole number from 1 to 8" in response.text
+    assert response.status_code == 422 and "Attempt count must be an integer from 1 to 8" in response.text

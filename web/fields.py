@@ -1,4 +1,5 @@
-"""What every page form shares: the base class and fields that parse as web/params.py does (text, ids, numbers)."""
+"""What every page form shares: the base class, fields that parse as web/params.py does (text, ids, numbers), and
+`Follows`, the WTForms validator of a domain.rules rule."""
 
 from __future__ import annotations
 
@@ -8,8 +9,26 @@ from typing import Any
 from flask import request
 from flask_wtf import FlaskForm
 from wtforms import IntegerField, StringField
+from wtforms.validators import StopValidation
 
+from domain.rules import Refused, Rule
 from web.params import bounded_text, parse_int, parse_uuid
+
+
+class Follows:
+    """A WTForms validator from a domain.rules rule: the posted value read as a query-string value is (the API's
+    and the query strings' rule, word for word); `data` becomes what the rule gives, a refusal reads
+    "<label> <what the rule says>."."""
+
+    def __init__(self, rule: Rule, label: str) -> None:
+        self.rule, self.label = rule, label
+
+    def __call__(self, form: Any, field: Any) -> None:
+        value = field.raw_data[0] if field.raw_data else field.data
+        try:
+            field.data = self.rule.apply_text(value) if isinstance(value, str) else self.rule.apply(value)
+        except Refused as refused:
+            raise StopValidation(f"{self.label} {refused.says}.") from None
 
 
 class PageForm(FlaskForm):

@@ -1,4 +1,5 @@
-"""Every page form as a Flask-WTF class whose validators hold its rules, and `csrf_field()` for the templates.
+"""Every page form as a Flask-WTF class whose validators hold its rules (domain.rules' through `Follows`), and
+`csrf_field()` for the templates.
 
 A form whose only input is its button (log out, remove, revoke, accept) has no class: the login guard's CSRF
 check is all it needs. Every form carries the hidden CSRF input through `csrf_field()`.
@@ -10,15 +11,16 @@ from flask import Flask
 from flask_wtf.csrf import generate_csrf
 from markupsafe import Markup
 from wtforms import EmailField, HiddenField, PasswordField, StringField
-from wtforms.validators import AnyOf, DataRequired, EqualTo, Length, NumberRange, Optional
+from wtforms.validators import DataRequired, EqualTo, Length, Optional
 
 from domain.accounts import MIN_PASSWORD_LENGTH
-from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS, RESETS, ROLES
-from web.fields import BoundedText, PageForm, SubmissionKeyField, UUIDField, WholeNumberField
+from domain.rules import one_of
+from domain.scoring import ATTEMPT_COUNT
+from domain.vocabulary import RESETS, ROLES
+from web.fields import BoundedText, Follows, PageForm, SubmissionKeyField, UUIDField, WholeNumberField
 
-ROLE = AnyOf(ROLES, message="role must be one of %(values)s.")
+ROLE = Follows(one_of(*ROLES), "role")
 TOKEN_NAME = "Give the token a name of 1 to 200 characters."
-ATTEMPT_COUNT = f"Attempt count must be a whole number from {MIN_ATTEMPTS} to {MAX_ATTEMPTS}."
 
 
 class LoginForm(PageForm):
@@ -74,14 +76,14 @@ class StartRunForm(PageForm):
 
     environment_version_id = UUIDField(validators=[DataRequired("Choose an environment version.")])
     evaluator_config_id = UUIDField(validators=[DataRequired("Choose an evaluator configuration.")])
-    attempt_count = WholeNumberField(validators=[Optional(), NumberRange(MIN_ATTEMPTS, MAX_ATTEMPTS, ATTEMPT_COUNT)])
+    attempt_count = WholeNumberField(validators=[Optional(), Follows(ATTEMPT_COUNT, "Attempt count")])
     submission_key = SubmissionKeyField()
 
 
 class ResetForm(PageForm):
     """How to reset a run: a mode a user may ask for."""
 
-    mode = BoundedText(40, validators=[AnyOf(RESETS, message="mode must be one of %(values)s.")])
+    mode = BoundedText(40, validators=[Follows(one_of(*RESETS), "mode")])
     submission_key = SubmissionKeyField()
 
 

@@ -1,17 +1,17 @@
-"""Query-string and form parsing, one helper per type: malformed values answer 400 with a message, never a 500."""
+"""Query-string and form parsing by domain.rules' rules: malformed values answer 400 naming the parameter, never a
+500."""
 
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from typing import Any
 
 from flask import abort, request
 
+from domain import rules
 from domain.json_depth import loads
-
-_INTEGER = re.compile(r"-?[0-9]{1,12}")  # ASCII digits only: str.isdigit() also accepts "²" and "٣", int() not all
+from domain.rules import UUID_RULE, Refused, Rule, integer_from, integer_text, text
 
 
 class NotJsonNumber(ValueError):
@@ -36,39 +36,46 @@ def strict_json(text: str) -> Any:
 
 
 def parse_int(value: str) -> int | None:
-    """`value` as an integer when it is ASCII digits (optionally after a minus), else None."""
-    value = value.strip(" \t")
-    return int(value) if _INTEGER.fullmatch(value) else None
+    """`value` as an integer by domain.rules' query-string reading (ASCII digits, "4.0" is 4), else None."""
+    try:
+        number = integer_text(value)
+    except ValueError:
+        return None
+    return int(number)
 
 
 def parse_uuid(value: str) -> uuid.UUID | None:
-    """`value` as a UUID in its usual 36-character (or 32 hex digit) form, else None."""
-    value = value.strip(" \t")
-    if not re.fullmatch(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}", value):
+    """`value` as a UUID by domain.rules' one UUID policy (no urn:uuid:, no braces), else None."""
+    try:
+        return rules.parse_uuid(value)
+    except ValueError:
         return None
-    return uuid.UUID(value)
+
+
+def query_value(name: str, rule: Rule) -> Any:
+    """The query parameter `name` read by `rule` (None when absent or empty), 400 naming it when refused."""
+    value = request.args.get(name, "").strip(" \t")
+    if not value:
+        return None
+    try:
+        return rule.apply_text(value)
+    except Refused as refused:
+        abort(400, description=f"{name} {refused.says}.")
 
 
 def optional_uuid(name: str) -> uuid.UUID | None:
     """The query parameter `name` as a UUID, None when absent or empty, 400 when malformed."""
-    value = request.args.get(name, "").strip(" \t")
-    if not value:
-        return None
-    parsed = parse_uuid(value)
-    if parsed is None:
-        abort(400, description=f"{name} must be an id (UUID), not {value!r}.")
-    return parsed
+    return query_value(name, UUID_RULE)
 
 
 def query_int(name: str, default: int, low: int, high: int) -> int:
     """The query parameter `name` as an integer in low..high (`default` when absent), 400 otherwise."""
-    value = request.args.get(name)
-    if value is None:
+    if request.args.get(name) is None:
         return default
-    number = parse_int(value)
-    if number is None or not low <= number <= high:
-        abort(400, description=f"{name} must be a whole number from {low} to {high}, not {value!r}.")
-    return number
+    number = query_value(name, integer_from(low, high))
+    if number is None:  # given empty
+        abort(400, description=f"{name} {integer_from(low, high).says}, not ''.")
+    return int(number)
 
 
 def page_number() -> int:
@@ -78,10 +85,10 @@ def page_number() -> int:
 
 def bounded_text(name: str, value: str, limit: int) -> str:
     """`value` (of the parameter or field `name`) stripped, 400 when longer than `limit` or with a NUL character."""
-    value = value.strip()
-    if len(value) > limit or "\x00" in value:
-        abort(400, description=f"{name} must be text of at most {limit} characters without NUL.")
-    return value
+    try:
+        return str(text(limit).apply(value))
+    except Refused as refused:
+        abort(400, description=f"{name} {refused.says}.")
 
 
 def query_text(name: str, limit: int) -> str | None:

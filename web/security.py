@@ -20,6 +20,8 @@ HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cross-Origin-Opener-Policy": "same-origin",
 }
+# The headers of every download of an organization's trials (exports, trajectories, artifacts): never cached.
+PRIVATE = {"X-Privacy-Class": "PRIVATE", "Cache-Control": "no-store"}
 MAX_REQUEST_BYTES = 1024 * 1024  # JSON bodies and forms; larger requests answer 413
 
 

@@ -16,9 +16,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from domain.agents import ran_elsewhere as agent_ran_elsewhere
-from domain.errors import NotFoundInOrg, RunError, RunNotResettable
+from domain.errors import NotFoundInOrg, NotRunnableHere, RunError, RunNotResettable
 from domain.outcome import TrialOutcome
-from domain.scoring import check_attempt_count, pass_at_k_table
+from domain.scoring import pass_at_k_table
 from domain.specs import ran_elsewhere as spec_ran_elsewhere
 from domain.trajectory import search_text, storable
 from domain.vocabulary import RESETS
@@ -50,7 +50,7 @@ def enqueue_run(
 
     `submission_key` is the key of the form that asked for it: a second run with the same key fails the
     organization's unique index (see `queue_once`)."""
-    attempts = check_attempt_count(config.attempt_count if attempt_count is None else attempt_count)
+    attempts = config.attempt_count if attempt_count is None else attempt_count
     if reset_mode == "new_workspace" and reset_of is not None:
         world_seed = reset_of.world_seed  # same world, fresh workspace
     else:
@@ -116,6 +116,21 @@ def reset_run(
     return enqueue_run(
         session, version, config, run.attempt_count, reset_of=run, reset_mode=mode, submission_key=submission_key
     )
+
+
+def check_runnable_here(version: EnvironmentVersion, config: EvaluatorConfig) -> None:
+    """Refuse (NotRunnableHere, 422) a new run of a version or an evaluator that holds imported results: its
+    environment or agent ran in another harness, so no worker here can run it (the page and the API alike)."""
+    if spec_ran_elsewhere(version.spec):
+        raise NotRunnableHere(
+            f"v{version.version} holds imported results: its environment runs in another harness, not in this worker.",
+            field="environmentVersionId",
+        )
+    if agent_ran_elsewhere(config.agent):
+        raise NotRunnableHere(
+            f"{config.name} is imported: its agent ran in another harness, so no worker here can run it.",
+            field="evaluatorConfigId",
+        )
 
 
 def check_resettable(run: EvaluationRun) -> None:
@@ -403,13 +418,14 @@ def start_run(
     *,
     submission_key: uuid.UUID | None = None,
 ) -> EvaluationRun:
-    """Queue a run on the version with the evaluator configuration, both looked up under RLS."""
-    if attempt_count is not None:
-        check_attempt_count(attempt_count)
+    """Queue a run on the version with the evaluator configuration, both looked up under RLS; refused (422,
+    NotRunnableHere) when either holds imported results. `attempt_count` has passed domain.scoring.ATTEMPT_COUNT
+    at the request's boundary (the API body, the start-run form)."""
     version = session.scalar(select(EnvironmentVersion).where(EnvironmentVersion.id == version_id))
     if version is None:
         raise NotFoundInOrg(f"no environment version {version_id}")
     config = session.scalar(select(EvaluatorConfig).where(EvaluatorConfig.id == config_id))
     if config is None:
         raise NotFoundInOrg(f"no evaluator configuration {config_id}")
+    check_runnable_here(version, config)
     return enqueue_run(session, version, config, attempt_count, submission_key=submission_key)

@@ -11,7 +11,6 @@ from blueprints.api.schemas import (
     CompareEstimate,
     CompareEvaluator,
     CompareEvaluatorTest,
-    CompareQuery,
     CompareSide,
     CompareStage,
     CompareTask,
@@ -20,13 +19,14 @@ from blueprints.api.schemas import (
     CompareTests,
     CompareWarning,
     Comparison,
-    validated,
 )
 from domain.task_stats import TaskEstimate, TaskTally, TaskTest
-from queries.compare import BadSide, Side, compare, find_side
 from queries.compare import Comparison as Compared
+from queries.compare import Side, compare
 from web.database import request_session
 from web.limits import expensive
+from web.sides import CompareQuery, requested_sides
+from web.validation import Invalid
 
 
 def _estimate(estimate: TaskEstimate, tasks: bool = False) -> CompareEstimate:
@@ -126,18 +126,9 @@ def comparison_answer(result: Compared) -> Comparison:
 @expensive()
 def compare_sides():
     """Compare two runs or environment versions: pass@k with intervals, mean reward, stages, categories, tests."""
-    query = validated(CompareQuery, request.args.to_dict())
     session = request_session()
-    refs = []
-    for name, side_id, evaluator_id in (
-        ("a", query.a, query.a_evaluator_config_id),
-        ("b", query.b, query.b_evaluator_config_id),
-    ):
-        try:
-            ref = find_side(session, side_id, evaluator_id)
-        except BadSide as error:
-            raise ApiError(400, f"invalid {name}EvaluatorConfigId", str(error)) from None
-        if ref is None:
-            raise ApiError(404, "not found", f"no run, environment version or evaluator configuration for {name}")
-        refs.append(ref)
-    return jsonify(comparison_answer(compare(session, refs[0], refs[1])).to_json())
+    try:
+        a, b = requested_sides(session, request.args.to_dict())
+    except Invalid as error:
+        raise ApiError(error.status, error.error, error.detail) from None
+    return jsonify(comparison_answer(compare(session, a, b)).to_json())

@@ -13,6 +13,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from blueprints.api import schemas
+from domain.limits import DEFAULT_MAX_TRIAL_TIMEOUT_S
 
 F = TypeVar("F", bound=Callable[..., Any])
 REF = "#/components/schemas/{model}"
@@ -24,6 +25,7 @@ ERROR_REASONS = {
     404: "No such id in this organization",
     409: "The name is taken",
     413: "Request body over 1 MiB",
+    422: "Well-formed, but a rule of the write refuses it; `error` names the field, nothing was written",
     429: "The user already has AGENTFORGE_MAX_EXPENSIVE_REQUESTS searches, comparisons or exports in flight; "
     "retry after Retry-After seconds",
     503: "PostgreSQL unreachable; retry after Retry-After seconds",
@@ -189,7 +191,7 @@ def build_document(app: Flask, prefix: str = "/api/v1") -> dict[str, Any]:
     definitions: dict[str, Any] = {}
     for name, schema in top.get("$defs", {}).items():
         definitions[name] = _hoist(schema, definitions)
-    ceiling = app.config.get("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", schemas.DEFAULT_MAX_TRIAL_TIMEOUT_S)
+    ceiling = app.config.get("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", DEFAULT_MAX_TRIAL_TIMEOUT_S)
     definitions["EvaluatorConfigCreate"]["properties"]["timeoutS"]["maximum"] = ceiling
     for entry in (entry for methods in paths.values() for entry in methods.values()):
         body = entry.get("requestBody", {}).get("content", {}).get("application/json")

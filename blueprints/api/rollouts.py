@@ -33,9 +33,9 @@ from queries.search import plan_each_search
 from queries.training_formats import atif_document, trl_conversation, trl_preference
 from web.database import get_database, request_session
 from web.limits import expensive
+from web.security import PRIVATE
 
 PAIR_BATCH = 200  # preference pairs whose rollouts are read in one statement
-PRIVATE = {"X-Privacy-Class": "PRIVATE", "Cache-Control": "no-store"}
 EXPORT_LINES = {
     "type": "string",
     "description": "NDJSON: one JSON object per line, a rollout (atif-shaped, an ATIF document or a TRL "

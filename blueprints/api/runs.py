@@ -17,6 +17,10 @@ from writes.runs import reset_run, start_run
 
 QUEUED = {202: Reply("Queued", EvaluationRun, headers=("Location",))}
 NOT_FOUND_VERSION_OR_CONFIG = {404: "No such environment version or evaluator configuration in this organization"}
+NOT_RUNNABLE = {
+    422: "The environment version or the evaluator holds imported results (it ran in another harness): no worker "
+    "here can run it; `error` names the field, nothing was written"
+}
 
 
 def run_answer(detail: RunDetail) -> EvaluationRun:
@@ -64,8 +68,8 @@ def _accepted(run: EvaluationRunRow):
     "createEvaluationRun",
     QUEUED,
     body=EvaluationRunCreate,
-    errors=(400, 403, 404, 413),
-    error_reasons=NOT_FOUND_VERSION_OR_CONFIG,
+    errors=(400, 403, 404, 413, 422),
+    error_reasons={**NOT_FOUND_VERSION_OR_CONFIG, **NOT_RUNNABLE},
 )
 def create_run():
     """Queue a run: {"environmentVersionId", "evaluatorConfigId", "attemptCount"?} → 202 with the run."""

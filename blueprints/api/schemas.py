@@ -1,200 +1,49 @@
-"""The /api/v1 contract: request and response bodies as pydantic models, the source of /api/v1/openapi.json."""
+"""The /api/v1 contract: request and response bodies as pydantic models, the source of /api/v1/openapi.json.
+
+Every field rule is domain.rules' (the same the pages, ingest and the CLI apply); `validated()` answers a refusal as
+400 `{"error": "invalid <field>", "detail": "<field> must be …"}`.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import math
-import re
 import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeVar
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    WithJsonSchema,
-)
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from blueprints.api import ApiError
 from domain.agents import AGENT_JSON_SCHEMA, validate_agent
-from domain.errors import AgentConfigError, RunError, SpecError
-from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
-from domain.scoring import check_attempt_count
+from domain.errors import AgentConfigError, SpecError
+from domain.limits import DEFAULT_MAX_TRIAL_TIMEOUT_S
+from domain.rules import UUID_RULE, Refused, integer_from, number_from, one_of, text
+from domain.scoring import ATTEMPT_COUNT
 from domain.specs import SPEC_JSON_SCHEMA, validate_spec
-from domain.vocabulary import RESETS, TRIAL_STATUSES, TrialStatus
+from domain.vocabulary import RESETS
 from importers.ingest import IngestTrial
 from queries.exports import EXPORT_FORMATS, EXPORT_KINDS, RolloutExportFormat, RolloutExportKind
-from queries.filters import MAX_STAGE_FILTERS, REWARD_BANDS, TRIAL_SOURCES, RewardBand, TrialFilters, TrialSource
-from queries.search import SEARCH_QUERY_CHARS
-from queries.trials import TRIAL_SORTS, TrialSort
+from web.sides import CompareQuery
+from web.trial_filters import TrialFilterQuery, TrialListQuery
+from web.validation import REPORT_MISSING, ApiModel, Invalid, M, parse
 
-NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold NUL characters (the database answers 400)
-NAME_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"  # some text besides spaces, no NUL
-DEFAULT_MAX_TRIAL_TIMEOUT_S = 3600.0
-M = TypeVar("M", bound="ApiModel")
 ImportLine = IngestTrial  # one line of POST /evaluation-runs/import
+__all__ = ["REPORT_MISSING", "ApiModel", "CompareQuery", "TrialFilterQuery", "TrialListQuery"]
 
 
-class ReportMissing:
-    """Marks a field whose absence answers `missing <field>` rather than its validator's `invalid <field>`."""
-
-
-REPORT_MISSING = ReportMissing()
-
-
-def _refuse(detail: str, **extra: Any) -> PydanticCustomError:
-    """A validation error whose message is `detail` as it is (the field's `invalid <field>` answer)."""
-    return PydanticCustomError("api", "{detail}", {"detail": detail, **extra})
-
-
-def text(name: str, limit: int, *, required: bool) -> BeforeValidator:
-    """Text of at most `limit` characters (non-blank when required), stripped."""
-
-    def check(value: Any) -> str:
-        if not isinstance(value, str) or (required and not value.strip()) or len(value) > limit:
-            raise _refuse(f"{name} must be text of 1 to {limit} characters")
-        return value.strip()
-
-    return BeforeValidator(check)
-
-
-def integer(name: str, low: int, high: int) -> BeforeValidator:
-    """An integer in low..high (JSON's 4.0 is the integer 4)."""
-
-    def check(value: Any) -> int:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise _refuse(f"{name} must be an integer from {low} to {high}, not {value!r}")
-        return value
-
-    return BeforeValidator(check)
-
-
-def choice(name: str, valid: tuple[str, ...]) -> BeforeValidator:
-    """One of `valid`; the answer lists them (also as `valid`)."""
-
-    def check(value: Any) -> str:
-        if value not in valid:
-            raise _refuse(f"{name} must be one of {', '.join(valid)}, not {value!r}", valid=list(valid))
-        return value
-
-    return BeforeValidator(check)
-
-
-def uuid_of(name: str) -> BeforeValidator:
-    """A UUID."""
-
-    def check(value: Any) -> uuid.UUID:
-        try:
-            return uuid.UUID(str(value))
-        except ValueError:
-            raise _refuse(f"{name} must be a UUID, not {value!r}") from None
-
-    return BeforeValidator(check)
-
-
-def reward_bound(name: str) -> BeforeValidator:
-    """A reward from 0 to 1 (a query string's "0.5" too)."""
-
-    def check(value: Any) -> float:
-        number = None
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            number = float(value)
-        elif isinstance(value, str) and value.isascii():
-            with contextlib.suppress(ValueError):
-                number = float(value)
-        if number is None or not math.isfinite(number) or not 0 <= number <= 1:
-            raise _refuse(f"{name} must be a number from 0 to 1, not {value!r}")
-        return number
-
-    return BeforeValidator(check)
-
-
-_MOMENT = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}([Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?([Zz]|[+-][0-9]{2}:?[0-9]{2})?)?"
-)
-
-
-def moment(name: str) -> BeforeValidator:
-    """A date (2026-05-01) or date and time (2026-05-01T12:00, with an offset or in UTC)."""
-
-    def check(value: Any) -> datetime:
-        if isinstance(value, datetime):
-            return value if value.tzinfo else value.replace(tzinfo=UTC)
-        try:
-            if not isinstance(value, str) or not _MOMENT.fullmatch(value):
-                raise ValueError(value)
-            # Python reads at most 6 fraction digits: the rest of a finer time is dropped
-            value = re.sub(r"(\.[0-9]{6})[0-9]+", r"\1", value)
-            parsed = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-        except ValueError:
-            raise _refuse(f"{name} must be a date or date-time such as 2026-05-01T12:00Z, not {value!r}") from None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-    return BeforeValidator(check)
-
-
-STAGE_KEY = f"stage_[^,\\u0000]{{1,{STAGE_KEY_CHARS - len('stage_')}}}"
-
-
-def stage_keys(name: str) -> BeforeValidator:
-    """Comma-separated stage_* keys (at most MAX_STAGE_FILTERS)."""
-
-    def check(value: Any) -> tuple[str, ...]:
-        keys = tuple(value.split(",")) if isinstance(value, str) else ()
-        if not keys or len(keys) > MAX_STAGE_FILTERS or not all(re.fullmatch(STAGE_KEY, key) for key in keys):
-            raise _refuse(
-                f"{name} must be up to {MAX_STAGE_FILTERS} comma-separated stage keys (stage_…), not {value!r}"
-            )
-        return keys
-
-    return BeforeValidator(check)
-
-
-def _category(value: Any) -> str:
-    if not isinstance(value, str) or len(value) > FAILURE_CATEGORY_CHARS or "\x00" in value:
-        raise _refuse(
-            f"failureCategory must be text of at most {FAILURE_CATEGORY_CHARS} characters without NUL, not {value!r}"
-        )
-    return value.strip()
-
-
-def _search(value: Any) -> str:
-    if not isinstance(value, str) or len(value.strip()) > SEARCH_QUERY_CHARS or "\x00" in value:
-        raise _refuse(f"q must be a search of at most {SEARCH_QUERY_CHARS} characters without NUL, not {value!r}")
-    return value.strip()
-
-
-def _task_key(value: Any) -> str:
-    if not isinstance(value, str) or not re.fullmatch("[0-9a-fA-F]{32}", value.strip()):
-        raise _refuse(f"task must be a task key (the md5 of the task text: 32 hex digits), not {value!r}")
-    return value.strip().lower()
-
-
-def _attempt_count(value: Any) -> int:
-    try:
-        return check_attempt_count(value)
-    except RunError as error:
-        raise _refuse(str(error)) from None
-
-
-def _optional_attempt_count(value: Any) -> int | None:
-    return None if value is None else _attempt_count(value)
+def _refuse(detail: str) -> PydanticCustomError:
+    """A validation error whose message is `detail` as it is (a spec's or agent's whole sentence)."""
+    return PydanticCustomError("api", "{detail}", {"detail": detail})
 
 
 def _timeout_s(value: Any, info: ValidationInfo) -> float:
+    """Seconds per trial, above 0 and at most the operator's AGENTFORGE_MAX_TRIAL_TIMEOUT_S."""
     ceiling = (info.context or {}).get("max_trial_timeout_s", DEFAULT_MAX_TRIAL_TIMEOUT_S)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= ceiling:
-        raise _refuse(f"timeoutS must be a number of seconds from 0 to {ceiling:g}, not {value!r}")
-    return float(value)
+    rule = number_from(0, ceiling, above=True, says=f"must be a number of seconds from 0 to {ceiling:g}")
+    try:
+        return float(rule.apply(value))
+    except Refused as refused:
+        raise PydanticCustomError("rule", "{says}", {"says": refused.says}) from None
 
 
 def _spec(value: Any) -> dict[str, Any]:
@@ -211,26 +60,11 @@ def _agent(value: Any) -> dict[str, Any]:
         raise _refuse(str(error)) from None
 
 
-class ApiModel(BaseModel):
-    """A body of this API: camelCase on the wire, snake_case in Python."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True)
-
-    def to_json(self) -> dict[str, Any]:
-        """The body as JSON types, with the API's (camelCase) names."""
-        return self.model_dump(mode="json", by_alias=True)
-
-
 Spec = Annotated[dict[str, Any], BeforeValidator(_spec), WithJsonSchema(SPEC_JSON_SCHEMA)]
 Agent = Annotated[dict[str, Any], BeforeValidator(_agent), WithJsonSchema(AGENT_JSON_SCHEMA)]
 StoredSpec = Annotated[dict[str, Any], WithJsonSchema(SPEC_JSON_SCHEMA)]
 StoredAgent = Annotated[dict[str, Any], WithJsonSchema(AGENT_JSON_SCHEMA)]
-Name = Annotated[
-    str,
-    text("name", 200, required=True),
-    # The pattern is documented only: a NUL reaches PostgreSQL, whose refusal (400) names it.
-    Field(min_length=1, max_length=200, json_schema_extra={"pattern": NAME_PATTERN}),
-]
+Name = Annotated[str, text(200, required=True)]
 Stages = dict[str, float]
 
 
@@ -241,9 +75,7 @@ class EnvironmentCreate(ApiModel):
     """POST /environments: a new environment of the organization."""
 
     name: Name
-    description: Annotated[
-        str, text("description", 2000, required=False), Field(max_length=2000, json_schema_extra={"pattern": NO_NUL})
-    ] = ""
+    description: Annotated[str, text(2000)] = ""
 
 
 class EnvironmentVersionCreate(ApiModel):
@@ -256,8 +88,8 @@ class EvaluatorConfigCreate(ApiModel):
     """POST /evaluator-configs: an agent and how many attempts, steps and seconds each run gives it."""
 
     name: Name
-    attempt_count: Annotated[int, BeforeValidator(_attempt_count), Field(ge=1, le=8)]
-    max_steps: Annotated[int, integer("maxSteps", 1, 500), Field(ge=1, le=500)] = 30
+    attempt_count: Annotated[int, ATTEMPT_COUNT]
+    max_steps: Annotated[int, integer_from(1, 500)] = 30
     timeout_s: Annotated[
         float,
         BeforeValidator(_timeout_s),
@@ -269,123 +101,17 @@ class EvaluatorConfigCreate(ApiModel):
 class EvaluationRunCreate(ApiModel):
     """POST /evaluation-runs: run an evaluator configuration against an environment version."""
 
-    environment_version_id: Annotated[uuid.UUID, uuid_of("environmentVersionId"), REPORT_MISSING]
-    evaluator_config_id: Annotated[uuid.UUID, uuid_of("evaluatorConfigId"), REPORT_MISSING]
+    environment_version_id: Annotated[uuid.UUID, UUID_RULE, REPORT_MISSING]
+    evaluator_config_id: Annotated[uuid.UUID, UUID_RULE, REPORT_MISSING]
     attempt_count: Annotated[
-        Annotated[int, Field(ge=1, le=8)] | None,
-        BeforeValidator(_optional_attempt_count),
-        Field(description="Defaults to the configuration's attemptCount"),
+        int | None, ATTEMPT_COUNT, Field(description="Defaults to the configuration's attemptCount")
     ] = None
 
 
 class EvaluationRunReset(ApiModel):
     """POST /evaluation-runs/{runId}/reset: how the new run starts over."""
 
-    mode: Annotated[Literal["new_workspace", "new_world"], choice("mode", RESETS)]
-
-
-Reward = Annotated[float, WithJsonSchema({"type": "number", "minimum": 0, "maximum": 1})]
-StageKeys = Annotated[
-    tuple[str, ...],
-    WithJsonSchema({"type": "string", "pattern": f"^{STAGE_KEY}(,{STAGE_KEY}){{0,{MAX_STAGE_FILTERS - 1}}}$"}),
-]
-
-
-class TrialFilterQuery(ApiModel):
-    """The trial filters every filtered read takes (the trials list and explorer, rollout exports)."""
-
-    status: Annotated[TrialStatus | None, choice("status", TRIAL_STATUSES), Field(description="The trial's status")] = (
-        None
-    )
-    reward_band: Annotated[
-        RewardBand | None,
-        choice("rewardBand", REWARD_BANDS),
-        Field(description="failed: reward < 1; recovery: 0 < reward < 1; successful: reward = 1; unscored: none"),
-    ] = None
-    min_reward: Annotated[Reward | None, reward_bound("minReward"), Field(description="Reward at least")] = None
-    max_reward: Annotated[Reward | None, reward_bound("maxReward"), Field(description="Reward at most")] = None
-    failure_category: Annotated[
-        str | None,
-        BeforeValidator(_category),
-        # The pattern is documented only: the validator's refusal names the NUL.
-        Field(max_length=64, json_schema_extra={"pattern": NO_NUL}),
-    ] = None
-    stage_passed: Annotated[
-        StageKeys | None,
-        stage_keys("stagePassed"),
-        Field(description="Comma-separated stage_* keys the trial passed (value 1)"),
-    ] = None
-    stage_failed: Annotated[
-        StageKeys | None,
-        stage_keys("stageFailed"),
-        Field(description="Comma-separated stage_* keys the trial did not pass (a value below 1)"),
-    ] = None
-    environment_id: Annotated[uuid.UUID | None, uuid_of("environmentId")] = None
-    environment_version_id: Annotated[uuid.UUID | None, uuid_of("environmentVersionId")] = None
-    evaluator_config_id: Annotated[uuid.UUID | None, uuid_of("evaluatorConfigId")] = None
-    evaluation_run_id: Annotated[uuid.UUID | None, uuid_of("evaluationRunId")] = None
-    source: Annotated[
-        TrialSource | None,
-        choice("source", TRIAL_SOURCES),
-        Field(description="imported: written by an import (it has an externalId); worker: run by a worker"),
-    ] = None
-    finished_after: Annotated[
-        datetime | None, moment("finishedAfter"), Field(description="Finished at or after (UTC unless an offset)")
-    ] = None
-    finished_before: Annotated[
-        datetime | None, moment("finishedBefore"), Field(description="Finished before (UTC unless an offset)")
-    ] = None
-    q: Annotated[
-        str | None,
-        BeforeValidator(_search),
-        Field(
-            max_length=SEARCH_QUERY_CHARS,
-            description="Full-text search over the task, tool names, commands and arguments, observations, agent "
-            'messages and the log: words, "a phrase", prefix*, -excluded, or',
-            json_schema_extra={"pattern": NO_NUL},
-        ),
-    ] = None
-
-    task: Annotated[
-        str | None,
-        BeforeValidator(_task_key),
-        Field(
-            description="A task: the md5 of its task text (32 hex digits), as compare's `tasks[].task`",
-            json_schema_extra={"pattern": "^[0-9a-fA-F]{32}$"},
-        ),
-    ] = None
-
-    def filters(self) -> TrialFilters:
-        """The filters as the query builder takes them."""
-        return TrialFilters(
-            environment_id=self.environment_id,
-            environment_version_id=self.environment_version_id,
-            evaluation_run_id=self.evaluation_run_id,
-            failure_category=self.failure_category or None,
-            evaluator_config_id=self.evaluator_config_id,
-            status=self.status,
-            reward_band=self.reward_band,
-            min_reward=self.min_reward,
-            max_reward=self.max_reward,
-            stage_passed=self.stage_passed or (),
-            stage_failed=self.stage_failed or (),
-            source=self.source,
-            finished_after=self.finished_after,
-            finished_before=self.finished_before,
-            q=self.q or None,
-            task=self.task,
-        )
-
-
-class TrialListQuery(TrialFilterQuery):
-    """GET /trials: the filters, the order, and where the page starts."""
-
-    sort: Annotated[
-        TrialSort,
-        choice("sort", TRIAL_SORTS),
-        Field(description="failed: failures first, then newest; a key sorts ascending, -key descending"),
-    ] = "failed"
-    after: Annotated[uuid.UUID | None, uuid_of("after"), Field(description="The `next` of the previous page")] = None
+    mode: Annotated[Literal["new_workspace", "new_world"], one_of(*RESETS)]
 
 
 class RolloutExportQuery(TrialFilterQuery):
@@ -393,29 +119,14 @@ class RolloutExportQuery(TrialFilterQuery):
 
     kind: Annotated[
         RolloutExportKind,
-        choice("kind", EXPORT_KINDS),
+        one_of(*EXPORT_KINDS),
         Field(description="Which rollouts, or preference pairs of them"),
     ] = "all"
-    format: Annotated[RolloutExportFormat, choice("format", EXPORT_FORMATS), Field(description="Line format")] = (
-        "atif-shaped"
-    )
+    format: Annotated[RolloutExportFormat, one_of(*EXPORT_FORMATS), Field(description="Line format")] = "atif-shaped"
     after: Annotated[
         uuid.UUID | None,
-        uuid_of("after"),
+        UUID_RULE,
         Field(description="The X-Next-Cursor of an earlier export: only rollouts committed since"),
-    ] = None
-
-
-class CompareQuery(ApiModel):
-    """GET /compare: two sides, each a run or an environment version (optionally narrowed to one evaluator)."""
-
-    a: Annotated[uuid.UUID, uuid_of("a"), REPORT_MISSING, Field(description="A run id or an environment version id")]
-    b: Annotated[uuid.UUID, uuid_of("b"), REPORT_MISSING, Field(description="A run id or an environment version id")]
-    a_evaluator_config_id: Annotated[
-        uuid.UUID | None, uuid_of("aEvaluatorConfigId"), Field(description="Narrow version side A to one evaluator")
-    ] = None
-    b_evaluator_config_id: Annotated[
-        uuid.UUID | None, uuid_of("bEvaluatorConfigId"), Field(description="Narrow version side B to one evaluator")
     ] = None
 
 
@@ -703,23 +414,6 @@ class TrajectoryArtifact(BaseModel):
 def validated(model: type[M], data: Any, **context: Any) -> M:
     """`data` as `model`, or answer 400 naming the first bad field the way the rest of the API does."""
     try:
-        return model.model_validate(data, context=context)
-    except ValidationError as error:
-        raise _api_error(model, error.errors()[0]) from error
-
-
-def _api_error(model: type[ApiModel], first: Any) -> ApiError:
-    name = str(first["loc"][0]) if first["loc"] else "body"
-    field = next((f for key, f in model.model_fields.items() if name in (key, f.alias)), None)
-    if first["type"] == "missing" and field is not None:
-        if REPORT_MISSING in field.metadata:
-            return ApiError(400, f"missing {name}", f"{name} is required")
-        checks: list[Callable[..., Any]] = [m.func for m in field.metadata if isinstance(m, BeforeValidator)]
-        try:
-            for check in checks:
-                check(None)
-        except PydanticCustomError as refused:
-            return _api_error(model, {"loc": (name,), "type": "api", "msg": refused.message(), "ctx": refused.context})
-        return ApiError(400, f"missing {name}", f"{name} is required")
-    extra = {"valid": first["ctx"]["valid"]} if "valid" in (first.get("ctx") or {}) else {}
-    return ApiError(400, f"invalid {name}", first["msg"], **extra)
+        return parse(model, data, **context)
+    except Invalid as error:
+        raise ApiError(error.status, error.error, error.detail, **error.extra) from error

@@ -1,0 +1,221 @@
+"""The trial filters, declared once: each one's query-string name, TrialFilters field, rule, documentation and chip.
+
+From `TRIAL_FILTERS` come the query model every filtered read takes (`TrialFilterQuery`: the trials explorer
+page, GET /api/v1/trials, GET /api/v1/rollouts), its `filters()` (the queries.filters.TrialFilters the one query
+builder takes), the explorer's `FILTER_PARAMS` and its removable chips.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field, WithJsonSchema, create_model
+
+from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
+from domain.rules import MOMENT, REWARD, UUID_RULE, Rule, hex_key, one_of, stage_keys, text
+from domain.vocabulary import TRIAL_STATUSES, TrialStatus
+from queries.filters import MAX_STAGE_FILTERS, REWARD_BANDS, TRIAL_SOURCES, RewardBand, TrialFilters, TrialSource
+from queries.search import SEARCH_QUERY_CHARS
+from queries.trials import TRIAL_SORTS, ExplorerChoices, TrialSort
+from web.validation import QueryModel
+
+BAND_LABELS = {
+    "failed": "failed (reward < 1)",
+    "recovery": "recovery (0 < reward < 1)",
+    "successful": "successful (reward = 1)",
+    "unscored": "unscored",
+}
+Chip = Callable[[str, ExplorerChoices], str]  # a filter's value (one key of a list) → its chip's label
+
+
+@dataclass(frozen=True)
+class TrialFilter:
+    """One filter: its query-string name, TrialFilters field, the type it holds, its rule, its documentation, its
+    chip's label, and whether it is a comma-separated list (one chip per key)."""
+
+    name: str
+    field: str
+    type: Any
+    rule: Rule
+    description: str | None
+    chip: Chip
+    listed: bool = False
+
+
+def _named(choices: list[Any], value: str) -> str:
+    return next((choice.label for choice in choices if choice.value == value), value)
+
+
+StageKeys = Annotated[tuple[str, ...], WithJsonSchema({"type": "string"})]
+STAGE_KEYS = stage_keys(STAGE_KEY_CHARS, MAX_STAGE_FILTERS)
+
+# In the order the explorer's chips show them (docs/dashboard.md, Trial filters).
+TRIAL_FILTERS = (
+    TrialFilter(
+        "q",
+        "q",
+        str,
+        text(SEARCH_QUERY_CHARS, what="a search"),
+        "Full-text search over the task, tool names, commands and arguments, observations, agent messages and the "
+        'log: words, "a phrase", prefix*, -excluded, or',
+        lambda v, _: f"search: {v}",
+    ),
+    TrialFilter(
+        "status", "status", TrialStatus, one_of(*TRIAL_STATUSES), "The trial's status", lambda v, _: f"status: {v}"
+    ),
+    TrialFilter(
+        "rewardBand",
+        "reward_band",
+        RewardBand,
+        one_of(*REWARD_BANDS),
+        "failed: reward < 1; recovery: 0 < reward < 1; successful: reward = 1; unscored: none",
+        lambda v, _: f"reward: {BAND_LABELS.get(v, v)}",
+    ),
+    TrialFilter("minReward", "min_reward", float, REWARD, "Reward at least", lambda v, _: f"reward ≥ {v}"),
+    TrialFilter("maxReward", "max_reward", float, REWARD, "Reward at most", lambda v, _: f"reward ≤ {v}"),
+    TrialFilter(
+        "failureCategory",
+        "failure_category",
+        str,
+        text(FAILURE_CATEGORY_CHARS),
+        "The trial's failure category",
+        lambda v, _: f"category: {v}",
+    ),
+    TrialFilter(
+        "stagePassed",
+        "stage_passed",
+        StageKeys,
+        STAGE_KEYS,
+        "Comma-separated stage_* keys the trial passed (value 1)",
+        lambda v, _: f"{v} passed",
+        listed=True,
+    ),
+    TrialFilter(
+        "stageFailed",
+        "stage_failed",
+        StageKeys,
+        STAGE_KEYS,
+        "Comma-separated stage_* keys the trial did not pass (a value below 1)",
+        lambda v, _: f"{v} failed",
+        listed=True,
+    ),
+    TrialFilter(
+        "environmentId",
+        "environment_id",
+        uuid.UUID,
+        UUID_RULE,
+        None,
+        lambda v, c: f"environment: {_named(c.environments, v)}",
+    ),
+    TrialFilter(
+        "environmentVersionId",
+        "environment_version_id",
+        uuid.UUID,
+        UUID_RULE,
+        None,
+        lambda v, c: f"version: {_named(c.versions, v)}",
+    ),
+    TrialFilter(
+        "evaluatorConfigId",
+        "evaluator_config_id",
+        uuid.UUID,
+        UUID_RULE,
+        None,
+        lambda v, c: f"evaluator: {_named(c.evaluators, v)}",
+    ),
+    TrialFilter("evaluationRunId", "evaluation_run_id", uuid.UUID, UUID_RULE, None, lambda v, _: f"run {v[-6:]}"),
+    TrialFilter(
+        "source",
+        "source",
+        TrialSource,
+        one_of(*TRIAL_SOURCES),
+        "imported: written by an import (it has an externalId); worker: run by a worker",
+        lambda v, _: "imported trials" if v == "imported" else "trials run by workers",
+    ),
+    TrialFilter(
+        "finishedAfter",
+        "finished_after",
+        datetime,
+        MOMENT,
+        "Finished at or after (UTC unless an offset)",
+        lambda v, _: f"finished from {v}",
+    ),
+    TrialFilter(
+        "finishedBefore",
+        "finished_before",
+        datetime,
+        MOMENT,
+        "Finished before (UTC unless an offset)",
+        lambda v, _: f"finished before {v}",
+    ),
+    TrialFilter(
+        "task",
+        "task",
+        str,
+        hex_key(32, "must be a task key (the md5 of the task text: 32 hex digits)"),
+        "A task: the md5 of its task text (32 hex digits), as compare's `tasks[].task`",
+        lambda v, _: f"task {v[:8]}",
+    ),
+)
+FILTER_PARAMS = tuple(f.name for f in TRIAL_FILTERS)
+FILTER_BY_NAME = {f.name: f for f in TRIAL_FILTERS}
+if {f.field for f in TRIAL_FILTERS} != {f.name for f in fields(TrialFilters)}:  # pragma: no cover (a coding slip)
+    raise RuntimeError("TRIAL_FILTERS and queries.filters.TrialFilters name different filters")
+
+
+def _filter_field(spec: TrialFilter) -> Any:
+    return (Annotated[spec.type | None, spec.rule, Field(alias=spec.name, description=spec.description)], None)
+
+
+_FilterFields: Any = create_model(  # the fields of TRIAL_FILTERS, in their order
+    "TrialFilterFields", __base__=QueryModel, **{spec.field: _filter_field(spec) for spec in TRIAL_FILTERS}
+)
+
+
+class TrialFilterQuery(_FilterFields):
+    """The trial filters every filtered read takes (the trials list and explorer, rollout exports)."""
+
+    def filters(self) -> TrialFilters:
+        """The filters as the query builder takes them (an empty value is no filter)."""
+        given = {spec.field: getattr(self, spec.field) for spec in TRIAL_FILTERS}
+        return TrialFilters(**{name: value for name, value in given.items() if value not in (None, "", ())})
+
+
+SORT_HELP = "failed: failures first, then newest; a key sorts ascending, -key descending"
+
+
+class TrialListQuery(TrialFilterQuery):
+    """GET /trials: the filters, the order, and where the page starts."""
+
+    sort: Annotated[TrialSort, one_of(*TRIAL_SORTS), Field(description=SORT_HELP)] = "failed"
+    after: Annotated[uuid.UUID | None, UUID_RULE, Field(description="The `next` of the previous page")] = None
+
+
+@dataclass(frozen=True)
+class FilterChip:
+    """An active filter (one key of a list filter), and the parameters without it."""
+
+    label: str
+    without: dict[str, str]
+
+
+def filter_chips(args: dict[str, str], choices: ExplorerChoices, kept: tuple[str, ...] = ("sort",)) -> list[FilterChip]:
+    """One removable chip per active filter (per key of a list filter), in TRIAL_FILTERS' order; `without` keeps
+    the other filters and the `kept` parameters."""
+    given = {name: value for name, value in args.items() if name in FILTER_BY_NAME or name in kept}
+    found = []
+    for spec in TRIAL_FILTERS:
+        if spec.name not in given:
+            continue
+        values = given[spec.name].split(",") if spec.listed else [given[spec.name]]
+        for value in values:
+            rest = [v for v in values if v != value]
+            without = {k: v for k, v in given.items() if k != spec.name}
+            if rest:
+                without[spec.name] = ",".join(rest)
+            found.append(FilterChip(spec.chip(value, choices), without))
+    return found
