@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from domain.outcome import EXPLANATIONS_KEY, VERIFIER_EXPLANATION
-from domain.trajectory import structured
+from domain.trajectory import Step, structured
 from queries.conditions import Conditions
 from queries.filters import FAILED_RANK, TrialFilters
 from queries.runs import stages_of, version_stages_passed_sql
@@ -34,7 +34,7 @@ class TrialDetail:
     seed: int
     task: str
     log: str
-    steps: list[dict[str, Any]]
+    steps: list[Step]
     artifact_id: uuid.UUID | None
     artifact_filename: str | None
     run_id: uuid.UUID

@@ -9,10 +9,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
+from domain.trajectory import Step, ToolResult, message_step, structured, tool_step
+from domain.trajectory import ToolCall as ToolCallRecord
 from importers.ingest import ingest, parse_trial
-from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from models import EnvironmentVersion, EvaluatorConfig
 from tests.factories import make_catalog
 from worker import trial as trial_module
 from worker.agents.base import Agent, Event, Finish, ToolCall
@@ -121,8 +125,10 @@ def test_the_worker_records_the_steps_and_artifact_it_recorded_before_steps_were
         version = session.get_one(EnvironmentVersion, (org.id, catalog.version_id))
         config = session.get_one(EvaluatorConfig, (org.id, catalog.config_id))
         run = enqueue_run(session, version, config)
-        ids = {name: record_trial(session, run, number, number, outcome).id
-               for number, (name, outcome) in enumerate(outcomes.items(), start=1)}
+        ids = {
+            name: record_trial(session, run, number, number, outcome).id
+            for number, (name, outcome) in enumerate(outcomes.items(), start=1)
+        }
     recorded = {name: stored(database, org.id, trial_id) for name, trial_id in ids.items()}
     assert recorded == json.loads(EXPECTED.read_text())
 
@@ -154,3 +160,110 @@ def test_imports_record_the_steps_and_artifact_they_recorded_before_steps_were_t
         ids = dict(session.execute(text("SELECT external_id, id FROM evaluation_trials")).all())
     recorded = {name: stored(database, org.id, trial_id) for name, trial_id in sorted(ids.items())}
     assert recorded == json.loads((FIXTURES / "imported-steps.json").read_text())
+
+
+# Step.from_stored / to_stored over every shape stored today, and over what no writer writes (hand-written rows).
+JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+JSON = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
+TEXT = st.text(max_size=12)
+CONTENT = TEXT | st.lists(
+    st.fixed_dictionaries({"type": st.sampled_from(["text", "image"])}, optional={"text": TEXT, "mimeType": TEXT}),
+    max_size=3,
+)
+NUMBER = st.integers(min_value=0, max_value=10**6) | st.floats(min_value=0, max_value=1e6)
+CALL = st.builds(
+    lambda i, name, arguments: {"id": i, "name": name, "arguments": arguments},
+    TEXT,
+    TEXT,
+    st.dictionaries(TEXT, JSON, max_size=3),
+)
+RESULT = st.builds(  # a result linked to its call (an id, or null: ATIF's), or not (an environment's)
+    lambda linked, call_id, content: ({"callId": call_id} if linked else {}) | {"content": content},
+    st.booleans(),
+    TEXT | st.none(),
+    CONTENT,
+)
+OPTIONAL = {  # the structured record's keys, in the order the builders write them
+    "source": st.sampled_from(["agent", "environment", "user", "system"]),
+    "toolCalls": st.lists(CALL, max_size=3),
+    "results": st.lists(RESULT, max_size=3),
+    "message": CONTENT,
+    "reasoning": TEXT,
+    "startedAt": TEXT,
+    "durationMs": NUMBER,
+    "tokens": st.dictionaries(st.sampled_from(["prompt", "completion", "cached"]), st.integers(0, 10**6)),
+    "latencyMs": NUMBER,
+    "extra": st.dictionaries(TEXT, JSON, max_size=3),
+}
+
+
+@st.composite
+def stored_steps(draw, odd: bool = False) -> dict[str, Any]:
+    """A step as stored: the seed's four fields, then any of the record's keys in the order they are written;
+    `odd`: any key may hold any JSON (null, another type), seed fields may be missing, unknown keys follow."""
+    stored: dict[str, Any] = {}
+    seed = {"step": st.integers(1, 500), "tool": TEXT | st.none(), "command": TEXT, "observation": TEXT}
+    for key, values in [*seed.items(), *OPTIONAL.items()]:
+        if key in seed and not (odd and draw(st.booleans())):
+            stored[key] = draw(values)
+        elif draw(st.booleans()):
+            stored[key] = draw(JSON if odd and draw(st.booleans()) else values)
+    if odd:
+        stored |= draw(st.dictionaries(TEXT.filter(lambda key: key not in stored), JSON, max_size=3))
+    return stored
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored_steps())
+def test_every_stored_step_shape_round_trips_in_order(stored):
+    step = Step.from_stored(stored)
+    assert json.dumps(step.to_stored()) == json.dumps(stored)  # the same keys, values and order
+    assert Step.from_stored(step.to_stored()) == step
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored_steps(odd=True))
+def test_any_step_dict_round_trips_keeping_what_no_field_holds(stored):
+    step = Step.from_stored(stored)
+    assert step.to_stored() == stored
+    unknown = set(stored) - {key for key, _, _ in Step.FIELDS}
+    assert unknown <= set(step.other)
+
+
+@settings(max_examples=100, deadline=None)
+@given(JSON)
+def test_a_stored_step_with_any_calls_and_results_round_trips(value):
+    stored = {"step": 1, "tool": "t", "command": "c", "observation": "o", "toolCalls": [{"x": value}], "results": value}
+    assert Step.from_stored(stored).to_stored() == stored
+
+
+def test_the_step_builders_write_what_from_stored_reads():
+    built = tool_step(3, "git_add", {"files": ["a"]}, "Added a", call_id="c", message="m", tokens={"prompt": 1})
+    stored = built.to_stored()
+    assert list(stored) == [
+        "step",
+        "tool",
+        "command",
+        "observation",
+        "source",
+        "toolCalls",
+        "results",
+        "message",
+        "tokens",
+    ]
+    again = Step.from_stored(stored)
+    assert (again.tool_calls, again.results) == (built.tool_calls, built.results)
+    assert again.tool_calls == (ToolCallRecord(id="c", name="git_add", arguments={"files": ["a"]}),)
+    assert message_step(4, None).to_stored() == {
+        "step": 4,
+        "tool": None,
+        "command": "",
+        "observation": "",
+        "source": "agent",
+    }
+    handshake = structured({"step": 1, "tool": "mcp", "command": "initialize", "observation": "ok"})
+    assert handshake.source == "environment" and handshake.results == (ToolResult(content="ok"),)
