@@ -82,26 +82,18 @@ def frozen_trial(monkeypatch):
 
 def worker_outcomes(monkeypatch) -> dict[str, Any]:
     """Trials as the worker runs them: the built-in scripted agent, and the talking agent."""
-    outcomes = {}
-    for name, skill in (("scripted-perfect", 1.0), ("scripted-clumsy", 0.3)):
-        outcomes[name] = run_trial(
-            {"kind": "builtin", "environment": "admin-console", "params": {}},
-            {"kind": "scripted", "skill": skill},
-            world_seed=7,
-            seed=11,
-            max_steps=8,
-            timeout_s=30,
-        )
+
+    def shop_trial(agent: dict[str, Any]) -> Any:
+        shop = {"kind": "builtin", "environment": "admin-console", "params": {}}
+        return run_trial(shop, agent, world_seed=7, seed=11, max_steps=8, timeout_s=30)
+
+    outcomes = {
+        name: shop_trial({"kind": "scripted", "skill": skill})
+        for name, skill in (("scripted-perfect", 1.0), ("scripted-clumsy", 0.3))
+    }
     with monkeypatch.context() as patch:
         patch.setattr(trial_module.agents, "load", lambda *args, **kwargs: TalkingAgent())
-        outcomes["talking"] = run_trial(
-            {"kind": "builtin", "environment": "admin-console", "params": {}},
-            AGENT,
-            world_seed=7,
-            seed=11,
-            max_steps=8,
-            timeout_s=30,
-        )
+        outcomes["talking"] = shop_trial(AGENT)
     return outcomes
 
 
