@@ -183,7 +183,7 @@ def measure_recording(database: Database, org_id: uuid.UUID, version_id: uuid.UU
                 trajectory_artifact_id=artifact_id,
                 log_excerpt=outcome.log,
                 task=outcome.task,
-                steps=outcome.steps,
+                steps=outcome.stored_steps(),
                 tools=outcome.tools,
                 started_at=datetime.now(UTC),
                 finished_at=datetime.now(UTC),

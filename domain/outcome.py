@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.vocabulary import TrialStatus
+
+if TYPE_CHECKING:  # domain.trajectory caps with this module's rules
+    from domain.trajectory import Step
 
 LOG_CAP_CHARS = 16 * 1024
 OBSERVATION_CAP_CHARS = 16 * 1024  # a 9 KB JSON observation stays whole, so the trial page can show it as a tree
@@ -49,7 +52,7 @@ class TrialOutcome:
     reward: float | None
     failure_category: str | None
     stages: dict[str, float]
-    steps: list[dict[str, Any]]
+    steps: list[Step]
     log: str
     started_at: datetime
     task: str = ""
@@ -70,6 +73,12 @@ class TrialOutcome:
         }
         return {**self.stages, **({EXPLANATIONS_KEY: said} if said else {})}
 
-    def artifact_document(self) -> dict[str, Any]:
-        """Return trial-{n}-trajectory.json: schemaVersion, the truncated log, the steps as a JSON string."""
-        return {"schemaVersion": 1, "log": self.log, "trajectory": json.dumps({"steps": self.steps})}
+    def stored_steps(self) -> list[dict[str, Any]]:
+        """The steps as they are stored (Step.to_stored)."""
+        return [step.to_stored() for step in self.steps]
+
+    def artifact_document(self, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Return trial-{n}-trajectory.json: schemaVersion, the truncated log, the steps as a JSON string (`steps`:
+        the stored steps to write, when the caller has made them storable; else this outcome's)."""
+        stored = self.stored_steps() if steps is None else steps
+        return {"schemaVersion": 1, "log": self.log, "trajectory": json.dumps({"steps": stored})}

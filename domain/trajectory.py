@@ -17,13 +17,19 @@ says so: the openai-chat agent does), `tokens` what that turn used.
 (the environment or harness acting on its own: an MCP server's `initialize`
 and `tools/list`), "user" (the task given mid-trajectory) or "system" (a
 system prompt). Exports (ATIF, TRL) read these fields, never the command text.
+
+In Python a step is a `Step` (its calls `ToolCall`, its results `ToolResult`): the builders below return one, the
+worker and the importers record them, and every reader gets them from `Step.from_stored` (or `structured`, which
+also reads a seed-shaped step once). `to_stored()` gives the JSON back, key for key and in the order written.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal
 
 from domain.json_depth import loads, rebuild
 from domain.outcome import OBSERVATION_CAP_CHARS, truncate
@@ -92,6 +98,184 @@ def cap_content(content: Content, budget: int = OBSERVATION_CAP_CHARS) -> Conten
     return kept
 
 
+# The stored form's keys, in the order a step is written: the seed's four (always written), then the structured
+# record's (written when known).
+SEED_KEYS = ("step", "tool", "command", "observation")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _is_content(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(part, dict) for part in value))
+
+
+def _are_objects(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def _split(stored: dict[str, Any], fields: tuple[tuple[str, str, Callable[[Any], bool]], ...]) -> dict[str, Any]:
+    """The constructor arguments of a record from its stored form: each known key whose value has its type goes
+    to its field; every other key (unknown ones, known ones holding null or another type) to `other`, as stored."""
+    known = {key: (name, fits) for key, name, fits in fields}
+    typed: dict[str, Any] = {}
+    other: dict[str, Any] = {}
+    for key, value in stored.items():
+        name, fits = known.get(key, ("", None))
+        if fits is not None and fits(value):
+            typed[name] = value
+        else:
+            other[key] = value
+    return {**typed, "other": other}
+
+
+def _join(
+    record: Any, fields: tuple[tuple[str, str, Callable[[Any], bool]], ...], always: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The stored form of a record: its known keys in their order (a field's value, else what `other` keeps under
+    the key; a key in `always` is written even when its field is None), then the rest of `other` in its order."""
+    stored: dict[str, Any] = {}
+    for key, name, _ in fields:
+        if key in record.other:
+            stored[key] = record.other[key]
+        elif (value := getattr(record, name)) is not None or key in always:
+            stored[key] = value
+    return stored | {key: value for key, value in record.other.items() if key not in stored}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCall:
+    """A call of a tool: its id, the real tool name, the JSON arguments; `other` keeps any other key as stored."""
+
+    id: str | None = None
+    name: str | None = None
+    arguments: dict[str, Any] | None = None
+    other: Mapping[str, Any] = field(default_factory=dict)
+
+    FIELDS: ClassVar = (("id", "id", _is_str), ("name", "name", _is_str), ("arguments", "arguments", _is_object))
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> ToolCall:
+        return cls(**_split(stored, cls.FIELDS))
+
+    def to_stored(self) -> dict[str, Any]:
+        return _join(self, self.FIELDS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResult:
+    """What came back: the content (text or parts) and the id of the call it answers (None: linked to none)."""
+
+    call_id: str | None = None
+    content: Content | None = None
+    other: Mapping[str, Any] = field(default_factory=dict)
+
+    FIELDS: ClassVar = (("callId", "call_id", _is_str), ("content", "content", _is_content))
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> ToolResult:
+        return cls(**_split(stored, cls.FIELDS))
+
+    def to_stored(self) -> dict[str, Any]:
+        return _join(self, self.FIELDS)
+
+    @property
+    def text(self) -> str:
+        """The content as text (see content_text)."""
+        return content_text(self.content)
+
+
+def _calls(stored: list[dict[str, Any]]) -> tuple[ToolCall, ...]:
+    return tuple(ToolCall.from_stored(call) for call in stored)
+
+
+def _results(stored: list[dict[str, Any]]) -> tuple[ToolResult, ...]:
+    return tuple(ToolResult.from_stored(result) for result in stored)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One step of a trajectory, typed: the seed's four fields and the structured record (see the module's text).
+
+    `Step.from_stored(d).to_stored() == d` for every dict `d` with string keys: a field holds a stored value only
+    when it has the field's type; null, another type, and every key this class does not know are kept in `other`
+    as stored (imported data keeps what it said), and `missing` names the seed's fields the dict did not have.
+    to_stored writes the keys in the order the builders below always wrote them, the rest of `other` after them.
+    """
+
+    number: int = 0
+    tool: str | None = None
+    command: str = ""
+    observation: str = ""
+    source: str | None = None  # a StepSource; None: a seed-shaped step (read it through `structured`)
+    tool_calls: tuple[ToolCall, ...] | None = None
+    results: tuple[ToolResult, ...] | None = None
+    message: Content | None = None
+    reasoning: str | None = None
+    started_at: str | None = None
+    duration_ms: float | None = None
+    tokens: dict[str, Any] | None = None
+    latency_ms: float | None = None
+    extra: dict[str, Any] | None = None  # what a writer keeps beside the record (serverInfo, the tools listed, model)
+    other: Mapping[str, Any] = field(default_factory=dict)
+    missing: frozenset[str] = frozenset()
+
+    FIELDS: ClassVar = (
+        ("step", "number", _is_int),
+        ("tool", "tool", _is_str),
+        ("command", "command", _is_str),
+        ("observation", "observation", _is_str),
+        ("source", "source", _is_str),
+        ("toolCalls", "tool_calls", _are_objects),
+        ("results", "results", _are_objects),
+        ("message", "message", _is_content),
+        ("reasoning", "reasoning", _is_str),
+        ("startedAt", "started_at", _is_str),
+        ("durationMs", "duration_ms", _is_number),
+        ("tokens", "tokens", _is_object),
+        ("latencyMs", "latency_ms", _is_number),
+        ("extra", "extra", _is_object),
+    )
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> Step:
+        """A step as stored (a row's `steps` element, an artifact's, an import's) typed; see the class's text."""
+        fields = _split(stored, cls.FIELDS)
+        if "tool_calls" in fields:
+            fields["tool_calls"] = _calls(fields["tool_calls"])
+        if "results" in fields:
+            fields["results"] = _results(fields["results"])
+        return cls(**fields, missing=frozenset(key for key in SEED_KEYS if key not in stored))
+
+    def to_stored(self) -> dict[str, Any]:
+        """The step as it is stored: JSON-ready, the same dict from_stored read."""
+        typed = replace(
+            self,
+            tool_calls=None,
+            results=None,
+            other={
+                **({"toolCalls": [c.to_stored() for c in self.tool_calls]} if self.tool_calls is not None else {}),
+                **({"results": [r.to_stored() for r in self.results]} if self.results is not None else {}),
+                **self.other,
+            },
+        )
+        stored = _join(typed, self.FIELDS, always=SEED_KEYS)
+        return {key: value for key, value in stored.items() if key not in self.missing}
+
+
 def step(
     number: int,
     *,
@@ -107,33 +291,30 @@ def step(
     tokens: dict[str, int] | None = None,
     latency_ms: float | None = None,
     extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Step:
     """One step: the seed's four fields plus what is known of the structured record (unknown fields left out).
 
     `calls` are `{"id", "name", "arguments"}`, `results` `{"callId"?, "content"}` (content capped here).
     """
     capped = [{**r, "content": cap_content(r.get("content") or "")} for r in results or []]
-    record: dict[str, Any] = {
-        "step": number,
-        "tool": tool,
-        "command": command,
-        "observation": truncate(
+    return Step(
+        number=number,
+        tool=tool,
+        command=command,
+        observation=truncate(
             "\n".join(content_text(r.get("content")) for r in results or []), OBSERVATION_CAP_CHARS, "observation"
         ),
-        "source": source,
-    }
-    optional = {
-        "toolCalls": calls or None,
-        "results": capped or None,
-        "message": message or None,
-        "reasoning": reasoning or None,
-        "startedAt": started_at,
-        "durationMs": duration_ms,
-        "tokens": tokens or None,
-        "latencyMs": latency_ms,
-        "extra": extra or None,
-    }
-    return record | {key: value for key, value in optional.items() if value is not None}
+        source=source,
+        tool_calls=_calls(calls) if calls else None,
+        results=_results(capped) if capped else None,
+        message=message or None,
+        reasoning=reasoning or None,
+        started_at=started_at,
+        duration_ms=duration_ms,
+        tokens=tokens or None,
+        latency_ms=latency_ms,
+        extra=extra or None,
+    )
 
 
 def tool_step(
@@ -144,7 +325,7 @@ def tool_step(
     *,
     call_id: str | None = None,
     **more: Any,
-) -> dict[str, Any]:
+) -> Step:
     """An agent's tool call and its result: filed under the real tool name, arguments kept as JSON."""
     call_id = call_id or f"call_{number}"
     return step(
@@ -158,17 +339,17 @@ def tool_step(
     )
 
 
-def message_step(number: int, message: Content | None, **more: Any) -> dict[str, Any]:
+def message_step(number: int, message: Content | None, **more: Any) -> Step:
     """The agent speaking without calling a tool (e.g. its closing words); `tool` is null, `command` empty."""
     return step(number, source="agent", message=message, **more)
 
 
-def environment_step(number: int, command: str, content: Content, *, tool: str = "mcp", **more: Any) -> dict[str, Any]:
+def environment_step(number: int, command: str, content: Content, *, tool: str = "mcp", **more: Any) -> Step:
     """The environment acting on its own (an MCP handshake: tool "mcp", command "initialize" or "tools/list")."""
     return step(number, source="environment", tool=tool, command=command, results=[{"content": content}], **more)
 
 
-def structured(record: dict[str, Any]) -> dict[str, Any]:
+def structured(record: dict[str, Any]) -> Step:
     """A step in the structured form; a seed-shaped step (`step, tool, command, observation` only) is read once.
 
     A seed-shaped step's command is `<tool> <JSON arguments>`; steps filed under "mcp" name the real tool first
@@ -176,7 +357,7 @@ def structured(record: dict[str, Any]) -> dict[str, Any]:
     command string is parsed: at the boundary where such steps come in (ingest, steps stored before this form).
     """
     if "source" in record:
-        return record
+        return Step.from_stored(record)
     tool, command = record.get("tool") or "", record.get("command") or ""
     observation = record.get("observation", "")
     if tool == "mcp" and command in ("initialize", "tools/list"):
@@ -191,7 +372,7 @@ def structured(record: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(arguments, dict):
         arguments = {"input": arguments}
     capped = truncate(observation, OBSERVATION_CAP_CHARS, "observation")
-    return {**tool_step(record["step"], tool, arguments, observation), "command": command, "observation": capped}
+    return replace(tool_step(record["step"], tool, arguments, observation), command=command, observation=capped)
 
 
 SEARCH_TEXT_CHARS = 200_000  # as migration 0018's trial_search_vector: no trial exceeds tsvector's 1 MB limit

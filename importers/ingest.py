@@ -30,7 +30,7 @@ from domain.outcome import (
 from domain.rules import MOMENT, REWARD, integer_from
 from domain.secret_env import hidden_env_names, resubmitted_mask
 from domain.specs import spec_sha256, validate_spec
-from domain.trajectory import Content, command_text, step, structured
+from domain.trajectory import Content, Step, command_text, step, structured
 from models.environments import MAX_ATTEMPTS, Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import EvaluationTrial
 from writes.environments import create_environment, create_environment_version, create_evaluator_config
@@ -115,7 +115,7 @@ class ParsedTrial:
     line: int
     trial: IngestTrial
     spec: dict[str, Any]
-    steps: list[dict[str, Any]]
+    steps: list[Step]
     atif: dict[str, Any] | None
     task: str
 
@@ -127,7 +127,7 @@ def _content(value: Any) -> Content | None:
     return [part.model_dump(mode="json", exclude_none=True) for part in value]
 
 
-def atif_step(number: int, atif: Any) -> dict[str, Any]:
+def atif_step(number: int, atif: Any) -> Step:
     """One ATIF step (an `atif.Step`) as a structured step: nothing it says is dropped.
 
     Every observation result is kept (with its `source_call_id` as the call id, or none), the message and
@@ -168,7 +168,7 @@ def atif_step(number: int, atif: Any) -> dict[str, Any]:
     )
 
 
-def steps_from_atif(document: dict[str, Any], line: int) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+def steps_from_atif(document: dict[str, Any], line: int) -> tuple[list[Step], str, dict[str, Any]]:
     """Validate an ATIF trajectory; return every step as a structured step, the task, and the document."""
     try:
         trajectory = Trajectory.model_validate(document)
@@ -199,7 +199,7 @@ def parse_trial(raw: Any, line: int) -> ParsedTrial:
         raise IngestError(line, "environment.spec", str(error)) from error
     if hidden_env_names(spec):
         raise IngestError(line, "environment.spec", resubmitted_mask("spec", hidden_env_names(spec)))
-    steps: list[dict[str, Any]] = []
+    steps: list[Step] = []
     task, atif = trial.task, None
     if isinstance(trial.trajectory, dict) and "schema_version" in trial.trajectory:
         steps, atif_task, atif = steps_from_atif(trial.trajectory, line)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from domain.accounts import token_digest
 from models.accounts import Membership, Organization, User
+from queries.rows import all_by_name
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,15 @@ class MemberRow:
 def list_members(session: Session) -> list[MemberRow]:
     """Every member of the session's organization, by email."""
     rows = session.execute(
-        select(Membership.id, User.id, User.email, User.name, Membership.role, Membership.created_at)
+        select(
+            Membership.id.label("membership_id"),
+            User.id.label("user_id"),
+            User.email,
+            User.name,
+            Membership.role,
+            Membership.created_at.label("joined_at"),
+        )
         .join(User, User.id == Membership.user_id)
         .order_by(User.email)
     )
-    return [MemberRow(*row) for row in rows]
+    return all_by_name(MemberRow, rows)

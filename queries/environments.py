@@ -21,6 +21,7 @@ from domain.agents import ran_elsewhere as agent_ran_elsewhere
 from domain.secret_env import open_env, row_name
 from domain.specs import ran_elsewhere as spec_ran_elsewhere
 from models import Environment, EnvironmentVersion, EvaluatorConfig
+from queries.rows import all_by_name
 from queries.runs import run_label_sql
 
 PAGE_SIZE = 50
@@ -228,12 +229,12 @@ class EnvironmentDetail:
 
 VERSIONS = text(
     """
-    SELECT v.id, v.version, v.spec, v.spec_sha256, v.created_at, coalesce(s.runs, 0), coalesce(s.trials, 0),
-           s.reward_sum / nullif(s.scored, 0),
+    SELECT v.id, v.version, v.spec, v.spec_sha256, v.created_at, coalesce(s.runs, 0) AS runs,
+           coalesce(s.trials, 0) AS trials, s.reward_sum / nullif(s.scored, 0) AS mean_reward,
            (SELECT er.pass_at_k FROM evaluation_runs er
             WHERE er.organization_id = v.organization_id AND er.environment_version_id = v.id
               AND er.status = 'completed'
-            ORDER BY er.created_at DESC, er.id DESC LIMIT 1)
+            ORDER BY er.created_at DESC, er.id DESC LIMIT 1) AS pass_at_k
     FROM environment_versions v
     LEFT JOIN environment_version_stats s ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
     WHERE v.organization_id = :org AND v.environment_id = :environment_id
@@ -245,8 +246,8 @@ VERSIONS = text(
 # overall; `before` pages back by (created_at, id).
 RECENT_RUNS = text(
     f"""
-    SELECT r.id, {run_label_sql()}, v.version, c.name, r.attempt_count, r.reset_mode, r.status,
-           (r.pass_at_k ->> '1')::float8, r.mean_reward, r.created_at
+    SELECT r.id, {run_label_sql()} AS label, v.version, c.name AS evaluator_name, r.attempt_count, r.reset_mode,
+           r.status, (r.pass_at_k ->> '1')::float8 AS pass_at_1, r.mean_reward, r.created_at
     FROM environment_versions v
     CROSS JOIN LATERAL (
         SELECT * FROM evaluation_runs er
@@ -272,9 +273,7 @@ def environment_detail(
     if environment is None:
         return None
     org = environment.organization_id
-    versions = [
-        VersionSummary(*row) for row in session.execute(VERSIONS, {"org": org, "environment_id": environment.id})
-    ]
+    versions = all_by_name(VersionSummary, session.execute(VERSIONS, {"org": org, "environment_id": environment.id}))
     evaluators = session.scalars(
         select(EvaluatorConfig).where(EvaluatorConfig.organization_id == org).order_by(EvaluatorConfig.name)
     ).all()
@@ -293,7 +292,7 @@ def environment_detail(
             "before_id": before,
         },
     ).all()
-    runs = [RunSummary(*row) for row in rows[:runs_limit]]
+    runs = all_by_name(RunSummary, rows[:runs_limit])
     cursor = runs[-1].id if len(rows) > runs_limit else None
     trend = pass_at_1_trends(session, org, [environment.id])[environment.id]
     return EnvironmentDetail(environment, versions, list(evaluators), runs, cursor, trend)

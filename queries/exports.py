@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from domain.json_depth import MAX_STORED_JSON_DEPTH, OMITTED
 from queries.conditions import Conditions
 from queries.filters import BAND_RANKS, TrialFilters
+from queries.rows import by_name
 
 RolloutExportKind = Literal["all", "successful", "failed", "recovery", "preference"]
 RolloutExportKindSchema = TypeAdapter(RolloutExportKind)
@@ -307,7 +308,7 @@ def rollout_detail(session: Session, rollout_id: uuid.UUID) -> RolloutDetail | N
         text(
             """SELECT r.id, r.seed, r.reward, r.environment_version_id, r.evaluation_run_id,
                       coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each(t.metrics)
-                                WHERE key LIKE 'stage\\_%'), '{}'::jsonb),
+                                WHERE key LIKE 'stage\\_%'), '{}'::jsonb) AS stages,
                       t.trial_number, t.failure_category, t.trajectory_artifact_id
                FROM rollouts r
                JOIN evaluation_trials t ON t.organization_id = r.organization_id AND t.id = r.evaluation_trial_id
@@ -315,4 +316,4 @@ def rollout_detail(session: Session, rollout_id: uuid.UUID) -> RolloutDetail | N
         ),
         {"id": rollout_id},
     ).first()
-    return RolloutDetail(*row) if row else None
+    return by_name(RolloutDetail, row) if row else None

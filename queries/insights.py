@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from domain.specs import pipeline_order
 from queries.filters import TrialFilters
+from queries.rows import all_by_name, by_name
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ class CapabilityGap:
 
 VERSION_OPTIONS = text(
     """
-    SELECT e.id, e.name, v.id, v.version FROM environment_versions v
+    SELECT e.id AS environment_id, e.name AS environment_name, v.id AS version_id, v.version
+    FROM environment_versions v
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
     ORDER BY e.name, v.version
     """
@@ -90,7 +92,7 @@ VERSION_OPTIONS = text(
 
 def version_options(session: Session) -> list[VersionOption]:
     """Every environment version of the organization, for filter menus."""
-    return [VersionOption(*row) for row in session.execute(VERSION_OPTIONS)]
+    return all_by_name(VersionOption, session.execute(VERSION_OPTIONS))
 
 
 EVALUATOR_OPTIONS_LIMIT = 500  # as the trials explorer's menus (queries.trials.CHOICES_LIMIT)
@@ -102,17 +104,18 @@ def evaluator_options(session: Session) -> list[EvaluatorOption]:
         text("SELECT id, name FROM evaluator_configs ORDER BY name, id LIMIT :limit"),
         {"limit": EVALUATOR_OPTIONS_LIMIT},
     )
-    return [EvaluatorOption(*row) for row in rows]
+    return all_by_name(EvaluatorOption, rows)
 
 
 def find_evaluator(session: Session, evaluator_id: uuid.UUID) -> EvaluatorOption | None:
     """The evaluator configuration as the session's organization sees it, or None (unknown or another's)."""
     row = session.execute(text("SELECT id, name FROM evaluator_configs WHERE id = :id"), {"id": evaluator_id}).first()
-    return EvaluatorOption(*row) if row else None
+    return by_name(EvaluatorOption, row) if row else None
 
 
 GAP = """
-    SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, coalesce(s.trials, 0)
+    SELECT c.failure_category, c.trials, e.id AS environment_id, e.name AS environment_name, v.id AS version_id,
+           v.version, coalesce(s.trials, 0) AS version_trials
     FROM failure_category_counts c
     JOIN environment_versions v ON v.organization_id = c.organization_id AND v.id = c.environment_version_id
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
@@ -132,7 +135,8 @@ GAP_OF_EVALUATOR = """
         JOIN environment_versions v ON v.organization_id = c.organization_id AND v.id = c.environment_version_id
         WHERE c.evaluator_config_id = :evaluator_id AND {where}
     )
-    SELECT c.failure_category, c.trials, e.id, e.name, v.id, v.version, c.version_trials::bigint
+    SELECT c.failure_category, c.trials, e.id AS environment_id, e.name AS environment_name, v.id AS version_id,
+           v.version, c.version_trials::bigint AS version_trials
     FROM per_version c
     JOIN environment_versions v ON v.id = c.environment_version_id
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
@@ -158,7 +162,7 @@ def capability_gap(
         rows = session.execute(
             text(GAP_OF_EVALUATOR.format(where=where.sql)), {**where.params, "evaluator_id": evaluator_id}
         ).all()
-    by_version = [CategoryCount(*row) for row in rows]
+    by_version = all_by_name(CategoryCount, rows)
     totals: dict[str, int] = {}
     for count in by_version:
         totals[count.failure_category] = totals.get(count.failure_category, 0) + count.trials
@@ -181,6 +185,11 @@ class StageSummary:
         return self.passed / self.trials if self.trials else 0.0
 
 
+def _stage_summary(row: Any) -> StageSummary:
+    """A StageSummary from a row that also names its version (and spec)."""
+    return StageSummary(stage_key=row.stage_key, trials=row.trials, passed=row.passed, mean_value=row.mean_value)
+
+
 def version_stages(
     session: Session, version_id: uuid.UUID, evaluator_id: uuid.UUID | None = None
 ) -> list[StageSummary]:
@@ -192,7 +201,7 @@ def version_stages(
 
 # One evaluator's stage figures, from evaluator_stage_rollups (migration 0027: as stage_metric_rollups, per evaluator).
 EVALUATOR_STAGES = text(
-    """SELECT environment_version_id, stage_key, trials, passed, value_sum / nullif(trials, 0)
+    """SELECT environment_version_id, stage_key, trials, passed, value_sum / nullif(trials, 0) AS mean_value
        FROM evaluator_stage_rollups
        WHERE evaluator_config_id = :evaluator_id AND environment_version_id = ANY(:ids) AND trials > 0"""
 )
@@ -206,8 +215,8 @@ def versions_stages(
     an evaluator changes the figures, never the order."""
     rows = session.execute(
         text(
-            """SELECT m.environment_version_id, m.stage_key, m.trials, m.passed, m.value_sum / nullif(m.trials, 0),
-                      v.spec
+            """SELECT m.environment_version_id, m.stage_key, m.trials, m.passed,
+                      m.value_sum / nullif(m.trials, 0) AS mean_value, v.spec
                FROM stage_metric_rollups m
                JOIN environment_versions v ON v.organization_id = m.organization_id AND v.id = m.environment_version_id
                WHERE m.environment_version_id = ANY(:ids) AND m.trials > 0"""
@@ -217,15 +226,15 @@ def versions_stages(
     found: dict[uuid.UUID, dict[str, StageSummary]] = {version_id: {} for version_id in version_ids}
     specs: dict[uuid.UUID, Any] = {}
     for row in rows:
-        found[row[0]][row.stage_key] = StageSummary(*row[1:5])
-        specs[row[0]] = row.spec
+        found[row.environment_version_id][row.stage_key] = _stage_summary(row)
+        specs[row.environment_version_id] = row.spec
     version_passed = {
         version_id: {k: s.passed for k, s in summaries.items()} for version_id, summaries in found.items()
     }
     if evaluator_id is not None:
         narrowed: dict[uuid.UUID, dict[str, StageSummary]] = {version_id: {} for version_id in version_ids}
         for row in session.execute(EVALUATOR_STAGES, {"evaluator_id": evaluator_id, "ids": list(version_ids)}):
-            narrowed[row[0]][row[1]] = StageSummary(*row[1:5])
+            narrowed[row.environment_version_id][row.stage_key] = _stage_summary(row)
         found = narrowed
     return {
         version_id: [

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from domain.accounts import token_digest
 from models.invitations import Invitation
+from queries.rows import all_by_name, by_name
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ def list_pending_invitations(session: Session) -> list[PendingInvitation]:
         .where(Invitation.accepted_at.is_(None), Invitation.revoked_at.is_(None), Invitation.expires_at > func.now())
         .order_by(Invitation.id.desc())
     )
-    return [PendingInvitation(*row) for row in rows]
+    return all_by_name(PendingInvitation, rows)
 
 
 @dataclass(frozen=True)
@@ -52,4 +53,4 @@ class InvitationOffer:
 def find_invitation(session: Session, token: str) -> InvitationOffer | None:
     """The pending invitation a link's token belongs to; None when unknown, used, revoked or expired."""
     row = session.execute(text("SELECT * FROM invitation_by_token(:digest)"), {"digest": token_digest(token)}).first()
-    return InvitationOffer(*row) if row else None
+    return by_name(InvitationOffer, row) if row else None

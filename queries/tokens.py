@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from domain.accounts import token_digest
 from models.accounts import User
 from models.tokens import ApiToken
+from queries.rows import all_by_name, by_name
 
 
 def list_tokens(session: Session, user_id: uuid.UUID) -> list[ApiToken]:
@@ -40,7 +41,7 @@ def list_org_tokens(session: Session) -> list[OrgTokenRow]:
             ApiToken.id,
             ApiToken.name,
             ApiToken.prefix,
-            User.email,
+            User.email.label("owner_email"),
             ApiToken.created_at,
             ApiToken.last_used_at,
             ApiToken.revoked_at,
@@ -48,7 +49,7 @@ def list_org_tokens(session: Session) -> list[OrgTokenRow]:
         .outerjoin(User, User.id == ApiToken.user_id)
         .order_by(ApiToken.id.desc())
     )
-    return [OrgTokenRow(*row) for row in rows]
+    return all_by_name(OrgTokenRow, rows)
 
 
 @dataclass(frozen=True)
@@ -63,4 +64,4 @@ class TokenIdentity:
 def authenticate_token(session: Session, token: str) -> TokenIdentity | None:
     """The user and organization of a live token (marking it used), or None for unknown, revoked or expired."""
     row = session.execute(text("SELECT * FROM auth_token(:digest)"), {"digest": token_digest(token)}).first()
-    return TokenIdentity(*row) if row else None
+    return by_name(TokenIdentity, row) if row else None

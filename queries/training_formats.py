@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.json_depth import loads_stored
-from domain.trajectory import content_text, structured
+from domain.trajectory import Step, content_text, structured
 
 ATIF_VERSION = "ATIF-v1.7"
 NO_TASK = "(task not recorded)"
@@ -37,29 +37,29 @@ def rollout_extra(row: Any) -> dict[str, Any]:
     }
 
 
-def steps_of(row: Any) -> list[dict[str, Any]]:
+def steps_of(row: Any) -> list[Step]:
     """The rollout's steps in the structured form (seed-shaped steps stored before it are read once)."""
     return [structured(step) for step in row.steps or []]
 
 
-def _results_for(record: dict[str, Any]) -> list[tuple[str | None, Any]]:
+def _results_for(step: Step) -> list[tuple[str | None, Any]]:
     """Each tool call's id with the content of its result (by callId, else in order), or None when none came."""
-    calls, results = record.get("toolCalls") or [], record.get("results") or []
-    by_id = {r["callId"]: r.get("content") for r in results if r.get("callId")}
-    unlinked = [r.get("content") for r in results if not r.get("callId")]
-    return [(call.get("id"), by_id.get(call.get("id"), unlinked.pop(0) if unlinked else None)) for call in calls]
+    calls, results = step.tool_calls or (), step.results or ()
+    by_id: dict[str | None, Any] = {r.call_id: r.content for r in results if r.call_id}
+    unlinked = [r.content for r in results if not r.call_id]
+    return [(call.id, by_id.get(call.id, unlinked.pop(0) if unlinked else None)) for call in calls]
 
 
-def _metrics(record: dict[str, Any]) -> dict[str, Any]:
+def _metrics(step: Step) -> dict[str, Any]:
     """An agent step's ATIF `metrics`: the tokens of its turn and, under `extra`, how long its model took."""
-    tokens = record.get("tokens") or {}
+    tokens = step.tokens or {}
     metrics: dict[str, Any] = {
         name: tokens[key]
         for name, key in (("prompt_tokens", "prompt"), ("completion_tokens", "completion"))
         if key in tokens
     }
-    if record.get("latencyMs") is not None:
-        metrics["extra"] = {"latency_ms": record["latencyMs"]}
+    if step.latency_ms is not None:
+        metrics["extra"] = {"latency_ms": step.latency_ms}
     return metrics
 
 
@@ -76,51 +76,46 @@ def _final_metrics(steps: list[dict[str, Any]]) -> dict[str, Any]:
     return final
 
 
-def _atif_step(number: int, record: dict[str, Any]) -> dict[str, Any]:
+def _atif_step(number: int, record: Step) -> dict[str, Any]:
     """One structured step as an ATIF step.
 
     Agent steps keep their message, reasoning, tool calls (real names and JSON arguments) and results linked by
     `source_call_id`. Environment steps (an MCP handshake) become `system` steps: the request as the message, the
     reply as the observation, no tool calls. User and system steps keep their source and text.
     """
-    source = record.get("source", "agent")
+    source = record.source or "agent"
     results = [
-        {"content": content_text(r.get("content")), **({"source_call_id": r["callId"]} if r.get("callId") else {})}
-        for r in record.get("results") or []
+        {"content": r.text, **({"source_call_id": r.call_id} if r.call_id else {})} for r in record.results or ()
     ]
     step: dict[str, Any] = {"step_id": number, "source": source if source in ("user", "system") else "agent"}
     if source == "environment":
         step["source"] = "system"
-        step["message"] = content_text(record.get("message")) or " ".join(
-            part for part in (record.get("tool"), record.get("command")) if part
+        step["message"] = content_text(record.message) or " ".join(
+            part for part in (record.tool, record.command) if part
         )
-        step["extra"] = {
-            "agentforgeSource": "environment",
-            "tool": record.get("tool"),
-            "command": record.get("command"),
-        }
+        step["extra"] = {"agentforgeSource": "environment", "tool": record.tool, "command": record.command}
     elif source in ("user", "system"):
-        step["message"] = content_text(record.get("message")) or "\n".join(r["content"] for r in results)
+        step["message"] = content_text(record.message) or "\n".join(r["content"] for r in results)
         results = []
     else:
-        step["message"] = content_text(record.get("message"))
-        if record.get("reasoning"):
-            step["reasoning_content"] = record["reasoning"]
-        if record.get("toolCalls"):
+        step["message"] = content_text(record.message)
+        if record.reasoning:
+            step["reasoning_content"] = record.reasoning
+        if record.tool_calls:
             step["tool_calls"] = [
                 {
-                    "tool_call_id": c.get("id") or f"call_{number}_{index}",
-                    "function_name": c["name"],
-                    "arguments": c.get("arguments") or {},
+                    "tool_call_id": c.id or f"call_{number}_{index}",
+                    "function_name": c.name,
+                    "arguments": c.arguments or {},
                 }
-                for index, c in enumerate(record["toolCalls"])
+                for index, c in enumerate(record.tool_calls)
             ]
         if metrics := _metrics(record):
             step["metrics"] = metrics
     if results:
         step["observation"] = {"results": results}
-    if record.get("startedAt"):
-        step["timestamp"] = record["startedAt"]
+    if record.started_at:
+        step["timestamp"] = record.started_at
     return step
 
 
@@ -165,7 +160,7 @@ def _parameters(tool: dict[str, Any]) -> dict[str, Any]:
     return dict(ANY_ARGUMENTS)
 
 
-def trl_tools(row: Any, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def trl_tools(row: Any, steps: list[Step]) -> list[dict[str, Any]]:
     """The `tools` column: every tool the agent was offered as {"type": "function", "function": …}.
 
     Rows recorded before the offered tools were kept name only the tools the trajectory called, with an empty
@@ -183,13 +178,13 @@ def trl_tools(row: Any, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
     known = {t["function"]["name"] for t in tools}
     for record in steps:
-        for call in record.get("toolCalls") or []:
-            if call.get("name") and call["name"] not in known:
-                known.add(call["name"])
+        for call in record.tool_calls or ():
+            if call.name and call.name not in known:
+                known.add(call.name)
                 tools.append(
                     {
                         "type": "function",
-                        "function": {"name": call["name"], "description": "", "parameters": dict(ANY_ARGUMENTS)},
+                        "function": {"name": call.name, "description": "", "parameters": dict(ANY_ARGUMENTS)},
                     }
                 )
     return tools
@@ -207,17 +202,17 @@ def _assistant(content: str, calls: list[dict[str, Any]] | None = None, reasonin
     return message
 
 
-def _agent_messages(record: dict[str, Any]) -> list[dict[str, Any]]:
+def _agent_messages(record: Step) -> list[dict[str, Any]]:
     """An agent step as chat messages: one assistant message per tool call (templates such as Llama 3.1 and
     gpt-oss take one call per message), each followed by the tool message answering it."""
-    text, reasoning = content_text(record.get("message")), record.get("reasoning")
-    calls = record.get("toolCalls") or []
+    text, reasoning = content_text(record.message), record.reasoning
+    calls = record.tool_calls or ()
     if not calls:
         return [_assistant(text, reasoning=reasoning)] if text or reasoning else []
     messages: list[dict[str, Any]] = []
     for index, (call, (call_id, content)) in enumerate(zip(calls, _results_for(record), strict=True)):
-        call_id = call_id or f"call_{record.get('step')}_{index}"
-        function = {"name": call["name"], "arguments": call.get("arguments") or {}}
+        call_id = call_id or f"call_{record.number}_{index}"
+        function = {"name": call.name, "arguments": call.arguments or {}}
         first = index == 0
         messages.append(
             _assistant(
@@ -228,7 +223,7 @@ def _agent_messages(record: dict[str, Any]) -> list[dict[str, Any]]:
         )
         if content is not None:
             messages.append(
-                {"role": "tool", "tool_call_id": call_id, "name": call["name"], "content": content_text(content)}
+                {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": content_text(content)}
             )
     return messages
 
@@ -246,8 +241,8 @@ def trl_turns(row: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], lis
     system: list[str] = []
     completion: list[dict[str, Any]] = []
     for record in steps:
-        source = record.get("source", "agent")
-        text = content_text(record.get("message")) or record.get("observation", "")
+        source = record.source
+        text = content_text(record.message) or record.observation
         if source == "agent":
             completion += _agent_messages(record)
         elif source == "user" and text:

@@ -12,9 +12,10 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from domain.outcome import EXPLANATIONS_KEY, VERIFIER_EXPLANATION
-from domain.trajectory import structured
+from domain.trajectory import Step, structured
 from queries.conditions import Conditions
 from queries.filters import FAILED_RANK, TrialFilters
+from queries.rows import by_name
 from queries.runs import stages_of, version_stages_passed_sql
 from queries.search import plan_each_search
 
@@ -34,7 +35,7 @@ class TrialDetail:
     seed: int
     task: str
     log: str
-    steps: list[dict[str, Any]]
+    steps: list[Step]
     artifact_id: uuid.UUID | None
     artifact_filename: str | None
     run_id: uuid.UUID
@@ -185,9 +186,11 @@ class TrialRow:
 
 
 ROWS = f"""
-    SELECT t.id, t.trial_number, er.attempt_count, t.status, t.reward, t.failure_category, t.evaluation_run_id,
-           c.name, c.agent ->> 'kind', e.id, e.name, v.id, v.version, {SORT_KEYS["steps"]}, t.started_at,
-           t.finished_at, t.external_id IS NOT NULL, t.environment_version_id
+    SELECT t.id, t.trial_number, er.attempt_count, t.status, t.reward, t.failure_category,
+           t.evaluation_run_id AS run_id, c.name AS evaluator_name, c.agent ->> 'kind' AS agent_kind,
+           e.id AS environment_id, e.name AS environment_name, v.id AS version_id, v.version,
+           {SORT_KEYS["steps"]} AS agent_steps, t.started_at, t.finished_at, t.external_id IS NOT NULL AS imported,
+           t.environment_version_id
     FROM evaluation_trials t
     JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
     JOIN evaluator_configs c ON c.organization_id = er.organization_id AND c.id = er.evaluator_config_id
@@ -217,7 +220,7 @@ def list_trials(
     conditions = conditions.also("t.organization_id = :org", org=session.info["org_id"])
     ids = _page_ids(session, conditions, filters.ranks(), after, sort, page_size + 1)
     rows = session.execute(text(ROWS), {"org": session.info["org_id"], "ids": ids}).all()
-    by_id = {row[0]: TrialRow(*row) for row in rows}
+    by_id = {row.id: by_name(TrialRow, row) for row in rows}
     trials = [by_id[i] for i in ids[:page_size] if i in by_id]
     return trials, trials[-1].id if len(ids) > page_size and trials else None
 

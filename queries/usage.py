@@ -14,6 +14,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from domain.trajectory import Step
+
 
 @dataclass(frozen=True)
 class ModelUsage:
@@ -37,15 +39,14 @@ def _count(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
-def step_usage(steps: list[dict[str, Any]]) -> ModelUsage | None:
-    """The usage the steps of one trial report, or None when none reports any."""
+def step_usage(steps: list[Step]) -> ModelUsage | None:
+    """The usage the steps of one trial report, or None when none reports any (a step reports usage when its
+    tokens are an object or it says a latencyMs, even one that is no number)."""
     total = ModelUsage()
     for step in steps:
-        tokens, latency = step.get("tokens"), step.get("latencyMs")
-        if not isinstance(tokens, dict) and latency is None:
+        if step.tokens is None and step.latency_ms is None and step.other.get("latencyMs") is None:
             continue
-        tokens = tokens if isinstance(tokens, dict) else {}
-        latency_ms = float(latency) if isinstance(latency, int | float) and not isinstance(latency, bool) else 0.0
+        tokens, latency_ms = step.tokens or {}, float(step.latency_ms or 0)
         total += ModelUsage(_count(tokens.get("prompt")), _count(tokens.get("completion")), latency_ms, 1)
     return total if total.turns else None
 

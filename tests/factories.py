@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from db.session import Database
 from domain.outcome import TrialOutcome
+from domain.trajectory import Step
 from models import (
     Artifact,
     Environment,
@@ -239,6 +240,11 @@ def record_rewards(database: Database, catalog: Catalog, rewards: list, outcome_
     return run.id, ids
 
 
+def typed_steps(steps: list) -> list[Step]:
+    """Steps for a TrialOutcome: those written as stored (dicts) read with Step.from_stored, built ones as they are."""
+    return [step if isinstance(step, Step) else Step.from_stored(step) for step in steps]
+
+
 # What the built-in environments score and how they name a failure: the run factory writes trials in their shape.
 BUILTIN_STAGES = {
     "admin-console": (
@@ -270,7 +276,7 @@ def finished_outcome(environment: str, number: int, seed: int) -> TrialOutcome:
         reward=reward,
         failure_category=category,
         stages=stages,
-        steps=steps,
+        steps=typed_steps(steps),
         log=log,
         started_at=started,
         task=f"solve {environment}",

@@ -32,7 +32,7 @@ from domain.trajectory import message_step, tool_step
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.browser_support import BROWSER_MARKS, chromium, log_in, serve, shot
 from tests.conftest import PASSWORD, empty_tables
-from tests.factories import Catalog, finish_run, finish_runs, finished_outcome, make_catalog
+from tests.factories import Catalog, finish_run, finish_runs, finished_outcome, make_catalog, typed_steps
 from writes.accounts import add_membership, create_organization, create_user
 from writes.invitations import invite
 from writes.runs import complete_run, enqueue_run, record_trial, trial_seed
@@ -76,7 +76,7 @@ def chatty_outcome(number: int, seed: int) -> TrialOutcome:
         reward=round(1 / 3, 6),
         failure_category="wrong_quantity",
         stages={"stage_inventory": 1.0, "stage_order": 0.0, "stage_checkout": 0.0},
-        steps=steps,
+        steps=typed_steps(steps),
         log="\n".join(
             [
                 "opened admin-console (world 7): 60 items",

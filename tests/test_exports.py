@@ -12,7 +12,7 @@ from atif import Trajectory
 from sqlalchemy import text
 
 from domain.outcome import TrialOutcome
-from tests.factories import make_catalog, record_rewards
+from tests.factories import make_catalog, record_rewards, typed_steps
 
 STEPS = [
     {"step": 1, "tool": "list_inventory", "command": "list_inventory", "observation": "SKU-1042  USB-C cable  stock=3"},
@@ -33,7 +33,7 @@ def outcome(reward, steps=STEPS, category="wrong_quantity") -> TrialOutcome:
         reward=reward,
         failure_category=None if reward == 1 else category,
         stages=STAGES,
-        steps=steps,
+        steps=typed_steps(steps),
         log="opened admin-console",
         started_at=datetime.now(UTC),
         task="Restock SKU-1042 by 4 units, then place an order.",

@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 from domain.outcome import TrialOutcome
 from tests.conftest import PASSWORD, AuthActions
-from tests.factories import make_catalog, record_rewards
+from tests.factories import make_catalog, record_rewards, typed_steps
 from writes.accounts import add_membership, create_organization, create_user
 
 pytestmark = [pytest.mark.leak, pytest.mark.slow]  # hypothesis property test
@@ -49,7 +49,7 @@ def make_org_with_history(database, label: str, role: str, rewards: list, enviro
             reward=reward,
             failure_category=None if reward == 1 else "gave_up",
             stages={"stage_a": 1.0 if reward else 0.0},
-            steps=steps,
+            steps=typed_steps(steps),
             log="log",
             started_at=datetime.now(UTC),
             task="task",

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from domain.json_depth import MAX_JSON_DEPTH, MAX_STORED_JSON_DEPTH, OMITTED, TooDeep, loads, loads_stored
-from domain.trajectory import storable, structured
+from domain.trajectory import Step, storable, structured
 from tests.factories import command_agent, finish_run, finished_outcome, make_catalog
 from tests.test_bad_input import table_counts
 from worker.loop import WorkerSettings, run_workers
@@ -99,7 +99,7 @@ def test_masking_and_storing_walk_any_nesting_without_recursion(depth):
 def test_a_seed_shaped_steps_command_too_deep_to_parse_is_kept_as_text(depth):
     command = f"bash {arrays(depth)}"
     step = structured({"step": 1, "tool": "bash", "command": command, "observation": "ok"})
-    assert step["toolCalls"][0]["arguments"] == {"command": command}
+    assert step.tool_calls is not None and step.tool_calls[0].arguments == {"command": command}
 
 
 # The API
@@ -277,7 +277,7 @@ def test_an_observation_holding_deep_json_text_shows_on_the_trial_page(member, c
 
     def outcome(number, seed):
         finished = finished_outcome("admin-console", number, seed)
-        finished.steps = [{"step": 1, "tool": "t", "command": "t", "observation": arrays(depth)}]
+        finished.steps = [Step.from_stored({"step": 1, "tool": "t", "command": "t", "observation": arrays(depth)})]
         return finished
 
     finish_run(database, catalog, outcome)
@@ -362,7 +362,7 @@ def test_an_mcp_server_or_verifier_nesting_too_deep_ends_the_trial_as_an_environ
     outcome = run_trial(spec, {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=3, timeout_s=20)
     assert (outcome.status, outcome.failure_category) == ("error", "environment_error")
     assert said.format(TOO_DEEP) in outcome.log
-    json.dumps(storable(outcome.steps))  # what is recorded nests no deeper than the rule
+    json.dumps(storable(outcome.stored_steps()))  # what is recorded nests no deeper than the rule
 
 
 @pytest.mark.slow  # MCP server processes
@@ -374,5 +374,5 @@ def test_an_mcp_server_within_the_limit_is_recorded_with_what_it_sent():
     }
     outcome = run_trial(spec, {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=3, timeout_s=20)
     assert (outcome.status, outcome.reward) == ("succeeded", 1.0)
-    poke = next(step for step in outcome.steps if step.get("tool") == "poke")
+    poke = next(step.to_stored() for step in outcome.steps if step.tool == "poke")
     assert "_meta" in poke["results"][0]["content"][0]

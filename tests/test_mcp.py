@@ -116,7 +116,11 @@ def test_a_healthy_faulty_server_scores(tmp_path):
     outcome = run_trial(
         faulty("fine"), {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=10
     )
-    assert outcome.reward == 1.0 and [s["command"] for s in outcome.steps] == ["initialize", "tools/list", "poke"]
+    assert outcome.reward == 1.0 and [s["command"] for s in outcome.stored_steps()] == [
+        "initialize",
+        "tools/list",
+        "poke",
+    ]
 
 
 def test_no_server_process_is_left_behind():
@@ -145,7 +149,7 @@ def test_a_command_verifier_scores_from_its_json_output():
     outcome = run_trial(spec, {"kind": "command", "argv": FIRST_TOOL}, world_seed=1, seed=1, max_steps=5, timeout_s=10)
     assert outcome.stages == {"stage_checked": 0.5} and outcome.reward == 0.5
     assert outcome.failure_category == "task_incomplete"
-    assert "score" in next(s["observation"] for s in outcome.steps if s["command"] == "tools/list")
+    assert "score" in next(s["observation"] for s in outcome.stored_steps() if s["command"] == "tools/list")
 
 
 LONG_KEY = "stage_" + "x" * 95  # 101 characters: the trial's rollup and stage rows hold 100
@@ -236,7 +240,7 @@ def test_a_builtin_environment_refuses_its_verifier_and_any_tool_it_did_not_offe
     agent = command_agent("call_tools.py", "score", "explain", "diagnose")
     outcome = run_trial(spec, agent, world_seed=1, seed=1, max_steps=5, timeout_s=10)
     offered = ", ".join(tool["name"] for tool in outcome.tools)
-    assert [s["observation"] for s in outcome.steps if s["tool"]] == [
+    assert [s["observation"] for s in outcome.stored_steps() if s["tool"]] == [
         f"error: unknown tool {name!r}; available: {offered}" for name in ("score", "explain", "diagnose")
     ]
 
@@ -261,12 +265,16 @@ def test_a_server_printing_garbage_is_malformed_and_found_out_without_waiting_fo
 
 def test_startup_is_not_charged_to_the_agents_time_budget():
     outcome = first_tool(faulty("sluggish"), timeout_s=1.5)  # the server takes 2 s to start
-    assert outcome.reward == 1.0 and [s["command"] for s in outcome.steps] == ["initialize", "tools/list", "poke"]
+    assert outcome.reward == 1.0 and [s["command"] for s in outcome.stored_steps()] == [
+        "initialize",
+        "tools/list",
+        "poke",
+    ]
 
 
 def test_tool_results_keep_their_content_parts_in_order_and_the_agent_reads_text():
     outcome = first_tool(faulty("parts"))
-    poke = outcome.steps[2]
+    poke = outcome.stored_steps()[2]
     content = poke["results"][0]["content"]
     assert [part["type"] for part in content] == ["text", "image", "text"]
     assert content[1]["mimeType"] == "image/png" and content[1]["data"] == "iVBORw0KGgo="
@@ -361,7 +369,7 @@ def test_mcp_server_git_from_the_registry_runs_as_an_environment(mcp_servers):
     for number, outcome in ((1, first), (2, second)):
         assert (outcome.status, outcome.reward) == ("succeeded", 1.0), outcome.log
         assert outcome.stages == {"stage_committed": 1.0, "stage_fresh": 1.0}
-        steps = outcome.steps
+        steps = outcome.stored_steps()
         # The handshake: environment steps filed under "mcp"; the tools/list step carries the tools as listed.
         assert [(s["step"], s["source"], s["tool"], s["command"]) for s in steps[:2]] == [
             (1, "environment", "mcp", "initialize"),

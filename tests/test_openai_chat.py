@@ -185,7 +185,7 @@ def test_the_token_budget_ends_the_trial_before_the_next_turn(model_server):
     base_url, log = model_server("loop")
     outcome = run_trial(SPEC, agent(base_url, tokenBudget=2500), world_seed=3, seed=3, max_steps=12, timeout_s=60)
     assert outcome.failure_category == "out_of_tokens"
-    assert [s["tool"] for s in outcome.steps] == ["list_inventory"] * 3  # 1,100 tokens each: 3,300 >= 2,500
+    assert [s["tool"] for s in outcome.stored_steps()] == ["list_inventory"] * 3  # 1,100 tokens each: 3,300 >= 2,500
     assert "out_of_tokens: token budget of 2500 used up (3300 tokens)" in outcome.log
     assert len(requests_of(log)) == 3
 
@@ -211,7 +211,7 @@ def test_a_failing_server_ends_the_trial_as_agent_error_naming_its_host(model_se
     host = base_url.split("/")[2]
     assert (outcome.status, outcome.failure_category) == ("failed", "agent_error")
     assert f"agent_error: agent could not go on: the model server {host} {words}" in outcome.log
-    assert [(s["source"], s["tool"]) for s in outcome.steps] == [("environment", "model")] * retries
+    assert [(s["source"], s["tool"]) for s in outcome.stored_steps()] == [("environment", "model")] * retries
     assert len(requests_of(log)) == retries + 1
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import event, text
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_label_sql
-from tests.factories import finish_runs, make_catalog
+from tests.factories import finish_runs, make_catalog, typed_steps
 from writes.runs import enqueue_run, record_trial
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
@@ -588,7 +588,7 @@ def test_hostile_text_is_escaped_and_long_observations_fold(page, database, memb
         reward=0.0,
         failure_category="gave_up",
         stages={"stage_x": 0.0},
-        steps=steps,
+        steps=typed_steps(steps),
         log="log " + hostile,
         started_at=datetime.now(UTC),
         task="task " + hostile,

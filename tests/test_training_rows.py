@@ -24,7 +24,7 @@ from domain.trajectory import environment_step, step, tool_step
 from queries.exports import preference_pairs_sql
 from queries.filters import TrialFilters
 from queries.training_formats import CLOSING_TURN
-from tests.factories import make_catalog, record_rewards
+from tests.factories import make_catalog, record_rewards, typed_steps
 
 # Families whose templates render tool calls (TRL's supports_tool_calling): Qwen 2.5, Qwen 3, Llama 3.1/3.2, gpt-oss.
 TOOL_TEMPLATES = ("qwen2_5", "qwen3", "llama3_1", "llama3_2", "gptoss")
@@ -84,7 +84,7 @@ def outcome(reward: float, task: str, steps: list[dict]) -> TrialOutcome:
         reward=reward,
         failure_category=None if reward == 1 else "wrong_quantity",
         stages={"stage_inventory": reward},
-        steps=steps,
+        steps=typed_steps(steps),
         log="opened admin-console",
         started_at=datetime.now(UTC),
         task=task,
@@ -238,7 +238,7 @@ def test_the_offered_tools_become_json_schemas():
         },
         {"name": "list_inventory", "description": "List", "parameters": {"filter": "string"}},
     ]
-    row = SimpleNamespace(task="t", steps=solved(), tools=offered)
+    row = SimpleNamespace(task="t", steps=[step.to_stored() for step in typed_steps(solved())], tools=offered)
     assert trl_conversation(row)["tools"] == [
         {
             "type": "function",

@@ -20,7 +20,7 @@ from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
 from domain.trajectory import environment_step, message_step, step, tool_step
 from domain.trial_log import ProgramOutput, keep_end, log_lines, log_text, one_line
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
-from tests.factories import Catalog, make_catalog
+from tests.factories import Catalog, make_catalog, typed_steps
 from web.transcript import fold, transcript
 from worker.masking import Masker
 from worker.trial import run_trial
@@ -36,7 +36,7 @@ def outcome(steps: list[dict], *, log: str = "opened admin-console", **more) -> 
         reward=0.0,
         failure_category="gave_up",
         stages=more.pop("stages", {"stage_inventory": 0.0}),
-        steps=steps,
+        steps=typed_steps(steps),
         log=log,
         started_at=datetime.now(UTC),
         task="Restock SKU-2 by 4 units.",

@@ -43,10 +43,10 @@ def test_admin_console_log_reads_like_the_spec():
 
 def test_steps_record_tool_command_and_observation():
     steps = trial().steps
-    assert [s["step"] for s in steps] == list(range(1, len(steps) + 1))
-    restock = next(s for s in steps if s["tool"] == "restock")
-    assert restock["command"].startswith('restock {"sku": "SKU-')
-    assert "restocked SKU-" in restock["observation"]
+    assert [s.number for s in steps] == list(range(1, len(steps) + 1))
+    restock = next(s for s in steps if s.tool == "restock")
+    assert restock.command.startswith('restock {"sku": "SKU-')
+    assert "restocked SKU-" in restock.observation
     assert json.loads(json.dumps(trial().artifact_document()["trajectory"]))  # a JSON string
 
 
@@ -75,7 +75,7 @@ def test_scripted_mistakes_give_categories_from_what_happened():
         assert outcome.reward is not None  # every ended trial is scored
         assert (outcome.reward == 1) == (category is None)
     assert "step budget of 12 used up" in seen["out_of_steps"].log
-    assert any(s["observation"].startswith("error:") for s in seen["tool_error"].steps)
+    assert any(s.observation.startswith("error:") for s in seen["tool_error"].steps)
 
 
 @pytest.mark.parametrize(
@@ -193,7 +193,7 @@ def test_invalid_specs_are_refused_with_the_reason(spec, message):
 
 def test_an_agents_message_reasoning_and_token_counts_are_recorded_with_its_steps():
     outcome = trial(agent=command_agent("talker.py"))
-    call, closing = outcome.steps
+    call, closing = outcome.stored_steps()
     assert (call["tool"], call["message"], call["tokens"]) == ("list_inventory", "Let me look at the stock first.", {
         "prompt": 812, "completion": 40
     })  # fmt: skip

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.json_depth import loads
-from domain.trajectory import command_text, content_text
+from domain.trajectory import Step, command_text
 from domain.trial_log import log_lines
 
 FOLD_LINES = 8  # a folded text shows this many lines…
@@ -100,7 +100,7 @@ class StepView:
     number: int
     source: str
     name: str | None
-    record: dict[str, Any]
+    record: Step
     message: Text | None
     reasoning: Text | None
     calls: list[Call]
@@ -119,7 +119,7 @@ class StepView:
         """Who the step is shown as: its source, but "agent harness" for an environment step the agent reported
         (its `events`: the agent wrote them, so they never pass for the environment's own, such as an MCP
         server's `initialize`)."""
-        if self.source == "environment" and self.record.get("tool") == HARNESS_TOOL:
+        if self.source == "environment" and self.record.tool == HARNESS_TOOL:
             return HANDSHAKE_TOOLS[HARNESS_TOOL]
         return self.source
 
@@ -163,80 +163,73 @@ def _message_text(message: Any) -> str:
     return ""
 
 
-def step_name(record: dict[str, Any]) -> str | None:
+def step_name(step: Step) -> str | None:
     """The name a step is shown under: its calls' real tool names (not "mcp"), an environment step's command
     (`initialize`, `tools/list`), else its tool; None for a step that called nothing."""
-    calls = [call for call in record.get("toolCalls") or [] if isinstance(call, dict) and call.get("name")]
-    if calls:
-        return ", ".join(dict.fromkeys(str(call["name"]) for call in calls))
-    tool, command = record.get("tool"), record.get("command") or ""
-    if tool in HANDSHAKE_TOOLS and command:
-        return command.split(" ", 1)[0]
-    return str(tool) if tool else None
+    names = [call.name for call in step.tool_calls or () if call.name]
+    if names:
+        return ", ".join(dict.fromkeys(names))
+    if step.tool in HANDSHAKE_TOOLS and step.command:
+        return step.command.split(" ", 1)[0]
+    return step.tool or None
 
 
-def _calls(record: dict[str, Any]) -> tuple[list[Call], list[Text]]:
-    calls = [call for call in record.get("toolCalls") or [] if isinstance(call, dict)]
-    results = [result for result in record.get("results") or [] if isinstance(result, dict)]
+def _calls(step: Step) -> tuple[list[Call], list[Text]]:
+    calls, results = step.tool_calls or (), step.results or ()
     if not calls:
         if results:
-            return [], [readable(content_text(result.get("content"))) for result in results]
-        observation = record.get("observation")
-        return [], [readable(observation)] if isinstance(observation, str) and observation else []
-    by_id = {result.get("callId"): result for result in results if result.get("callId") is not None}
+            return [], [readable(result.text) for result in results]
+        return [], [readable(step.observation)] if step.observation else []
+    by_id = {result.call_id: result for result in results if result.call_id is not None}
     claimed: set[int] = set()
     shaped = []
     for call in calls:
-        name = str(call.get("name") or record.get("tool") or "call")
-        arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-        command = record.get("command") if len(calls) == 1 and record.get("command") else None
-        result = by_id.get(call.get("id")) if call.get("id") is not None else None
-        if result is None and len(calls) == 1 and len(results) == 1 and results[0].get("callId") is None:
+        name = call.name or step.tool or "call"
+        command = step.command if len(calls) == 1 and step.command else None
+        result = by_id.get(call.id) if call.id is not None else None
+        if result is None and len(calls) == 1 and len(results) == 1 and results[0].call_id is None:
             result = results[0]  # one call and one unlinked result: they belong together
         if result is not None:
             claimed.add(id(result))
         shaped.append(
             Call(
                 name,
-                command or command_text(name, arguments or {}),
-                readable(content_text(result.get("content"))) if result is not None else None,
+                command or command_text(name, call.arguments or {}),
+                readable(result.text) if result is not None else None,
             )
         )
-    rest = [readable(content_text(result.get("content"))) for result in results if id(result) not in claimed]
-    if not results and isinstance(record.get("observation"), str) and record["observation"]:
-        rest = [readable(record["observation"])]
+    rest = [readable(result.text) for result in results if id(result) not in claimed]
+    if not results and step.observation:
+        rest = [readable(step.observation)]
     return shaped, rest
 
 
-def step_view(record: dict[str, Any]) -> StepView:
+def step_view(step: Step) -> StepView:
     """One stored step shaped for the transcript."""
-    calls, results = _calls(record)
-    message = _message_text(record.get("message"))
-    reasoning = record.get("reasoning") if isinstance(record.get("reasoning"), str) else ""
-    tokens = record.get("tokens") if isinstance(record.get("tokens"), dict) else None
+    calls, results = _calls(step)
+    message = _message_text(step.message)
     signature = None
     if calls:
-        called = [c for c in record.get("toolCalls") or [] if isinstance(c, dict)]
         signature = json.dumps(
-            [(c.get("name"), c.get("arguments")) for c in called], sort_keys=True, ensure_ascii=False, default=str
+            [(c.name, c.arguments) for c in step.tool_calls or ()], sort_keys=True, ensure_ascii=False, default=str
         )
     return StepView(
-        number=int(record.get("step") or 0),
-        source=str(record.get("source") or "agent"),
-        name=step_name(record),
-        record=record,
+        number=step.number,
+        source=step.source or "agent",
+        name=step_name(step),
+        record=step,
         message=readable(message) if message else None,
-        reasoning=readable(reasoning) if reasoning else None,
+        reasoning=readable(step.reasoning) if step.reasoning else None,
         calls=calls,
         results=results,
-        duration_ms=_number(record.get("durationMs")),
-        latency_ms=_number(record.get("latencyMs")),
-        tokens=tokens,
+        duration_ms=_number(step.duration_ms),
+        latency_ms=_number(step.latency_ms),
+        tokens=step.tokens,
         signature=signature,
     )
 
 
-def transcript(steps: list[dict[str, Any]], min_repeats: int = MIN_REPEATS) -> Transcript:
+def transcript(steps: list[Step], min_repeats: int = MIN_REPEATS) -> Transcript:
     """The steps shaped for reading, each run of `min_repeats` or more identical consecutive calls grouped."""
     views = [step_view(record) for record in steps]
     entries: list[StepView | Repeats] = []

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from domain.json_depth import rebuild
+from domain.trajectory import Step
 
 if TYPE_CHECKING:
     from domain.outcome import TrialOutcome
@@ -116,6 +117,7 @@ def mask_outcome(outcome: TrialOutcome, values: Iterable[str]) -> TrialOutcome:
     masked = {
         f.name: masker.data(getattr(outcome, f.name))
         for f in dataclasses.fields(outcome)
-        if f.name not in UNMASKED_FIELDS and isinstance(getattr(outcome, f.name), str | dict | list | tuple)
+        if f.name not in UNMASKED_FIELDS | {"steps"} and isinstance(getattr(outcome, f.name), str | dict | list | tuple)
     }
-    return dataclasses.replace(outcome, **masked)
+    steps = [Step.from_stored(masker.data(step.to_stored())) for step in outcome.steps]  # masked as stored
+    return dataclasses.replace(outcome, **masked, steps=steps)

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from domain.outcome import LOG_CAP_CHARS, TrialOutcome
-from domain.trajectory import Content, content_text, environment_step, message_step, step, tool_step
+from domain.trajectory import Content, Step, content_text, environment_step, message_step, step, tool_step
 from domain.trial_log import LogEntry, ProgramOutput, keep_end, log_text
 from domain.vocabulary import TrialStatus
 from worker import agents, environments
@@ -37,7 +37,7 @@ HARNESS_TOOL = "model"  # what the steps an agent's harness took on its own (ret
 INPUT_QUOTE_CHARS = 200  # how much of an input pydantic refused (an MCP server's answer) the log quotes
 
 
-def _event_steps(steps: list[dict[str, Any]], events: tuple[Event, ...], masker: Masker) -> None:
+def _event_steps(steps: list[Step], events: tuple[Event, ...], masker: Masker) -> None:
     """Append what the agent's harness did on its own before its answer as environment steps (masked, then capped)."""
     for event in events:
         command, observation = masker.text(event.command), masker.text(event.observation)
@@ -153,7 +153,7 @@ def _episode(
         )
     deadline = time.monotonic() + timeout_s
     env.deadline = deadline
-    steps: list[dict[str, Any]] = [dict(record) for record in env.preamble]
+    steps: list[Step] = list(env.preamble)
     ended, observation = "finished", None
     agent = agents.load(agent_config, seed, sandbox, masker)
     try:

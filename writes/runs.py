@@ -293,8 +293,8 @@ def record_trial(
     everything is written by one statement.
     """
     org = run.organization_id
-    task, log, steps = storable(outcome.task), storable(outcome.log), storable(outcome.steps)
-    body = json.dumps(replace(outcome, log=log, steps=steps).artifact_document(), ensure_ascii=False).encode()
+    task, log, steps = storable(outcome.task), storable(outcome.log), storable(outcome.stored_steps())
+    body = json.dumps(replace(outcome, log=log).artifact_document(steps), ensure_ascii=False).encode()
     recorded = RecordedTrial(new_id(), new_id(), new_id() if outcome.reward is not None else None)
     stages = sorted((key, float(value)) for key, value in outcome.stages.items())
     atif = storable(atif_document)  # kept as imported, but as JSON (a Harbor file may hold NaN: Python writes it)

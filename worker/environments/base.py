@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from domain.trajectory import Step
+
 
 class ToolError(Exception):
     """A tool call the environment refuses (unknown tool, missing or bad argument); the agent sees the message."""
@@ -53,7 +55,7 @@ class Environment(ABC):
         self.params = params
         self.log: list[str] = []
         self.tool_errors = 0
-        self.preamble: list[dict[str, Any]] = []  # exchanges before the agent's first action (MCP: initialize)
+        self.preamble: list[Step] = []  # exchanges before the agent's first action (MCP: initialize)
         self.deadline: float | None = None
 
     def tools(self) -> list[dict[str, Any]]:

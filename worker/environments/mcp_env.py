@@ -28,7 +28,7 @@ from domain.json_depth import TooDeep, loads
 from domain.limits import describe
 from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from domain.specs import STARTUP_TIMEOUT_S
-from domain.trajectory import Content, content_text, environment_step
+from domain.trajectory import Content, Step, content_text, environment_step
 from domain.trial_log import LogEntry, ProgramOutput
 from worker.environments.base import Task, ToolError
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
@@ -94,7 +94,7 @@ class MCPEnvironment:
         self.masker = masker or Masker(())
         self.log: list[LogEntry] = []  # the worker's lines, and the verifier's log labelled as its own
         self.tool_errors = 0
-        self.preamble: list[dict[str, Any]] = []
+        self.preamble: list[Step] = []
         self.deadline: float | None = None
         self.failure_category: str | None = None
         self.explanations: dict[str, str] = {}

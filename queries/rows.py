@@ -1,0 +1,31 @@
+"""Rows mapped by name: a frozen dataclass built from a result row, each field from the column of its name.
+
+A statement names its columns after the fields they fill (`SELECT v.id, coalesce(s.runs, 0) AS runs …`, or
+`.label("runs")` in SQLAlchemy's select), so a column added, dropped or moved cannot shift values into the wrong
+field: a row whose columns are not exactly the dataclass's fields is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import fields
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def by_name(cls: type[T], row: Any) -> T:
+    """`cls` (a dataclass) from `row`, each field from the column of the same name; TypeError when the row's
+    columns are not exactly the fields."""
+    columns = row._mapping
+    names = {field.name for field in fields(cls)}  # type: ignore[arg-type]
+    if set(columns) != names:
+        raise TypeError(
+            f"{cls.__name__} is built from columns named {sorted(names)}, not {sorted(str(c) for c in columns)}"
+        )
+    return cls(**columns)
+
+
+def all_by_name(cls: type[T], rows: Iterable[Any]) -> list[T]:
+    """`by_name` of every row, in order."""
+    return [by_name(cls, row) for row in rows]

@@ -1,0 +1,31 @@
+"""Query rows become dataclasses by column name (queries.rows), so a column added or moved cannot shift a field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+
+from queries.rows import all_by_name, by_name
+
+
+@dataclass(frozen=True)
+class Pair:
+    id: int
+    name: str
+
+
+def row(**columns):
+    return SimpleNamespace(_mapping=columns)
+
+
+def test_fields_come_from_the_columns_of_their_names_whatever_the_order():
+    assert by_name(Pair, row(name="a", id=1)) == Pair(1, "a")
+    assert all_by_name(Pair, [row(id=1, name="a"), row(name="b", id=2)]) == [Pair(1, "a"), Pair(2, "b")]
+
+
+@pytest.mark.parametrize("columns", [{"id": 1}, {"id": 1, "name": "a", "extra": 2}, {"id": 1, "title": "a"}])
+def test_a_row_whose_columns_are_not_the_fields_is_refused(columns):
+    with pytest.raises(TypeError, match="Pair is built from columns named"):
+        by_name(Pair, row(**columns))
