@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 5000
 export FLASK_APP := app
 
-.PHONY: run test lint bench clean sandbox docs-images
+.PHONY: run test fast lint bench clean sandbox docs-images
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ lint: $(VENV)/.dev
 
 test: lint sandbox .venv-mcp-servers/.installed
 	$(BIN)/pytest
+
+# The inner loop: every test that starts no process, on two cores (a database per pytest-xdist worker).
+fast: $(VENV)/.dev
+	$(BIN)/pytest -q -n 2 -m "not slow"
 
 # Retake the documentation's screenshots (docs/images/) with the browser test that walks getting started.
 docs-images: $(VENV)/.dev

@@ -9,7 +9,6 @@ import os
 os.environ.setdefault("AGENTFORGE_PASSWORD_METHOD", "pbkdf2:sha256:1000")
 import re
 import uuid
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from db.session import Database
 from db.urls import DatabaseUrls, sqlalchemy_url
 from models import Base
 from models.accounts import Organization, User
+from tests import reliability
 from worker.sandbox import SandboxSettings
 from writes.accounts import add_membership, create_organization, create_user
 
@@ -35,7 +35,10 @@ if SANDBOX_PROBLEM and "AGENTFORGE_SANDBOX" not in os.environ:
     os.environ["AGENTFORGE_SANDBOX"] = "none"
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_DATABASE = "agentforge_test"
+# One database per pytest-xdist worker (gw0, gw1, …), so `pytest -n 2` runs two halves of the suite side by side.
+TEST_DATABASE = "agentforge_test" + (
+    f"_{os.environ['PYTEST_XDIST_WORKER']}" if "PYTEST_XDIST_WORKER" in os.environ else ""
+)
 PASSWORD = "correct horse battery"
 
 
@@ -303,27 +306,20 @@ def new_uuid() -> uuid.UUID:
     return uuid.uuid4()
 
 
-RELIABILITY_MARKERS = {"bad_input": "bad-input tests", "leak": "leak-attempt tests", "fault": "fault-injection tests"}
-RELIABILITY: Counter[str] = Counter()
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the isolation probes the test counted to its report (see tests/reliability.py)."""
+    outcome = yield
+    outcome.get_result().user_properties.extend(reliability.properties_since_last_report())
 
 
 def pytest_runtest_logreport(report) -> None:
-    """Count passed tests per reliability marker for the closing summary."""
-    if report.when == "call" and report.passed:
-        for marker in RELIABILITY_MARKERS:
-            if marker in report.keywords:
-                RELIABILITY[marker] += 1
+    """Count passed tests per reliability marker, and the probes, for the closing summary."""
+    reliability.count(report)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """Print what the suite tried against reliability and isolation (the Reliability table of docs/testing.md)."""
-    from tests import test_isolation_properties
-
-    leaks = test_isolation_properties.LEAKS
-    parts = [f"{RELIABILITY[m]} {label}" for m, label in RELIABILITY_MARKERS.items()]
     if SANDBOX_PROBLEM:
         terminalreporter.write_line(f"sandbox: NOT TESTED, tenant programs ran unsandboxed: {SANDBOX_PROBLEM}")
-    terminalreporter.write_line(
-        "reliability: " + ", ".join(parts) + f"; property test: {leaks['requests']} requests by org B members "
-        f"read with no org A id, {leaks['attempts']} direct attempts on org A ids refused"
-    )
+    terminalreporter.write_line(reliability.summary())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
@@ -52,7 +51,7 @@ def test_a_spec_that_does_not_validate_answers_400_and_writes_nothing(api, spec,
         ("/api/v1/environments", {"name": ""}, 400, "invalid name"),
         ("/api/v1/environments", {"name": "x" * 201}, 400, "invalid name"),
         ("/api/v1/environments", {"name": "ok", "description": 5}, 400, "invalid description"),
-        (f"/api/v1/environments/{uuid.uuid4()}/versions", {"spec": {}}, 404, "not found"),
+        ("/api/v1/environments/6d1f2c3e-8b4a-4e0f-9a7d-2c5b1e0f4a99/versions", {"spec": {}}, 404, "not found"),
         ("/api/v1/evaluator-configs", {"name": "c", "agent": {"kind": "scripted"}}, 400, "invalid attemptCount"),
         (
             "/api/v1/evaluator-configs",

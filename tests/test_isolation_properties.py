@@ -19,6 +19,7 @@ from sqlalchemy import text
 from domain.outcome import TrialOutcome
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards, typed_steps
+from tests.reliability import LEAKS
 from writes.accounts import add_membership, create_organization, create_user
 
 pytestmark = [pytest.mark.leak, pytest.mark.slow]  # hypothesis property test
@@ -27,7 +28,6 @@ REWARDS = st.lists(st.sampled_from([None, 0.0, 0.15, 0.5, 0.999, 1.0]), min_size
 ROLES = st.sampled_from(["owner", "member", "viewer"])
 KINDS = ["all", "successful", "failed", "recovery", "preference"]
 FORMATS = ["atif-shaped", "atif", "trl"]
-LEAKS = {"attempts": 0, "requests": 0}
 
 
 def make_org_with_history(database, label: str, role: str, rewards: list, environment: str) -> dict:
