@@ -39,8 +39,8 @@ from models.base import Base, OrgRoot, OrgScoped, Timestamped, one_of
 from models.environments import EnvironmentVersion, EvaluatorConfig
 
 REWARD_RANGE = "reward IS NULL OR (reward >= 0 AND reward <= 1)"
-# As PostgreSQL prints it back (so the schema test compares it equal): queries.filters.FAILED_RANK.
-FAILED_RANK = "(\nCASE\n    WHEN reward < 1::double precision THEN 2\n    WHEN reward IS NULL THEN 1\n    ELSE 0\nEND)"
+# The failed-first rank, the SQL function of migration 0031 (queries.filters.FAILED_RANK).
+FAILED_RANK = "trial_failed_rank(reward)"
 
 
 class Artifact(OrgRoot, Timestamped, Base):
@@ -206,7 +206,7 @@ class EvaluationTrial(OrgScoped, Base):
             "id",
         ),
         Index("ix_evaluation_trials_search_vector", "search_vector", postgresql_using="gin"),
-        # The trials explorer's orders (migration 0019; the rank is queries.filters.FAILED_RANK).
+        # The trials explorer's orders (migration 0019; the rank's function is migration 0031's).
         Index("ix_evaluation_trials_org_failed_rank_id", "organization_id", text(FAILED_RANK), "id"),
         Index("ix_evaluation_trials_org_status_rank_id", "organization_id", "status", text(FAILED_RANK), "id"),
         Index("ix_evaluation_trials_org_reward_id", "organization_id", text("coalesce(reward, -1)"), "id"),
