@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from domain.errors import AgentConfigError
-from domain.json_depth import TooDeep, check_depth
+from domain.json_depth import json_object
 from domain.limits import SandboxLimits
 from domain.rules import NETWORK, Config, Env, Flag, JsonObject, Rule, Strings, Text, integer_from, number_from, refusal
 
@@ -137,13 +137,8 @@ def _check_api_key_env(agent: OpenAIChatAgent) -> None:
 
 def validate_agent(agent: Any) -> dict[str, Any]:
     """Return the normalised agent config or raise AgentConfigError naming the bad field."""
-    if not isinstance(agent, dict):
-        raise AgentConfigError("agent must be a JSON object")
-    try:
-        check_depth(agent, prefix=("agent",))
-    except TooDeep as error:
-        raise AgentConfigError(f"agent is {error}") from None
-    model = AGENTS.get(agent.get("kind"))  # type: ignore[arg-type]
+    agent = json_object(agent, "agent", AgentConfigError)
+    model = AGENTS.get(agent.get("kind"))
     if model is None:
         kinds = ", ".join(repr(kind) for kind in AGENTS)
         raise AgentConfigError(f"agent.kind must be one of {kinds}, not {agent.get('kind')!r}")

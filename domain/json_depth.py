@@ -110,6 +110,18 @@ def check_depth(value: Any, limit: int = MAX_JSON_DEPTH, prefix: Path = ()) -> N
         raise TooDeep(prefix + path, limit)
 
 
+def json_object(value: Any, name: str, refused: Callable[[str], Exception]) -> dict[str, Any]:
+    """`value`, a JSON object nesting at most MAX_JSON_DEPTH deep, or `refused(why)` raised: `<name> must be a JSON
+    object` or `<name> is nested …` (the path of the too deep value, from `name`)."""
+    if not isinstance(value, dict):
+        raise refused(f"{name} must be a JSON object")
+    try:
+        check_depth(value, prefix=(name,))
+    except TooDeep as error:
+        raise refused(f"{name} is {error}") from None
+    return value
+
+
 def _same(item: Any) -> Any:
     return item
 

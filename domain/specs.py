@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
 from domain.errors import SpecError
-from domain.json_depth import TooDeep, check_depth
+from domain.json_depth import json_object
 from domain.limits import SandboxLimits
 from domain.rules import (
     NETWORK,
@@ -207,12 +207,7 @@ def _model_of(spec: dict[str, Any]) -> type[BaseModel]:
 
 def validate_spec(spec: Any) -> dict[str, Any]:
     """Return the normalised spec (defaults filled in) or raise SpecError saying what is wrong."""
-    if not isinstance(spec, dict):
-        raise SpecError("spec must be a JSON object")
-    try:
-        check_depth(spec, prefix=("spec",))
-    except TooDeep as error:
-        raise SpecError(f"spec is {error}") from None
+    spec = json_object(spec, "spec", SpecError)
     model = _model_of(spec)
     try:
         checked = model.model_validate(spec)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import DateTime, ForeignKey, MetaData, Uuid, func
+from sqlalchemy import DateTime, ForeignKey, ForeignKeyConstraint, MetaData, Uuid, func
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from uuid_utils.compat import uuid7
 
@@ -21,6 +21,12 @@ NAMING_CONVENTION = {
 def one_of(column: str, values: tuple[str, ...]) -> str:
     """A CHECK expression restricting `column` to `values` (a vocabulary of domain/vocabulary.py)."""
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def org_fk(column: str, table: str, *, name: str | None = None) -> ForeignKeyConstraint:
+    """The foreign key (organization_id, `column`) to `table`'s (organization_id, id): a row refers only to rows of
+    its own organization."""
+    return ForeignKeyConstraint(["organization_id", column], [f"{table}.organization_id", f"{table}.id"], name=name)
 
 
 def new_id() -> uuid.UUID:

@@ -7,7 +7,6 @@ from typing import Any
 
 from sqlalchemy import (
     CheckConstraint,
-    ForeignKeyConstraint,
     Integer,
     LargeBinary,
     String,
@@ -18,7 +17,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS
-from models.base import Base, OrgRoot, OrgScoped, Timestamped
+from models.base import Base, OrgRoot, OrgScoped, Timestamped, org_fk
 
 
 class Environment(OrgRoot, Timestamped, Base):
@@ -42,9 +41,7 @@ class EnvironmentVersion(OrgScoped, Timestamped, Base):
         UniqueConstraint("organization_id", "environment_id", "version"),
         CheckConstraint("version >= 1", name="version_positive"),
         CheckConstraint("spec_sha256 ~ '^[0-9a-f]{64}$'", name="spec_sha256_hex"),
-        ForeignKeyConstraint(
-            ["organization_id", "environment_id"], ["environments.organization_id", "environments.id"]
-        ),
+        org_fk("environment_id", "environments"),
     )
 
     environment_id: Mapped[uuid.UUID]

@@ -10,7 +10,6 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     FetchedValue,
-    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
@@ -35,12 +34,12 @@ from domain.vocabulary import (
     RunStatus,
     TrialStatus,
 )
-from models.base import Base, OrgRoot, OrgScoped, Timestamped, one_of
+from models.base import Base, OrgRoot, OrgScoped, Timestamped, one_of, org_fk
 from models.environments import EnvironmentVersion, EvaluatorConfig
 
 REWARD_RANGE = "reward IS NULL OR (reward >= 0 AND reward <= 1)"
-# As PostgreSQL prints it back (so the schema test compares it equal): queries.filters.FAILED_RANK.
-FAILED_RANK = "(\nCASE\n    WHEN reward < 1::double precision THEN 2\n    WHEN reward IS NULL THEN 1\n    ELSE 0\nEND)"
+# The failed-first rank, the SQL function of migration 0031 (queries.filters.FAILED_RANK).
+FAILED_RANK = "trial_failed_rank(reward)"
 
 
 class Artifact(OrgRoot, Timestamped, Base):
@@ -66,16 +65,9 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
         CheckConstraint(one_of("reset_mode", RESET_MODES), name="reset_mode_known"),
         CheckConstraint("(reset_mode = 'initial') = (reset_of_run_id IS NULL)", name="reset_names_its_run"),
         CheckConstraint("attempts >= 0", name="attempts_non_negative"),
-        ForeignKeyConstraint(
-            ["organization_id", "environment_version_id"],
-            ["environment_versions.organization_id", "environment_versions.id"],
-        ),
-        ForeignKeyConstraint(
-            ["organization_id", "evaluator_config_id"], ["evaluator_configs.organization_id", "evaluator_configs.id"]
-        ),
-        ForeignKeyConstraint(
-            ["organization_id", "reset_of_run_id"], ["evaluation_runs.organization_id", "evaluation_runs.id"]
-        ),
+        org_fk("environment_version_id", "environment_versions"),
+        org_fk("evaluator_config_id", "evaluator_configs"),
+        org_fk("reset_of_run_id", "evaluation_runs"),
         # Runs in run order, (created_at, id), per version (migration 0028 added the id).
         Index(
             "ix_evaluation_runs_org_version_created", "organization_id", "environment_version_id", "created_at", "id"
@@ -174,16 +166,9 @@ class EvaluationTrial(OrgScoped, Base):
         CheckConstraint("trial_number >= 1", name="trial_number_positive"),
         CheckConstraint(REWARD_RANGE, name="reward_range"),
         CheckConstraint(one_of("status", TRIAL_STATUSES), name="status_known"),  # migration 0030
-        ForeignKeyConstraint(
-            ["organization_id", "evaluation_run_id"], ["evaluation_runs.organization_id", "evaluation_runs.id"]
-        ),
-        ForeignKeyConstraint(
-            ["organization_id", "trajectory_artifact_id"], ["artifacts.organization_id", "artifacts.id"]
-        ),
-        ForeignKeyConstraint(
-            ["organization_id", "environment_version_id"],
-            ["environment_versions.organization_id", "environment_versions.id"],
-        ),
+        org_fk("evaluation_run_id", "evaluation_runs"),
+        org_fk("trajectory_artifact_id", "artifacts"),
+        org_fk("environment_version_id", "environment_versions"),
         Index("ix_evaluation_trials_org_category_id", "organization_id", "failure_category", "id"),
         Index("ix_evaluation_trials_org_version_id", "organization_id", "environment_version_id", "id"),
         Index(
@@ -193,11 +178,7 @@ class EvaluationTrial(OrgScoped, Base):
             unique=True,
             postgresql_where=text("external_id IS NOT NULL"),
         ),
-        ForeignKeyConstraint(
-            ["organization_id", "atif_artifact_id"],
-            ["artifacts.organization_id", "artifacts.id"],
-            name="fk_evaluation_trials_atif_artifacts",
-        ),
+        org_fk("atif_artifact_id", "artifacts", name="fk_evaluation_trials_atif_artifacts"),
         Index(
             "ix_evaluation_trials_org_version_category_id",
             "organization_id",
@@ -206,7 +187,7 @@ class EvaluationTrial(OrgScoped, Base):
             "id",
         ),
         Index("ix_evaluation_trials_search_vector", "search_vector", postgresql_using="gin"),
-        # The trials explorer's orders (migration 0019; the rank is queries.filters.FAILED_RANK).
+        # The trials explorer's orders (migration 0019; the rank's function is migration 0031's).
         Index("ix_evaluation_trials_org_failed_rank_id", "organization_id", text(FAILED_RANK), "id"),
         Index("ix_evaluation_trials_org_status_rank_id", "organization_id", "status", text(FAILED_RANK), "id"),
         Index("ix_evaluation_trials_org_reward_id", "organization_id", text("coalesce(reward, -1)"), "id"),
@@ -263,11 +244,7 @@ class TrialStage(Base):
     """
 
     __tablename__ = "trial_stages"
-    __table_args__ = (
-        ForeignKeyConstraint(
-            ["organization_id", "evaluation_trial_id"], ["evaluation_trials.organization_id", "evaluation_trials.id"]
-        ),
-    )
+    __table_args__ = (org_fk("evaluation_trial_id", "evaluation_trials"),)
 
     organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     stage_key: Mapped[str] = mapped_column(String(STAGE_KEY_CHARS), primary_key=True)
@@ -283,16 +260,9 @@ class Rollout(OrgScoped, Timestamped, Base):
     __table_args__ = (
         UniqueConstraint("organization_id", "evaluation_trial_id"),
         CheckConstraint(REWARD_RANGE, name="reward_range"),
-        ForeignKeyConstraint(
-            ["organization_id", "environment_version_id"],
-            ["environment_versions.organization_id", "environment_versions.id"],
-        ),
-        ForeignKeyConstraint(
-            ["organization_id", "evaluation_run_id"], ["evaluation_runs.organization_id", "evaluation_runs.id"]
-        ),
-        ForeignKeyConstraint(
-            ["organization_id", "evaluation_trial_id"], ["evaluation_trials.organization_id", "evaluation_trials.id"]
-        ),
+        org_fk("environment_version_id", "environment_versions"),
+        org_fk("evaluation_run_id", "evaluation_runs"),
+        org_fk("evaluation_trial_id", "evaluation_trials"),
         Index("ix_rollouts_org_version_reward_seq", "organization_id", "environment_version_id", "reward", "seq"),
         Index("ix_rollouts_org_seq", "organization_id", "seq", unique=True),
         Index("ix_rollouts_org_run", "organization_id", "evaluation_run_id"),

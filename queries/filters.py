@@ -28,9 +28,10 @@ TrialSource = Literal["imported", "worker"]
 TRIAL_SOURCES: tuple[str, ...] = get_args(TrialSource)
 MAX_STAGE_FILTERS = 8  # stage keys per stagePassed / stageFailed
 
-# The trials explorer's default order puts failures first: 2 = scored below 1, 1 = unscored, 0 = reward 1.
-# Indexed as (organization_id, <this>, id): the expression must stay word for word the same as the index's.
-FAILED_RANK = "(CASE WHEN {t}.reward < 1::double precision THEN 2 WHEN {t}.reward IS NULL THEN 1 ELSE 0 END)"
+# The trials explorer's default order puts failures first: 2 = scored below 1, 1 = unscored, 0 = reward 1. The rule
+# is one SQL function (migration 0031) that the planner inlines, indexed as (organization_id, <this>, id) and
+# written into trial_stages.failed_rank by the triggers.
+FAILED_RANK = "trial_failed_rank({t}.reward)"
 BAND_RANKS: dict[str, tuple[int, ...]] = {"failed": (2,), "recovery": (2,), "successful": (0,), "unscored": (1,)}
 BAND_CONDITIONS = {
     "failed": "{r}.reward < 1",

@@ -29,6 +29,13 @@ class ApiModel(BaseModel):
         """The body as JSON types, with the API's (camelCase) names."""
         return self.model_dump(mode="json", by_alias=True)
 
+    @classmethod
+    def of(cls: type[M], source: object, **values: Any) -> M:
+        """The reply made of `source`'s attributes named like its fields (a row, a dataclass, a table's object);
+        `values` give the fields `source` has not, or names differently. Validated like any construction."""
+        names = (name for name in cls.model_fields if name not in values and hasattr(source, name))
+        return cls.model_validate({**{name: getattr(source, name) for name in names}, **values})
+
 
 class QueryModel(ApiModel):
     """Query-string parameters: each value is a string, read by its rule's query-string reading ("4" is 4).

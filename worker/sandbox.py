@@ -243,6 +243,18 @@ class Launch:
         """Bytes of stdout + stderr the program may print before it is stopped."""
         return self.limits["outputMb"] * MIB
 
+    def process_options(self, stdin: int = subprocess.PIPE) -> dict[str, Any]:
+        """How Popen (or anyio.open_process) starts it: `stdin`, stdout and stderr piped, its env and cwd, and a
+        session of its own, so ending its process group ends every child it spawned."""
+        return {
+            "stdin": stdin,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.PIPE,
+            "env": self.env,
+            "cwd": self.cwd,
+            "start_new_session": True,
+        }
+
     def breached(self, returncode: int | None, stderr: str) -> str | None:
         """The limit the program's party went past, in words, or None: the control group's counters first (a process
         killed at the memory limit, a fork refused), then the signal and what the program printed."""
@@ -537,15 +549,7 @@ def run_bounded(
     the end of stderr, `mask`ed before it is cut so no piece of a secret survives the cut).
     """
     budget = OutputBudget(launch.output_cap)
-    proc = subprocess.Popen(
-        launch.argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=launch.env,
-        cwd=launch.cwd,
-        start_new_session=True,
-    )
+    proc = subprocess.Popen(launch.argv, **launch.process_options(stdin=subprocess.DEVNULL))
     kept: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
 
     def drain(name: str, stream: Any) -> None:

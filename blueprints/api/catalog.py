@@ -33,12 +33,7 @@ NAME_TAKEN = {409: "An environment or evaluator configuration of that name exist
 def list_environments():
     """The organization's environments with their latest version number."""
     items, _ = environment_summaries(request_session(), page=1)
-    return jsonify(
-        [
-            Environment(id=e.id, name=e.name, description=e.description, latest_version=e.latest_version).to_json()
-            for e in items
-        ]
-    )
+    return jsonify([Environment.of(e).to_json() for e in items])
 
 
 @bp.post("/environments")
@@ -58,7 +53,7 @@ def create_environment_api():
         raise ApiError(409, "name taken", f"an environment named {body.name!r} already exists")
     env = create_environment(session, g.org_id, body.name, body.description)
     session.commit()
-    answer = Environment(id=env.id, name=env.name, description=env.description, latest_version=None)
+    answer = Environment.of(env, latest_version=None)
     return jsonify(answer.to_json()), 201
 
 
@@ -79,13 +74,7 @@ def create_version(environment_id: uuid.UUID):
         raise ApiError(404, "not found", f"no environment {environment_id}")
     body = validated(EnvironmentVersionCreate, raw)
     version = create_environment_version(session, env, body.spec)
-    answer = EnvironmentVersion(
-        id=version.id,
-        environment_id=version.environment_id,
-        version=version.version,
-        spec=version.spec,
-        spec_sha256=version.spec_sha256,
-    )
+    answer = EnvironmentVersion.of(version)
     reply = jsonify(answer.to_json())  # written out before the commit: a reply that cannot be made writes nothing
     session.commit()
     return reply, 201
@@ -115,14 +104,7 @@ def create_config():
             max_steps=body.max_steps,
             timeout_s=body.timeout_s,
         )
-        answer = EvaluatorConfig(
-            id=config.id,
-            name=config.name,
-            agent=config.agent,
-            attempt_count=config.attempt_count,
-            max_steps=config.max_steps,
-            timeout_s=config.timeout_s,
-        )
+        answer = EvaluatorConfig.of(config)
         reply = jsonify(answer.to_json())  # before the commit, as for a version
         session.commit()
     except IntegrityError as error:

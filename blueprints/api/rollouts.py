@@ -152,17 +152,7 @@ def get_rollout(rollout_id: uuid.UUID):
     detail = rollout_detail(request_session(), rollout_id)
     if detail is None:
         raise ApiError(404, "not found", f"no rollout {rollout_id}")
-    answer = Rollout(
-        id=detail.id,
-        seed=detail.seed,
-        reward=detail.reward,
-        environment_version_id=detail.environment_version_id,
-        evaluation_run_id=detail.evaluation_run_id,
-        stages=detail.stages,
-        trial_number=detail.trial_number,
-        failure_category=detail.failure_category,
-        trajectory_artifact_id=detail.trajectory_artifact_id,
-    )
+    answer = Rollout.of(detail)
     response = jsonify(answer.to_json())
     response.headers.update(PRIVATE)
     return response

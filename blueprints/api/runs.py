@@ -25,31 +25,7 @@ NOT_RUNNABLE = {
 
 def run_answer(detail: RunDetail) -> EvaluationRun:
     """A run as the API shows it: status, attemptCount, resetMode, ids, passAtK and every trial."""
-    run = detail.run
-    return EvaluationRun(
-        id=run.id,
-        status=run.status,
-        attempt_count=run.attempt_count,
-        reset_mode=run.reset_mode,
-        reset_of_run_id=run.reset_of_run_id,
-        environment_version_id=run.environment_version_id,
-        evaluator_config_id=run.evaluator_config_id,
-        pass_at_k=run.pass_at_k,
-        stage_pass_at_k=run.stage_pass_at_k,
-        error=run.error,
-        created_at=run.created_at,
-        trials=[
-            Trial(
-                id=t.id,
-                trial_number=t.trial_number,
-                status=t.status,
-                reward=t.reward,
-                failure_category=t.failure_category,
-                stages=t.stages,
-            )
-            for t in detail.trials
-        ],
-    )
+    return EvaluationRun.of(detail.run, trials=[Trial.of(t) for t in detail.trials])
 
 
 def _accepted(run: EvaluationRunRow):

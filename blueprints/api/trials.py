@@ -37,21 +37,11 @@ def list_trials_api():
     found = snippets(session, [t.id for t in trials], query.q) if query.q else {}
     page = TrialPage(
         trials=[
-            TrialSummary(
-                id=t.id,
+            TrialSummary.of(
+                t,
                 evaluation_run_id=t.run_id,
-                environment_version_id=t.environment_version_id,
-                trial_number=t.trial_number,
-                status=t.status,
-                reward=t.reward,
-                failure_category=t.failure_category,
                 snippets=[
-                    TrialSnippet(
-                        part=snippet.part,
-                        step=snippet.step,
-                        text=snippet.text,
-                        matches=[run for run, hit in snippet.segments if hit],
-                    )
+                    TrialSnippet.of(snippet, matches=[run for run, hit in snippet.segments if hit])
                     for snippet in found.get(t.id, [])
                 ]
                 if query.q

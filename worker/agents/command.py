@@ -149,15 +149,8 @@ class CommandAgent(Agent):
         )
         self.budget = OutputBudget(self.launch.output_cap)
         try:
-            self.proc = subprocess.Popen(
-                self.launch.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.launch.cwd,
-                env=self.launch.env,
-                start_new_session=True,  # its own process group, so close() can end every child it spawned
-            )
+            # Its own process group, so close() can end every child it spawned.
+            self.proc = subprocess.Popen(self.launch.argv, **self.launch.process_options())
         except OSError as error:
             raise AgentCrashed(f"could not start agent {self.argv[0]!r}: {error}") from error
         self.stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)

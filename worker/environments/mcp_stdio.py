@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 from collections.abc import AsyncIterator
 
 import anyio
@@ -71,15 +70,7 @@ def _parse_line(line: bytes) -> SessionMessage | Exception:
 @contextlib.asynccontextmanager
 async def sandboxed_stdio(launch: Launch, output: ServerOutput) -> AsyncIterator[tuple]:
     """Start the server and yield the (read, write) streams a ClientSession speaks over."""
-    process = await anyio.open_process(
-        launch.argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=launch.env,
-        cwd=launch.cwd,
-        start_new_session=True,
-    )
+    process = await anyio.open_process(launch.argv, **launch.process_options())
     stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
     assert stdin is not None and stdout is not None and stderr is not None  # all three are pipes
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)

@@ -11,12 +11,20 @@ from worker.environments.base import Environment, Task, ToolError, ToolSpec
 
 TEAMS = ("billing", "shipping", "accounts", "technical")
 PRIORITIES = ("low", "normal", "high", "urgent")
+
 ISSUES = {
     "billing": ("was charged twice for order", "needs a refund for order", "sees a wrong amount on invoice"),
     "shipping": ("has not received order", "got a damaged parcel for order", "wants to change the address of order"),
     "accounts": ("cannot log in after resetting the password", "wants the account email changed", "is locked out"),
     "technical": ("gets error 500 on checkout", "cannot upload an avatar", "sees a blank dashboard"),
 }
+
+
+def _one_of(value: Any, choices: tuple[str, ...], name: str) -> str:
+    """`value` when it is one of `choices`; else the tool call fails naming them."""
+    if value not in choices:
+        raise ToolError(f"{name} must be one of {', '.join(choices)}")
+    return value
 
 
 @dataclass
@@ -104,17 +112,13 @@ class SupportDesk(Environment):
 
     def tool_set_priority(self, ticket_id: Any, priority: Any) -> str:
         ticket = self._ticket(ticket_id)
-        if priority not in PRIORITIES:
-            raise ToolError(f"priority must be one of {', '.join(PRIORITIES)}")
-        ticket.priority = priority
+        ticket.priority = _one_of(priority, PRIORITIES, "priority")
         self.note(f"{ticket.id} priority -> {priority}")
         return f"{ticket.id} priority set to {priority}"
 
     def tool_assign(self, ticket_id: Any, team: Any) -> str:
         ticket = self._ticket(ticket_id)
-        if team not in TEAMS:
-            raise ToolError(f"team must be one of {', '.join(TEAMS)}")
-        ticket.team = team
+        ticket.team = _one_of(team, TEAMS, "team")
         self.note(f"{ticket.id} assigned to {team}")
         return f"{ticket.id} assigned to {team}"
 
