@@ -24,7 +24,7 @@ from web.limits import expensive, searching
 from web.params import given_args, query_text
 from web.security import PRIVATE
 from web.transcript import log_view, transcript
-from web.trial_filters import BAND_LABELS, FILTER_PARAMS, TrialListQuery, filter_chips
+from web.trial_filters import FILTER_PARAMS, TRIAL_FILTERS, TrialListQuery, filter_chips
 from web.urls import export_links
 from web.validation import Invalid, parse
 
@@ -131,8 +131,8 @@ def index():
         args=filter_args,
         sort=query.sort,
         sorts=SORT_LABELS,
-        bands=BAND_LABELS,
         choices=choices,
+        filters=TRIAL_FILTERS,
         chips=chips(args, choices),
         next_url=explorer_url({**filter_args, "sort": query.sort, "after": str(cursor)}) if cursor else None,
         exports=export_links(filter_args),

@@ -2,7 +2,8 @@
 
 From `TRIAL_FILTERS` come the query model every filtered read takes (`TrialFilterQuery`: the trials explorer
 page, GET /api/v1/trials, GET /api/v1/rollouts), its `filters()` (the queries.filters.TrialFilters the one query
-builder takes), the explorer's `FILTER_PARAMS` and its removable chips.
+builder takes), the explorer's `FILTER_PARAMS`, its removable chips and its filter bar (each filter's `Control`:
+the form field the template renders, in this order).
 """
 
 from __future__ import annotations
@@ -30,12 +31,27 @@ BAND_LABELS = {
     "unscored": "unscored",
 }
 Chip = Callable[[str, ExplorerChoices], str]  # a filter's value (one key of a list) → its chip's label
+Options = Callable[
+    [ExplorerChoices, str], list[tuple[str | None, list[tuple[str, str]]]]
+]  # → (group, [(value, label)])
+
+
+@dataclass(frozen=True)
+class Control:
+    """How the explorer's filter bar offers a filter: a labelled input (`kind` its type) or a select whose options
+    come from `options` (the organization's catalog, and the value given when the catalog lacks it)."""
+
+    label: str
+    kind: str = "text"  # "search", "text", "number" or "select"
+    attrs: tuple[tuple[str, str], ...] = ()  # the input's other attributes (placeholder, size, min, list, …)
+    options: Options | None = None
+    css_class: str | None = None
 
 
 @dataclass(frozen=True)
 class TrialFilter:
     """One filter: its query-string name, TrialFilters field, the type it holds, its rule, its documentation, its
-    chip's label, and whether it is a comma-separated list (one chip per key)."""
+    chip's label, its control on the filter bar, and whether it is a comma-separated list (one chip per key)."""
 
     name: str
     field: str
@@ -43,7 +59,32 @@ class TrialFilter:
     rule: Rule
     description: str | None
     chip: Chip
+    control: Control
     listed: bool = False
+
+
+def _fixed(*pairs: tuple[str, str]) -> Options:
+    return lambda _, __: [(None, list(pairs))]
+
+
+def _catalog(attribute: str) -> Options:
+    """The options of one of ExplorerChoices' lists (version choices grouped by environment)."""
+
+    def options(choices: ExplorerChoices, _: str) -> list[tuple[str | None, list[tuple[str, str]]]]:
+        items = getattr(choices, attribute)
+        if attribute != "versions":
+            return [(None, [(c.value, c.label) for c in items])]
+        groups: dict[str | None, list[tuple[str, str]]] = {}
+        for c in items:
+            groups.setdefault(c.group, []).append((c.value, c.label))
+        return list(groups.items())
+
+    return options
+
+
+def _categories(choices: ExplorerChoices, given: str) -> list[tuple[str | None, list[tuple[str, str]]]]:
+    known = [(c, c) for c in choices.categories]
+    return [(None, known + ([(given, given)] if given and given not in choices.categories else []))]
 
 
 def _named(choices: list[Any], value: str) -> str:
@@ -51,6 +92,7 @@ def _named(choices: list[Any], value: str) -> str:
 
 
 StageKeys = Annotated[tuple[str, ...], WithJsonSchema({"type": "string"})]
+REWARD_INPUT = (("min", "0"), ("max", "1"), ("step", "any"), ("size", "5"))
 STAGE_KEYS = stage_keys(STAGE_KEY_CHARS, MAX_STAGE_FILTERS)
 
 # In the order the explorer's chips show them (docs/dashboard.md, Trial filters).
@@ -63,9 +105,21 @@ TRIAL_FILTERS = (
         "Full-text search over the task, tool names, commands and arguments, observations, agent messages and the "
         'log: words, "a phrase", prefix*, -excluded, or',
         lambda v, _: f"search: {v}",
+        Control(
+            "Search trajectories",
+            "search",
+            (("maxlength", str(SEARCH_QUERY_CHARS)), ("placeholder", '"permission denied", restock*, SKU-7062')),
+            css_class="search-field",
+        ),
     ),
     TrialFilter(
-        "status", "status", TrialStatus, one_of(*TRIAL_STATUSES), "The trial's status", lambda v, _: f"status: {v}"
+        "status",
+        "status",
+        TrialStatus,
+        one_of(*TRIAL_STATUSES),
+        "The trial's status",
+        lambda v, _: f"status: {v}",
+        Control("Status", "select", options=_fixed(*((s, s) for s in ("failed", "error", "succeeded")))),
     ),
     TrialFilter(
         "rewardBand",
@@ -74,9 +128,26 @@ TRIAL_FILTERS = (
         one_of(*REWARD_BANDS),
         "failed: reward < 1; recovery: 0 < reward < 1; successful: reward = 1; unscored: none",
         lambda v, _: f"reward: {BAND_LABELS.get(v, v)}",
+        Control("Reward", "select", options=_fixed(*BAND_LABELS.items())),
     ),
-    TrialFilter("minReward", "min_reward", float, REWARD, "Reward at least", lambda v, _: f"reward ≥ {v}"),
-    TrialFilter("maxReward", "max_reward", float, REWARD, "Reward at most", lambda v, _: f"reward ≤ {v}"),
+    TrialFilter(
+        "minReward",
+        "min_reward",
+        float,
+        REWARD,
+        "Reward at least",
+        lambda v, _: f"reward ≥ {v}",
+        Control("from", "number", REWARD_INPUT),
+    ),
+    TrialFilter(
+        "maxReward",
+        "max_reward",
+        float,
+        REWARD,
+        "Reward at most",
+        lambda v, _: f"reward ≤ {v}",
+        Control("to", "number", REWARD_INPUT),
+    ),
     TrialFilter(
         "failureCategory",
         "failure_category",
@@ -84,6 +155,7 @@ TRIAL_FILTERS = (
         text(FAILURE_CATEGORY_CHARS),
         "The trial's failure category",
         lambda v, _: f"category: {v}",
+        Control("Category", "select", options=_categories),
     ),
     TrialFilter(
         "stagePassed",
@@ -92,6 +164,7 @@ TRIAL_FILTERS = (
         STAGE_KEYS,
         "Comma-separated stage_* keys the trial passed (value 1)",
         lambda v, _: f"{v} passed",
+        Control("Stages passed", attrs=(("list", "stage-keys"), ("placeholder", "stage_inventory"))),
         listed=True,
     ),
     TrialFilter(
@@ -101,6 +174,7 @@ TRIAL_FILTERS = (
         STAGE_KEYS,
         "Comma-separated stage_* keys the trial did not pass (a value below 1)",
         lambda v, _: f"{v} failed",
+        Control("Stages failed", attrs=(("list", "stage-keys"), ("placeholder", "stage_order"))),
         listed=True,
     ),
     TrialFilter(
@@ -110,6 +184,7 @@ TRIAL_FILTERS = (
         UUID_RULE,
         None,
         lambda v, c: f"environment: {_named(c.environments, v)}",
+        Control("Environment", "select", options=_catalog("environments")),
     ),
     TrialFilter(
         "environmentVersionId",
@@ -118,6 +193,7 @@ TRIAL_FILTERS = (
         UUID_RULE,
         None,
         lambda v, c: f"version: {_named(c.versions, v)}",
+        Control("Version", "select", options=_catalog("versions")),
     ),
     TrialFilter(
         "evaluatorConfigId",
@@ -126,8 +202,17 @@ TRIAL_FILTERS = (
         UUID_RULE,
         None,
         lambda v, c: f"evaluator: {_named(c.evaluators, v)}",
+        Control("Evaluator", "select", options=_catalog("evaluators")),
     ),
-    TrialFilter("evaluationRunId", "evaluation_run_id", uuid.UUID, UUID_RULE, None, lambda v, _: f"run {v[-6:]}"),
+    TrialFilter(
+        "evaluationRunId",
+        "evaluation_run_id",
+        uuid.UUID,
+        UUID_RULE,
+        None,
+        lambda v, _: f"run {v[-6:]}",
+        Control("Run id", attrs=(("size", "12"), ("placeholder", "run UUID"))),
+    ),
     TrialFilter(
         "source",
         "source",
@@ -135,6 +220,7 @@ TRIAL_FILTERS = (
         one_of(*TRIAL_SOURCES),
         "imported: written by an import (it has an externalId); worker: run by a worker",
         lambda v, _: "imported trials" if v == "imported" else "trials run by workers",
+        Control("Source", "select", options=_fixed(("worker", "run by a worker"), ("imported", "imported"))),
     ),
     TrialFilter(
         "finishedAfter",
@@ -143,6 +229,7 @@ TRIAL_FILTERS = (
         MOMENT,
         "Finished at or after (UTC unless an offset)",
         lambda v, _: f"finished from {v}",
+        Control("Finished from", attrs=(("size", "16"), ("placeholder", "2026-05-01T12:00"))),
     ),
     TrialFilter(
         "finishedBefore",
@@ -151,6 +238,7 @@ TRIAL_FILTERS = (
         MOMENT,
         "Finished before (UTC unless an offset)",
         lambda v, _: f"finished before {v}",
+        Control("before", attrs=(("size", "16"), ("placeholder", "2026-05-02"))),
     ),
     TrialFilter(
         "task",
@@ -159,6 +247,7 @@ TRIAL_FILTERS = (
         hex_key(32, "must be a task key (the md5 of the task text: 32 hex digits)"),
         "A task: the md5 of its task text (32 hex digits), as compare's `tasks[].task`",
         lambda v, _: f"task {v[:8]}",
+        Control("Task", attrs=(("size", "12"), ("placeholder", "task key (md5)"))),
     ),
 )
 FILTER_PARAMS = tuple(f.name for f in TRIAL_FILTERS)
