@@ -317,7 +317,7 @@ def pytest_runtest_logreport(report) -> None:
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """Print what the suite tried against reliability and isolation (the Reliability table of docs/testing.md)."""
-    from tests import test_isolation_properties
+    from tests.integration.isolation import test_isolation_properties
 
     leaks = test_isolation_properties.LEAKS
     parts = [f"{RELIABILITY[m]} {label}" for m, label in RELIABILITY_MARKERS.items()]
