@@ -14,6 +14,7 @@ from sqlalchemy import text
 from werkzeug.routing import UUIDConverter
 
 from tests.factories import make_catalog
+from tests.helpers import table_counts
 
 pytestmark = pytest.mark.bad_input
 
@@ -25,24 +26,6 @@ def owner(client, auth, owner):
     """The owner of Acme RL, logged in on `client`."""
     auth.login(owner.email)
     return owner
-
-
-TABLES = (
-    "environments",
-    "environment_versions",
-    "evaluator_configs",
-    "evaluation_runs",
-    "evaluation_trials",
-    "rollouts",
-    "artifacts",
-    "memberships",
-)
-
-
-def table_counts(count_rows, org_id) -> dict[str, tuple[int, int]]:
-    """Rows of every table a request could write: as the organization sees them, and as the owner role sees them
-    (every organization's runs and memberships)."""
-    return {t: (count_rows(t, org_id), count_rows(t)) for t in TABLES}
 
 
 def uuid_routes(app):

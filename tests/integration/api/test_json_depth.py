@@ -15,7 +15,7 @@ from sqlalchemy import text
 from domain.json_depth import MAX_JSON_DEPTH, MAX_STORED_JSON_DEPTH, OMITTED, TooDeep, loads, loads_stored
 from domain.trajectory import Step, storable, structured
 from tests.factories import command_agent, finish_run, finished_outcome, make_catalog
-from tests.integration.api.test_bad_input import table_counts
+from tests.helpers import table_counts
 from tests.paths import TESTS
 from worker.loop import WorkerSettings, run_workers
 from worker.masking import Masker
@@ -301,7 +301,7 @@ def work(database) -> int:
 @pytest.mark.bad_input
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH, *DEPTHS])
 def test_an_agent_line_nested_too_deep_is_a_protocol_error_recorded_once(member, client, auth, database, depth):
-    from tests.integration.worker.test_worker import queue
+    from tests.helpers import queue
 
     catalog = make_catalog(database, member.org.id, command_agent("deep.py", "line", str(depth)), attempt_count=1)
     queue(database, catalog)
@@ -328,7 +328,7 @@ def test_an_agent_line_nested_too_deep_is_a_protocol_error_recorded_once(member,
 def test_call_arguments_given_as_json_text_nested_too_deep_are_refused_as_the_calls_result(database, make_org, depth):
     org = make_org("Acme RL")
     catalog = make_catalog(database, org.id, command_agent("deep.py", "args-text", str(depth)), attempt_count=1)
-    from tests.integration.worker.test_worker import queue
+    from tests.helpers import queue
 
     queue(database, catalog)
     assert work(database) == 1

@@ -19,7 +19,7 @@ from werkzeug.serving import make_server
 
 from domain import task_stats
 from tests.factories import make_catalog
-from tests.integration.auth.test_tokens import create_token
+from tests.helpers import create_token
 
 # The generated client reads NDJSON as bytes (its own parser knows JSON only); the document keeps application/x-ndjson.
 CONFIG = "post_hooks: []\ncontent_type_overrides:\n  application/x-ndjson: application/octet-stream\n"

@@ -13,7 +13,7 @@ from domain.rules import UUID_RULE, Refused, integer_from
 from domain.specs import validate_spec
 from importers.ingest import IngestError, parse_trial
 from tests.factories import make_catalog
-from tests.integration.importers.test_ingest import line
+from tests.helpers import line
 from tests.paths import ROOT
 
 SCRIPTED = {"kind": "scripted", "skill": 1.0}

@@ -440,7 +440,7 @@ def test_accounts_made_through_a_link_before_the_migration_start_unproven(
     app, client, auth, acme, globex, database, database_urls, owner_engine
 ):
     """Migration 0026 marks accounts made through a link unproven, unless another organization's link reached them."""
-    from tests.integration.trials.test_trial_steps import migrate
+    from tests.helpers import migrate
 
     owner_a, owner_b = AuthActions(client), AuthActions(app.test_client())
     owner_a.login(acme.email)

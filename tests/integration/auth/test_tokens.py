@@ -9,12 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.factories import make_catalog
-
-
-def create_token(runner, email: str, org: str) -> str:
-    result = runner.invoke(args=["create-token", email, "--org", org, "--name", "nightly"])
-    assert result.exit_code == 0, result.output
-    return result.output.strip().splitlines()[-1]
+from tests.helpers import create_token
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -253,7 +253,7 @@ def test_pass_at_k_with_mixed_attempts_reads_only_tasks_with_enough(api):
 
 
 def test_statements_do_not_grow_with_tasks_runs_or_evaluators(api, database):
-    from tests.integration.pages.test_pages import counting_queries
+    from tests.helpers import counting_queries
 
     versions = load(api, lines("v1", A_TASKS), lines("v2", B_TASKS))
     urls = [f"/compare?a={versions['v1']}&b={versions['v2']}", f"/api/v1/compare?a={versions['v1']}&b={versions['v2']}"]

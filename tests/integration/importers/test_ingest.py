@@ -11,31 +11,10 @@ from sqlalchemy import text
 
 from bench.generate import check_rollups
 from domain.outcome import OBSERVATION_CAP_CHARS
+from tests.helpers import import_ndjson, line, ndjson
 from tests.paths import TESTS
 
 ATIF = json.loads((TESTS / "fixtures" / "atif-v1.7-example.json").read_text())
-
-
-def line(external_id: str, attempt: int, reward: float | None, **extra) -> dict:
-    return {
-        "externalId": external_id,
-        "environment": {"name": "count-lines", "spec": {"kind": "external", "source": "harness-x", "task": "count"}},
-        "attempt": attempt,
-        "reward": reward,
-        "stages": {"stage_counted": 1.0 if reward else 0.0, "stage_written": reward or 0.0},
-        "failureCategory": None if reward == 1 else "wrong_answer",
-        "log": "ran",
-        **extra,
-    }
-
-
-def ndjson(*lines: dict) -> str:
-    return "\n".join(json.dumps(item) for item in lines) + "\n"
-
-
-def import_ndjson(api, body: str):
-    """POST an NDJSON body to the import endpoint as the logged-in member."""
-    return api.post("/api/v1/evaluation-runs/import", data=body, content_type="application/x-ndjson")
 
 
 IMPORTED_TABLES = ("evaluation_runs", "evaluation_trials", "rollouts", "artifacts", "environments")

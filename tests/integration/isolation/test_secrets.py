@@ -458,7 +458,7 @@ def test_the_migration_seals_values_stored_in_plaintext_before_it(database, data
 
 
 def test_imported_specs_keep_their_env_values_sealed_and_still_group_into_one_version(client, auth, acme, owner_engine):
-    from tests.integration.importers.test_ingest import line, ndjson
+    from tests.helpers import line, ndjson
 
     auth.login(acme[1].email)
     token = auth.csrf()

@@ -6,16 +6,16 @@ import html
 import json
 import re
 import uuid
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_label_sql
 from tests.factories import finish_runs, make_catalog, typed_steps
+from tests.helpers import counting_queries
 from writes.runs import enqueue_run, record_trial
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
@@ -602,21 +602,6 @@ def test_hostile_text_is_escaped_and_long_observations_fold(page, database, memb
     assert "<script>alert" not in body and "<img src=x" not in body and "<b>" not in body
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in body
     assert '<details class="fold"><summary>Show 192 more lines (960 characters)</summary>' in body  # 8 lines shown
-
-
-@contextmanager
-def counting_queries(database):
-    """Count the statements the app sends on its runtime engine."""
-    statements: list[str] = []
-
-    def count(conn, cursor, statement, *args):
-        statements.append(statement)
-
-    event.listen(database.engine, "before_cursor_execute", count)
-    try:
-        yield statements
-    finally:
-        event.remove(database.engine, "before_cursor_execute", count)
 
 
 def test_pages_issue_a_fixed_number_of_queries_whatever_the_history(page, world, database, member):

@@ -14,7 +14,7 @@ from sqlalchemy import text
 import queries.trials
 from domain.outcome import TrialOutcome
 from tests.factories import finish_runs, make_catalog, record_rewards
-from tests.integration.importers.test_ingest import import_ndjson, line, ndjson
+from tests.helpers import api_ids, import_ndjson, line, ndjson, sql_ids
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 TRIAL_LINK = re.compile(r'href="/trials/([0-9a-f-]{36})"')
@@ -46,26 +46,6 @@ def world(database, api, member):
     record_rewards(database, admin, [None], errored)
     assert import_ndjson(api, ndjson(line("x-1", 1, 0.5), line("x-2", 2, None))).status_code == 201
     return {"admin": admin, "desk": desk, "runs": runs}
-
-
-def api_ids(api, query: str = "") -> list[str]:
-    """Every trial id GET /api/v1/trials lists for `query`, following `next`."""
-    ids, after = [], None
-    while True:
-        url = f"/api/v1/trials?{query}" + (f"&after={after}" if after else "")
-        response = api.get(url)
-        assert response.status_code == 200, response.json
-        ids += [t["id"] for t in response.json["trials"]]
-        after = response.json["next"]
-        if after is None:
-            return ids
-
-
-def sql_ids(database, org_id, where: str, **params) -> set[str]:
-    """The trial ids `where` selects, as the runtime role of the organization sees them."""
-    with database.session(org_id) as session:
-        rows = session.execute(text(f"SELECT t.id FROM evaluation_trials t WHERE {where}"), params).scalars()
-        return {str(i) for i in rows}
 
 
 def page_ids(body: str) -> list[str]:

@@ -12,9 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from tests.factories import finish_runs, make_catalog, seed_org_rows, writable_copy
+from tests.helpers import api_ids, import_ndjson, line, ndjson, sql_ids
 from tests.integration.importers.test_harbor_import import FIXTURE, JOB, import_harbor
-from tests.integration.importers.test_ingest import import_ndjson, line, ndjson
-from tests.integration.trials.test_explorer import api_ids, sql_ids
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 PASSED = "(t.metrics ->> :key)::float8 = 1"

@@ -4,26 +4,10 @@ from __future__ import annotations
 
 import html
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
-from db.urls import runtime_role_of, sqlalchemy_url
 from tests.factories import finish_run, make_catalog
-from tests.paths import ROOT
-
-
-def migrate(database_urls, database, target: str, downgrade: bool = False) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(ROOT / "migrations"))
-    engine = create_engine(sqlalchemy_url(database_urls.admin))
-    try:
-        with engine.begin() as conn:
-            config.attributes.update(connection=conn, runtime_role=runtime_role_of(database_urls))
-            config.attributes["secrets_key"] = database.secrets_key
-            (command.downgrade if downgrade else command.upgrade)(config, target)
-    finally:
-        engine.dispose()
+from tests.helpers import migrate
 
 
 def test_trials_written_before_the_steps_column_show_their_steps_after_the_migration(

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import ProgrammingError
 
 from tests.factories import make_catalog
-from tests.integration.worker.test_worker import queue, rows, work
+from tests.helpers import queue, rows, work
 from worker.loop import WorkerSettings, claim_next_run
 
 PERFECT = {"kind": "scripted", "skill": 1.0}

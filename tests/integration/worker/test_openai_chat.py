@@ -73,7 +73,7 @@ def test_a_scripted_conversation_is_recorded_turn_by_turn_and_exported(
     base_url, log = model_server("solve")
     config = agent(base_url, systemPrompt=SYSTEM, temperature=0.2, maxTokens=256, extraBody={"top_k": 20})
     catalog = make_catalog(database, viewer.org.id, config, attempt_count=2, timeout_s=60)
-    from tests.integration.worker.test_worker import queue
+    from tests.helpers import queue
 
     (run_id,) = queue(database, catalog)
     with caplog.at_level("DEBUG"):

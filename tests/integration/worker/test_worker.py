@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -20,9 +19,9 @@ from domain.scoring import pass_at_k, pass_at_k_table
 from models import EvaluationRun
 from tests.conftest import ROOT
 from tests.factories import command_agent, make_catalog
-from worker.loop import WorkerSettings, run_workers
+from tests.helpers import queue, rows, work
 from worker.trial import run_trial
-from writes.runs import RUNS_CHANNEL, enqueue_run, record_trial
+from writes.runs import RUNS_CHANNEL, record_trial
 
 PERFECT = {"kind": "scripted", "skill": 1.0}
 
@@ -30,27 +29,6 @@ PERFECT = {"kind": "scripted", "skill": 1.0}
 @pytest.fixture
 def org(make_org):
     return make_org("Acme RL")
-
-
-def queue(database, catalog, attempt_count=None, count=1) -> list:
-    """Enqueue `count` runs of the catalog's configuration; return their ids."""
-    from models import EnvironmentVersion, EvaluatorConfig
-
-    with database.session(catalog.org_id) as session, session.begin():
-        version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))
-        config = session.get_one(EvaluatorConfig, (catalog.org_id, catalog.config_id))
-        return [enqueue_run(session, version, config, attempt_count).id for _ in range(count)]
-
-
-def work(database, **settings) -> int:
-    """Run the worker in this process until no run is claimable."""
-    return run_workers(database, WorkerSettings(**settings), threading.Event(), concurrency=1, until_idle=True)
-
-
-def rows(database, org_id, sql, **params):
-    """Run `sql` as the runtime role scoped to `org_id` and return every row."""
-    with database.session(org_id) as session:
-        return session.execute(text(sql), params).all()
 
 
 @pytest.mark.slow  # starts agent processes
