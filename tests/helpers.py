@@ -4,6 +4,7 @@ trial ids from the API and from SQL, queueing and working runs in this process, 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from bs4 import BeautifulSoup, Tag
 from sqlalchemy import Row, create_engine, event, text
 
 from db.urls import runtime_role_of, sqlalchemy_url
@@ -136,3 +138,30 @@ def migrate(database_urls: Any, database: Any, target: str, downgrade: bool = Fa
             (command.downgrade if downgrade else command.upgrade)(config, target)
     finally:
         engine.dispose()
+
+
+def found(pattern: str | re.Pattern[str], text: str, flags: int = 0) -> re.Match[str]:
+    """`re.search` that fails the test, showing the pattern, when nothing matches."""
+    match = re.search(pattern, text, flags)
+    assert match is not None, f"no match for {pattern!r}"
+    return match
+
+
+def parse(html: str) -> BeautifulSoup:
+    """An HTML page or fragment, parsed by the standard library's parser (read it with CSS selectors)."""
+    return BeautifulSoup(html, "html.parser")
+
+
+def one(node: BeautifulSoup | Tag | str, selector: str) -> Tag:
+    """The first element `selector` matches in `node` (HTML text is parsed first); the test fails when none does."""
+    root = parse(node) if isinstance(node, str) else node
+    element = root.select_one(selector)
+    assert element is not None, f"nothing matches {selector!r}"
+    return element
+
+
+def attr(element: Tag, name: str) -> str:
+    """An attribute's value as text (a class list joined by spaces); the test fails when the element lacks it."""
+    value = element.get(name)
+    assert value is not None, f"<{element.name}> has no {name}"
+    return value if isinstance(value, str) else " ".join(value)

@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from tests.conftest import PASSWORD, AuthActions, csrf_token_from
 from tests.factories import make_catalog
+from tests.helpers import found
 
 
 def memberships(owner_engine) -> set[tuple[str, str]]:
@@ -42,7 +43,7 @@ def test_owner_adds_changes_and_removes_members(client, auth, acme, database, ow
         "/settings/members", data={"email": "new@acme.test", "role": "viewer", "csrf_token": auth.csrf()}
     )
     assert invited.status_code == 201 and "new@acme.test" not in {email for email, _ in memberships(owner_engine)}
-    link = re.search(r"http://localhost(/invitations/[\w-]+)", invited.text).group(1)
+    link = found(r"http://localhost(/invitations/[\w-]+)", invited.text).group(1)
     newcomer = client.application.test_client()
     form = {"password": "long-enough-pw", "password_confirmation": "long-enough-pw"}
     accepted = newcomer.post(link, data={**form, "csrf_token": csrf_token_from(newcomer.get(link).text)})

@@ -14,6 +14,7 @@ from domain import comparison
 from domain.outcome import TrialOutcome
 from models import EvaluationRun
 from tests.factories import finish_run, make_catalog
+from tests.helpers import attr, found, one
 from writes.runs import complete_run, record_trial, reset_run, trial_seed
 
 EXPERT = {"kind": "scripted", "skill": 0.9}
@@ -159,7 +160,7 @@ def test_reset_pair_is_read_by_task_not_by_trial_number(page, database, member):
     assert [(row["a"]["successes"], row["b"]["successes"]) for row in body["tasks"]] == [(2, 4)]
     html = page.get(f"/compare?a={first}&b={second}").text
     assert "Same tasks, paired" not in html and "trial 1" not in html
-    row = re.search(r'<tr class="task-shared">.*?</tr>', html, re.S).group(0)
+    row = found(r'<tr class="task-shared">.*?</tr>', html, re.S).group(0)
     assert "restock and order" in row and "2 of 6" in row and "4 of 6" in row
     task = body["tasks"][0]["task"]
     assert f'href="/trials?evaluationRunId={second}&amp;task={task}"' in row
@@ -175,7 +176,7 @@ def test_charts_have_titles_and_axis_labels(page, versions):
     a, b, _, _ = versions
     html = page.get(f"/compare?a={a.version_id}&b={b.version_id}").text
     svgs = re.findall(r"<svg.*?</svg>", html, re.S)
-    titles = [re.search(r"<title[^>]*>([^<]+)</title>", svg).group(1) for svg in svgs]
+    titles = [found(r"<title[^>]*>([^<]+)</title>", svg).group(1) for svg in svgs]
     assert "pass@k with 95% intervals" in titles and "Stage funnel (pipeline order)" in titles
     assert any(t.startswith("Reward histogram, A") for t in titles)
     for svg in svgs:
@@ -212,18 +213,18 @@ def test_compare_with_no_sides_shows_the_picker(page, versions, database, member
     answer = page.get("/compare")
     assert answer.status_code == 200
     html = answer.text
-    environments = re.search(r'<select id="environmentId".*?</select>', html, re.S).group(0)
+    environments = found(r'<select id="environmentId".*?</select>', html, re.S).group(0)
     assert "admin-console" in environments and "support-desk" in environments
     # A defaults to the previous version, B to the newest, of the environment shown (admin-console comes first).
     for side, version_id in (("a", a.version_id), ("b", b.version_id)):
-        menu = re.search(rf'<select id="pick-{side}" name="{side}" required>.*?</select>', html, re.S).group(0)
+        menu = found(rf'<select id="pick-{side}" name="{side}" required>.*?</select>', html, re.S).group(0)
         assert re.search(rf'<option value="{version_id}" selected>', menu)
         assert str(a_runs[0]) in menu and str(desk.version_id) not in menu
-    evaluators = re.search(r'<select id="pick-a-evaluator" name="aEvaluatorConfigId">.*?</select>', html, re.S)
-    assert str(a.config_id) in evaluators.group(0) and str(b.config_id) in evaluators.group(0)
+    evaluators = [attr(o, "value") for o in one(html, 'select#pick-a-evaluator[name="aEvaluatorConfigId"]')("option")]
+    assert str(a.config_id) in evaluators and str(b.config_id) in evaluators
     # Another environment narrows the version and run menus to its own.
     narrowed = page.get(f"/compare?environmentId={desk.environment_id}").text
-    menu = re.search(r'<select id="pick-a" name="a" required>.*?</select>', narrowed, re.S).group(0)
+    menu = found(r'<select id="pick-a" name="a" required>.*?</select>', narrowed, re.S).group(0)
     assert str(desk.version_id) in menu and str(a.version_id) not in menu
     # The form's answer is the comparison (an empty evaluator menu narrows nothing).
     picked = page.get(f"/compare?a={a.version_id}&aEvaluatorConfigId=&b={b.version_id}&bEvaluatorConfigId=")
@@ -263,18 +264,18 @@ def test_capability_gap_matrix_of_rates_with_links(page, versions, database, mem
     a, b, _, _ = versions
     desk = make_catalog(database, member.org.id, EXPERT, 4, environment="support-desk", config_name="desk")
     html = page.get("/capability-gap").text
-    matrix = re.search(r'<table class="matrix">.*?</table>', html, re.S).group(0)
+    matrix = found(r'<table class="matrix">.*?</table>', html, re.S).group(0)
     link = f'href="/trials?failureCategory=wrong_item&amp;environmentVersionId={a.version_id}"'
     assert link in matrix
-    cell = re.search(re.escape(link) + r' title="([^"]+)">([^<]+)</a>', matrix)
-    assert cell.groups() == ("10 of 12 trials of admin-console v1", "83.3%")
+    cell = one(matrix, f'a[href="/trials?failureCategory=wrong_item&environmentVersionId={a.version_id}"]')
+    assert (attr(cell, "title"), cell.get_text()) == ("10 of 12 trials of admin-console v1", "83.3%")
     assert re.search(rf'environmentVersionId={b.version_id}" title="3 of 12 trials of admin-console v2">25.0%', matrix)
     assert "admin-console v1<div" in matrix and "12 trials" in matrix
     # The version menu offers only the chosen environment's versions.
     narrowed = page.get(f"/capability-gap?environmentId={a.environment_id}").text
-    menu = re.search(r'<select id="environmentVersionId".*?</select>', narrowed, re.S).group(0)
+    menu = found(r'<select id="environmentVersionId".*?</select>', narrowed, re.S).group(0)
     assert str(a.version_id) in menu and str(desk.version_id) not in menu
-    everything = re.search(r'<select id="environmentVersionId".*?</select>', html, re.S).group(0)
+    everything = found(r'<select id="environmentVersionId".*?</select>', html, re.S).group(0)
     assert str(desk.version_id) in everything
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from domain import task_stats
+from tests.helpers import attr, one, parse
 
 
 def close(x, y):
@@ -126,18 +126,18 @@ def test_shared_tasks_are_paired_by_task_with_clustered_errors(api):
 
 
 def test_a_task_cell_opens_that_tasks_trials_of_its_side(api):
-    from bs4 import BeautifulSoup
-
     versions = load(api, lines("v1", A_TASKS), lines("v2", B_TASKS))
-    page = BeautifulSoup(api.client.get(f"/compare?a={versions['v1']}&b={versions['v2']}").text, "html.parser")
-    row = next(tr for tr in page.select("table.compare-tasks tbody tr") if "Reconcile ledger t3" in tr.th.text)
-    a_cell, b_cell = (td.a for td in row.select("td")[:2])
+    page = parse(api.client.get(f"/compare?a={versions['v1']}&b={versions['v2']}").text)
+    row = next(tr for tr in page.select("table.compare-tasks tbody tr") if "Reconcile ledger t3" in one(tr, "th").text)
+    a_cell, b_cell = (one(td, "a") for td in row.select("td")[:2])
     assert (a_cell.text, b_cell.text) == ("3 of 4", "4 of 4")
-    explorer = BeautifulSoup(api.client.get(a_cell["href"]).text, "html.parser")
-    listed = [a["href"].split("/")[-1].split("?")[0] for a in explorer.select("table.trials tbody td:first-child a")]
+    explorer = parse(api.client.get(attr(a_cell, "href")).text)
+    listed = [
+        attr(a, "href").split("/")[-1].split("?")[0] for a in explorer.select("table.trials tbody td:first-child a")
+    ]
     tasks = {api.client.get(f"/trials/{trial}").text.count("Reconcile ledger t3") > 0 for trial in listed}
     assert len(listed) == 4 and tasks == {True}, listed
-    assert f"task {key('t3')[:8]}" in explorer.select_one("ul.chips").text
+    assert f"task {key('t3')[:8]}" in one(explorer, "ul.chips").text
     # The API and the export read the same filter; a task key in capitals is the same key.
     listed = api.client.get(f"/api/v1/trials?environmentVersionId={versions['v2']}&task={key('t3').upper()}").json
     assert sorted(t["reward"] for t in listed["trials"]) == [1.0] * 4
@@ -198,11 +198,12 @@ def test_evaluator_mix_is_warned_with_counts_per_evaluator(api):
     assert body["b"]["passAtK"]["1"]["value"] == pytest.approx(8 / 32)  # pooled: below A's 4 / 16
     html = api.client.get(f"/compare?a={versions['v1']}&b={versions['v2']}").text
     assert 'data-code="evaluator-mix"' in html and "Per evaluator" in html
-    table = re.search(r'<table class="compare-evaluators">.*?</table>', html, re.S).group(0)
+    table = one(html, "table.compare-evaluators").get_text()
     assert "weak" in table and "strong" in table
     # The evaluator both sides ran is compared alone, paired over its 4 shared tasks: each went from 1/4 to 2/4, so
     # the differences have no spread and the exact sign test reads them (p = 2 / 2**4).
-    alone = re.search(r'<p class="evaluator-verdict"><strong>strong alone:</strong> ([^<]+)</p>', html).group(1)
+    verdicts = parse(html).select("p.evaluator-verdict")
+    alone = next(p.get_text() for p in verdicts if one(p, "strong").get_text() == "strong alone:")
     assert f"B - A = +0.25, p = {stats.binomtest(4, 4, 0.5).pvalue:.2f}, {task_stats.SIGN_TEST}" in alone
     # The API says the same per evaluator.
     (by_strong,) = body["tests"]["byEvaluator"]

@@ -15,7 +15,7 @@ from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_label_sql
 from tests.factories import finish_runs, make_catalog, typed_steps
-from tests.helpers import counting_queries
+from tests.helpers import attr, counting_queries, found, one, parse
 from writes.runs import enqueue_run, record_trial
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
@@ -155,7 +155,7 @@ def test_environments_list_shows_rollup_figures(page, world, database, member):
             JOIN environment_versions v ON v.id = t.environment_version_id JOIN environments e
             ON e.id = v.environment_id WHERE e.name = 'admin-console'""")
         ).one()
-    row = re.search(r"admin-console</a>.*?</tr>", text_, re.S).group(0)
+    row = found(r"admin-console</a>.*?</tr>", text_, re.S).group(0)
     cells = re.findall(r'<td class="num">([^<]*)</td>', row)
     assert cells[:3] == ["2", str(trials), f"{mean:.3f}"]  # runs, trials, mean reward (latest pass@1 names its run)
     assert "<title" in row and "pass@1 per evaluator, admin-console" in row  # one line per evaluator
@@ -164,7 +164,7 @@ def test_environments_list_shows_rollup_figures(page, world, database, member):
 
 def latest_cell(body: str, environment: str) -> str:
     """The text of the Latest pass@1 cell of an environment's row on /environments (tags dropped)."""
-    row = re.search(rf">{environment}</a>.*?</tr>", body, re.S).group(0)
+    row = found(rf">{environment}</a>.*?</tr>", body, re.S).group(0)
     cell = re.findall(r'<td class="num">(.*?)</td>', row, re.S)[2]
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", cell)).split())
 
@@ -344,7 +344,7 @@ def test_partial_rewards_narrow_to_one_evaluator_in_the_same_order(page, world, 
         ("stage_checkout", "4", "2", "0.500"),
     ]
     assert stages_shown(page.get(f"/partial-rewards/versions/{admin.version_id}").text) == [r[0] for r in rows]
-    failed = html.unescape(re.search(r'href="(/trials\?[^"]+stageFailed=stage_order[^"]*)"', fragment).group(1))
+    failed = html.unescape(found(r'href="(/trials\?[^"]+stageFailed=stage_order[^"]*)"', fragment).group(1))
     assert f"evaluatorConfigId={closer.config_id}" in failed
     assert len(re.findall(r">Trial \d+ of \d+</a>", page.get(failed).text)) == 2
     # The whole page: the select names the evaluator, a version it never ran says so, lazy tables keep the filter.
@@ -410,7 +410,7 @@ def test_partial_rewards_list_exactly_the_stage_keys_in_metrics(page, world, dat
     links = re.findall(r'href="(/trials\?[^"]+)"[^>]*>(\d+) trials</a>', html.unescape(fragment))
     assert links
     for url, count in links:
-        stage_key = re.search(r"stageFailed=(stage_[a-z_]+)", url).group(1)
+        stage_key = found(r"stageFailed=(stage_[a-z_]+)", url).group(1)
         with database.session(member.org.id) as session:
             failed = session.execute(
                 text("""SELECT count(*) FROM evaluation_trials WHERE environment_version_id = :v
@@ -632,11 +632,14 @@ def test_pages_issue_a_fixed_number_of_queries_whatever_the_history(page, world,
 def test_artifact_download_link_matches_the_stored_document(page, world, database, member):
     body = page.get(f"/trials/{world['trial']}").text
     name = "admin-console-v1-run-1-trial-1-trajectory.json"  # environment, version, the run's #n, the trial
-    link = re.search(rf'href="(/trials/[0-9a-f-]+/trajectory\.json)" download="{re.escape(name)}"', body)
-    response = page.get(link.group(1))
+    page_html = parse(body)
+    link = attr(one(page_html, f'a[download="{name}"]'), "href")
+    assert re.fullmatch(r"/trials/[0-9a-f-]+/trajectory\.json", link)
+    response = page.get(link)
     assert response.headers["Content-Disposition"] == f'attachment; filename="{name}"'
     assert json.loads(response.data)["schemaVersion"] == 1
-    stored = re.search(r'href="(/api/v1/artifacts/[0-9a-f-]+)" hx-boost="false">(trial-1-trajectory\.json)</a>', body)
-    artifact = page.get(stored.group(1))  # the artifact keeps the seed's name
+    stored = one(page_html, 'a[href^="/api/v1/artifacts/"][hx-boost="false"]')
+    assert stored.get_text() == "trial-1-trajectory.json"
+    artifact = page.get(attr(stored, "href"))  # the artifact keeps the seed's name
     assert artifact.headers["Content-Disposition"] == "attachment; filename=trial-1-trajectory.json"
     assert artifact.data == response.data

@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from tests.conftest import csrf_token_from
 from tests.factories import finish_run, make_catalog
+from tests.helpers import found
 from writes.accounts import AccountError, change_role
 from writes.runs import queue_once, start_run
 
@@ -61,7 +62,7 @@ def test_each_rendering_of_the_start_form_carries_a_new_submission_key(page, cat
 
 
 def test_a_second_post_with_the_same_key_queues_nothing_and_goes_to_the_first_run(page, catalog, count_rows):
-    key = KEY.search(page.get(f"/environments/{catalog.environment_id}").text).group(1)
+    key = found(KEY, page.get(f"/environments/{catalog.environment_id}").text).group(1)
     first = start_form(page, catalog, key, **{"HX-Request": "true"})
     assert first.status_code == 204 and first.headers["HX-Redirect"].startswith("/runs/")
     assert count_rows("evaluation_runs") == 1
@@ -143,7 +144,7 @@ def test_reset_is_offered_on_a_finished_run_and_confirmed_once(page, database, c
     assert confirm.status_code == 200 and "Confirm reset (new_world)" in confirm.text
     assert "queues a new run of 3 trials of scripted-solver on admin-console v1" in " ".join(confirm.text.split())
     assert count_rows("evaluation_runs") == 1  # looking at the confirmation writes nothing
-    key = KEY.search(confirm.text).group(1)
+    key = found(KEY, confirm.text).group(1)
     first = reset_post(page, run_id, key)
     second = reset_post(page, run_id, key)
     assert first.status_code == second.status_code == 303 and first.location == second.location

@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from domain.limits import validate_limits
+from tests.helpers import found
 from tests.paths import ROOT, TESTS
 from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
@@ -165,7 +166,7 @@ def test_hostile_agent_mcp_server_and_verifier_get_nothing_and_leave_nothing(cli
     for who in ("agent", "server", "verifier"):
         for attack in ATTACKS:
             assert f"attack {who} {attack}: blocked" in page, f"{who} {attack} not reported blocked"
-        uid = int(re.search(rf"attack {who} identity: blocked \(uid (\d+)", page).group(1))
+        uid = int(found(rf"attack {who} identity: blocked \(uid (\d+)", page).group(1))
         assert uid not in (0, os.getuid()), f"the {who} ran as uid {uid}"
         assert f"attack {who} daemon: started" in page
     assert "LEAKED" not in page

@@ -21,6 +21,7 @@ from domain.trajectory import environment_step, message_step, step, tool_step
 from domain.trial_log import ProgramOutput, keep_end, log_lines, log_text, one_line
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.factories import Catalog, make_catalog, typed_steps
+from tests.helpers import found
 from web.transcript import fold, transcript
 from worker.masking import Masker
 from worker.trial import run_trial
@@ -80,12 +81,12 @@ def twelve_steps() -> list[dict]:
 def test_identical_consecutive_calls_are_one_group_in_the_steps_and_the_outline(page, database, catalog):
     body = page.get(f"/trials/{record(database, catalog, outcome(twelve_steps()))}").text
     assert "Trajectory (12 steps)" in body
-    group = re.search(r'<li class="step-group" id="steps-2-10">.*?</details>\s*</li>', body, re.S).group()
+    group = found(r'<li class="step-group" id="steps-2-10">.*?</details>\s*</li>', body, re.S).group()
     assert '<details class="repeats">' in group  # closed: one line instead of nine steps
     assert f'<span class="tool">list_inventory</span> {TIMES} 9' in group
     assert f"steps 2{DASH}10: the same call 9 times in a row, the same result each time" in group
     assert [int(n) for n in re.findall(r'<li class="step" id="step-(\d+)"', group)] == list(range(2, 11))
-    outline = re.search(r'<nav class="outline".*?</nav>', body, re.S).group()
+    outline = found(r'<nav class="outline".*?</nav>', body, re.S).group()
     assert re.findall(r'href="#step-(\d+)"', outline) == ["1", "2", "11", "12"]
     assert f"list_inventory {TIMES} 9" in outline and "restock" in outline
     assert 'id="step-11"' not in group and 'id="step-1"' not in group
@@ -124,9 +125,9 @@ def test_long_texts_fold_to_a_few_lines_and_short_ones_show_whole(page, database
     long = "\n".join(f"row {n}: {'y' * 30}" for n in range(60))
     steps = [tool_step(1, "list_inventory", {}, short), tool_step(2, "dump", {}, long)]
     body = page.get(f"/trials/{record(database, catalog, outcome(steps))}").text
-    first = re.search(r'id="step-1".*?</li>', body, re.S).group()
+    first = found(r'id="step-1".*?</li>', body, re.S).group()
     assert "<details" not in first and f'<pre class="observation">{short}</pre>' in first
-    second = re.search(r'id="step-2".*?</li>', body, re.S).group()
+    second = found(r'id="step-2".*?</li>', body, re.S).group()
     shown = "\n".join(f"row {n}: {'y' * 30}" for n in range(8)) + "\n"
     rest = "\n".join(f"row {n}: {'y' * 30}" for n in range(8, 60))
     assert f'<div class="observation folded"><pre>{shown}</pre>' in second
@@ -142,7 +143,7 @@ def test_a_json_observation_is_a_collapsible_tree_rendered_by_the_server(page, d
     }
     raw = json.dumps(document, separators=(",", ":"))  # minified, as tools answer
     body = page.get(f"/trials/{record(database, catalog, outcome([tool_step(1, 'orders', {}, raw)]))}").text
-    tree = re.search(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
+    tree = found(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
     assert '<details class="json" open><summary>{ 3 keys }</summary>' in tree
     assert '<span class="json-key">orders</span>: \n<details class="json" open><summary>[ 12 items ]</summary>' in tree
     assert '<details class="json"><summary>{ 3 keys }</summary>' in tree  # an order, deeper: starts closed
@@ -186,9 +187,9 @@ def test_reasoning_messages_calls_and_results_read_in_the_order_they_happened(pa
     positions = [transcript_html.index(text) for text in order]
     assert positions == sorted(positions)
     assert '<span class="source">system message</span>' in transcript_html
-    head = re.search(r'id="step-2".*?</div>', transcript_html, re.S).group()
+    head = found(r'id="step-2".*?</div>', transcript_html, re.S).group()
     assert "812 tokens in · 40 out · model 0.84 s · tool 12 ms" in head  # per-step tokens and time
-    assert "0 tokens in · 5 out" in re.search(r'id="step-4".*?</div>', transcript_html, re.S).group()
+    assert "0 tokens in · 5 out" in found(r'id="step-4".*?</div>', transcript_html, re.S).group()
 
 
 def test_mcp_steps_show_the_real_tool_names(page, database, catalog):
@@ -202,7 +203,7 @@ def test_mcp_steps_show_the_real_tool_names(page, database, catalog):
     tools = re.findall(r'<span class="tool">([^<]*)</span>', body)
     assert tools == ["initialize", "tools/list", "git_add", "git_commit"]
     assert '<span class="tool">initialize</span> <span class="muted">(environment)</span>' in body
-    outline = re.search(r'<nav class="outline".*?</nav>', body, re.S).group()
+    outline = found(r'<nav class="outline".*?</nav>', body, re.S).group()
     assert "git_add" in outline and "git_commit" in outline and ">mcp<" not in body and " mcp</a>" not in outline
 
 
@@ -269,7 +270,7 @@ def test_the_verifier_says_what_it_found_beside_each_stage(page, database, catal
     )
     assert set(recorded.explanations) == set(recorded.stages)
     body = page.get(f"/trials/{record(database, catalog, recorded)}").text
-    row = re.search(r"<tr><th scope=\"row\"><code>stage_checkout</code>.*?</tr>", body, re.S).group()
+    row = found(r"<tr><th scope=\"row\"><code>stage_checkout</code>.*?</tr>", body, re.S).group()
     assert '<span class="explanation">the exact order was placed</span>' in row
     assert "goal: restock SKU-" in body and "no explanation given" not in body
 
@@ -283,7 +284,7 @@ def test_a_search_match_inside_a_group_of_repeats_opens_the_group_and_marks_its_
     trial = record(database, catalog, outcome(twelve_steps()))
     body = page.get(f"/trials/{trial}?q=Sprocket").text
     assert '<a href="#step-2">first match at step 2</a> (9 matching steps)' in body
-    group = re.search(r'<li class="step-group" id="steps-2-10">.*?</details>\s*</li>', body, re.S).group()
+    group = found(r'<li class="step-group" id="steps-2-10">.*?</details>\s*</li>', body, re.S).group()
     assert '<details class="repeats" open>' in group
     assert 'class="step match first-match" id="step-2"' in group and group.count("<mark>Sprocket</mark>") == 9
     assert '<details class="repeats">' in page.get(f"/trials/{trial}?q=restocked").text  # no match inside: closed
@@ -294,7 +295,7 @@ def test_a_nine_kilobyte_json_observation_is_stored_whole_and_shown_as_a_tree(pa
     raw = json.dumps(document, separators=(",", ":"))
     assert 9_000 < len(raw) < 10_000
     body = page.get(f"/trials/{record(database, catalog, outcome([tool_step(1, 'list_inventory', {}, raw)]))}").text
-    tree = re.search(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
+    tree = found(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
     assert "<summary>[ 190 items ]</summary>" in tree and '<span class="json-string">"SKU-0189"</span>' in tree
     assert "[observation truncated" not in body
 
@@ -325,7 +326,7 @@ def test_an_agent_cannot_print_a_line_of_the_worker_or_an_environment_step(page,
         trial_id = session.execute(text("SELECT id FROM evaluation_trials")).scalar()
     body = page.get(f"/trials/{trial_id}").text
 
-    log = re.search(r'<pre class="log">(.*?)</pre>', body, re.S).group(1)
+    log = found(r'<pre class="log">(.*?)</pre>', body, re.S).group(1)
     said = [html.unescape(line) for line in re.findall(r'<span class="log-output">(.*?)</span>', log, re.S)]
     worker = html.unescape(re.sub(r'<span class="log-output">.*?</span>', "", log, flags=re.S)).split("\n")
     # Every line the agent printed is shown as its stderr, none as a line of the worker ...
