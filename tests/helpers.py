@@ -10,10 +10,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from alembic import command
 from alembic.config import Config
 from bs4 import BeautifulSoup, Tag
-from sqlalchemy import Row, create_engine, event, text
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.exc import DBAPIError
 
 from db.urls import runtime_role_of, sqlalchemy_url
 from tests.paths import ROOT
@@ -120,7 +122,7 @@ def work(database: Any, **settings: Any) -> int:
     return run_workers(database, WorkerSettings(**settings), threading.Event(), concurrency=1, until_idle=True)
 
 
-def rows(database: Any, org_id: Any, sql: str, **params: Any) -> Sequence[Row[Any]]:
+def rows(database: Any, org_id: Any, sql: str, **params: Any) -> Sequence[Any]:
     """Run `sql` as the runtime role scoped to `org_id` and return every row."""
     with database.session(org_id) as session:
         return session.execute(text(sql), params).all()
@@ -165,3 +167,9 @@ def attr(element: Tag, name: str) -> str:
     value = element.get(name)
     assert value is not None, f"<{element.name}> has no {name}"
     return value if isinstance(value, str) else " ".join(value)
+
+
+def sqlstate(error: DBAPIError) -> str | None:
+    """The SQLSTATE PostgreSQL answered with, under SQLAlchemy's wrapper of psycopg's error."""
+    assert isinstance(error.orig, psycopg.Error), error
+    return error.orig.sqlstate

@@ -19,7 +19,7 @@ from domain.scoring import pass_at_k, pass_at_k_table
 from models import EvaluationRun
 from tests.conftest import ROOT
 from tests.factories import command_agent, make_catalog
-from tests.helpers import queue, rows, work
+from tests.helpers import queue, rows, sqlstate, work
 from worker.trial import run_trial
 from writes.runs import RUNS_CHANNEL, record_trial
 
@@ -159,7 +159,7 @@ def test_worker_writes_are_rejected_for_another_org_and_invisible_to_it(database
     )
     with database.session(other.id) as session, pytest.raises(ProgrammingError) as raised:
         record_trial(session, run, 1, 1, outcome)
-    assert raised.value.orig.sqlstate == "42501"
+    assert sqlstate(raised.value) == "42501"
     assert count_rows("evaluation_trials", org) == 0
 
     work(database)
