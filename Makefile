@@ -56,7 +56,7 @@ fast: $(VENV)/.dev
 
 # Retake the documentation's screenshots (docs/images/) with the browser test that walks getting started.
 docs-images: $(VENV)/.dev
-	AGENTFORGE_DOCS_IMAGES=docs/images $(BIN)/pytest -q tests/test_docs_screenshots.py
+	AGENTFORGE_DOCS_IMAGES=docs/images $(BIN)/pytest -q tests/browser/test_docs_screenshots.py
 
 bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run

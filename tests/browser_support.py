@@ -1,7 +1,7 @@
 """What the browser suites share: Debian's chromium launched by path, the app served over HTTP, screenshots, login.
 
-tests/test_browser.py (user journeys) and tests/test_accessibility.py (axe-core on every page) use these, each
-through fixtures of its own scope.
+tests/browser/test_browser.py (user journeys) and tests/browser/test_accessibility.py (axe-core on every page) use
+these, each through fixtures of its own scope.
 """
 
 from __future__ import annotations

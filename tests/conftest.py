@@ -164,12 +164,11 @@ def make_member(database, make_org):
     """Create a user with a role in an organization (created when named by string)."""
 
     def make(email: str, org: Organization | str, role: str = "member") -> Member:
-        if isinstance(org, str):
-            org = make_org(org)
-        with database.admin_session(org.id) as session, session.begin():
+        organization: Organization = make_org(org) if isinstance(org, str) else org
+        with database.admin_session(organization.id) as session, session.begin():
             user = create_user(session, email, PASSWORD)
-            add_membership(session, user, org, role)
-        return Member(user=user, org=org, email=email)
+            add_membership(session, user, organization, role)
+        return Member(user=user, org=organization, email=email)
 
     return make
 

@@ -1,0 +1,175 @@
+"""What several test modules share beyond the factories: NDJSON import lines, counting statements and rows, reading
+trial ids from the API and from SQL, queueing and working runs in this process, and migrating the test database."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from alembic import command
+from alembic.config import Config
+from bs4 import BeautifulSoup, Tag
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.exc import DBAPIError
+
+from db.urls import runtime_role_of, sqlalchemy_url
+from tests.paths import ROOT
+from worker.loop import WorkerSettings, run_workers
+from writes.runs import enqueue_run
+
+# Every table a request could write (test_bad_input.py and test_json_depth.py check none of them changed).
+TABLES = (
+    "environments",
+    "environment_versions",
+    "evaluator_configs",
+    "evaluation_runs",
+    "evaluation_trials",
+    "rollouts",
+    "artifacts",
+    "memberships",
+)
+
+
+def table_counts(count_rows: Callable[..., int], org_id: Any) -> dict[str, tuple[int, int]]:
+    """Rows of every table a request could write: as the organization sees them, and as the owner role sees them
+    (every organization's runs and memberships)."""
+    return {t: (count_rows(t, org_id), count_rows(t)) for t in TABLES}
+
+
+def line(external_id: str, attempt: int, reward: float | None, **extra: Any) -> dict[str, Any]:
+    """One line of an NDJSON import (POST /api/v1/evaluation-runs/import) of the count-lines environment."""
+    return {
+        "externalId": external_id,
+        "environment": {"name": "count-lines", "spec": {"kind": "external", "source": "harness-x", "task": "count"}},
+        "attempt": attempt,
+        "reward": reward,
+        "stages": {"stage_counted": 1.0 if reward else 0.0, "stage_written": reward or 0.0},
+        "failureCategory": None if reward == 1 else "wrong_answer",
+        "log": "ran",
+        **extra,
+    }
+
+
+def ndjson(*lines: dict[str, Any]) -> str:
+    return "\n".join(json.dumps(item) for item in lines) + "\n"
+
+
+def import_ndjson(api: Any, body: str) -> Any:
+    """POST an NDJSON body to the import endpoint as the logged-in member."""
+    return api.post("/api/v1/evaluation-runs/import", data=body, content_type="application/x-ndjson")
+
+
+def create_token(runner: Any, email: str, org: str) -> str:
+    """A personal API token made with `flask create-token`."""
+    result = runner.invoke(args=["create-token", email, "--org", org, "--name", "nightly"])
+    assert result.exit_code == 0, result.output
+    return str(result.output).strip().splitlines()[-1]
+
+
+@contextmanager
+def counting_queries(database: Any) -> Iterator[list[str]]:
+    """Count the statements the app sends on its runtime engine."""
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(database.engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        event.remove(database.engine, "before_cursor_execute", count)
+
+
+def api_ids(api: Any, query: str = "") -> list[str]:
+    """Every trial id GET /api/v1/trials lists for `query`, following `next`."""
+    ids: list[str] = []
+    after = None
+    while True:
+        url = f"/api/v1/trials?{query}" + (f"&after={after}" if after else "")
+        response = api.get(url)
+        assert response.status_code == 200, response.json
+        ids += [t["id"] for t in response.json["trials"]]
+        after = response.json["next"]
+        if after is None:
+            return ids
+
+
+def sql_ids(database: Any, org_id: Any, where: str, **params: Any) -> set[str]:
+    """The trial ids `where` selects, as the runtime role of the organization sees them."""
+    with database.session(org_id) as session:
+        rows = session.execute(text(f"SELECT t.id FROM evaluation_trials t WHERE {where}"), params).scalars()
+        return {str(i) for i in rows}
+
+
+def queue(database: Any, catalog: Any, attempt_count: int | None = None, count: int = 1) -> list[Any]:
+    """Enqueue `count` runs of the catalog's configuration; return their ids."""
+    from models import EnvironmentVersion, EvaluatorConfig
+
+    with database.session(catalog.org_id) as session, session.begin():
+        version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))
+        config = session.get_one(EvaluatorConfig, (catalog.org_id, catalog.config_id))
+        return [enqueue_run(session, version, config, attempt_count).id for _ in range(count)]
+
+
+def work(database: Any, **settings: Any) -> int:
+    """Run the worker in this process until no run is claimable."""
+    return run_workers(database, WorkerSettings(**settings), threading.Event(), concurrency=1, until_idle=True)
+
+
+def rows(database: Any, org_id: Any, sql: str, **params: Any) -> Sequence[Any]:
+    """Run `sql` as the runtime role scoped to `org_id` and return every row."""
+    with database.session(org_id) as session:
+        return session.execute(text(sql), params).all()
+
+
+def migrate(database_urls: Any, database: Any, target: str, downgrade: bool = False) -> None:
+    """Upgrade (or downgrade) the test database to the migration `target`."""
+    config = Config()
+    config.set_main_option("script_location", str(ROOT / "migrations"))
+    engine = create_engine(sqlalchemy_url(database_urls.admin))
+    try:
+        with engine.begin() as conn:
+            config.attributes.update(connection=conn, runtime_role=runtime_role_of(database_urls))
+            config.attributes["secrets_key"] = database.secrets_key
+            (command.downgrade if downgrade else command.upgrade)(config, target)
+    finally:
+        engine.dispose()
+
+
+def found(pattern: str | re.Pattern[str], text: str, flags: int = 0) -> re.Match[str]:
+    """`re.search` that fails the test, showing the pattern, when nothing matches."""
+    match = re.search(pattern, text, flags)
+    assert match is not None, f"no match for {pattern!r}"
+    return match
+
+
+def parse(html: str) -> BeautifulSoup:
+    """An HTML page or fragment, parsed by the standard library's parser (read it with CSS selectors)."""
+    return BeautifulSoup(html, "html.parser")
+
+
+def one(node: BeautifulSoup | Tag | str, selector: str) -> Tag:
+    """The first element `selector` matches in `node` (HTML text is parsed first); the test fails when none does."""
+    root = parse(node) if isinstance(node, str) else node
+    element = root.select_one(selector)
+    assert element is not None, f"nothing matches {selector!r}"
+    return element
+
+
+def attr(element: Tag, name: str) -> str:
+    """An attribute's value as text (a class list joined by spaces); the test fails when the element lacks it."""
+    value = element.get(name)
+    assert value is not None, f"<{element.name}> has no {name}"
+    return value if isinstance(value, str) else " ".join(value)
+
+
+def sqlstate(error: DBAPIError) -> str | None:
+    """The SQLSTATE PostgreSQL answered with, under SQLAlchemy's wrapper of psycopg's error."""
+    assert isinstance(error.orig, psycopg.Error), error
+    return error.orig.sqlstate

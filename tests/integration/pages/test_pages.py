@@ -1,0 +1,645 @@
+"""Every dashboard page: full render, htmx fragment, boosted navigation, 404 across orgs, query budgets."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+
+from domain.outcome import TrialOutcome
+from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from queries.runs import run_label_sql
+from tests.factories import finish_runs, make_catalog, typed_steps
+from tests.helpers import attr, counting_queries, found, one, parse
+from writes.runs import enqueue_run, record_trial
+
+NOVICE = {"kind": "scripted", "skill": 0.3}
+
+
+@pytest.fixture
+def world(database, member):
+    """Two environments with finished runs (written by the run factory; failures exist)."""
+    admin = make_catalog(database, member.org.id, NOVICE, attempt_count=8, config_name="novice")
+    desk = make_catalog(
+        database, member.org.id, NOVICE, attempt_count=4, environment="support-desk", config_name="novice-desk"
+    )
+    runs = finish_runs(database, admin, 2) + finish_runs(database, desk, 1)
+    with database.session(member.org.id) as session:
+        trial_id = session.execute(text("SELECT id FROM evaluation_trials ORDER BY id LIMIT 1")).scalar()
+    return {"admin": admin, "desk": desk, "run": runs[0], "trial": trial_id}
+
+
+@pytest.fixture
+def page(client, auth, member):
+    auth.login(member.email)
+    return client
+
+
+def page_urls(world) -> dict[str, str]:
+    admin = world["admin"]
+    return {
+        "environments": "/environments",
+        "environment": f"/environments/{admin.environment_id}",
+        "export": f"/environments/{admin.environment_id}/export",
+        "run": f"/runs/{world['run']}",
+        "trial": f"/trials/{world['trial']}",
+        "trials": "/trials",
+        "capability-gap": "/capability-gap",
+        "partial-rewards": "/partial-rewards",
+        "version-stages": f"/partial-rewards/versions/{admin.version_id}",
+        "capability-gap-of-evaluator": f"/capability-gap?evaluatorConfigId={admin.config_id}",
+        "partial-rewards-of-evaluator": f"/partial-rewards?evaluatorConfigId={admin.config_id}",
+        "version-stages-of-evaluator": (
+            f"/partial-rewards/versions/{admin.version_id}?evaluatorConfigId={admin.config_id}"
+        ),
+    }
+
+
+FRAGMENTS = {  # page → text its htmx fragment must hold
+    "environments": "admin-console",
+    "environment": "novice",
+    "run": "of 8 trials",
+    "trials": "Trial",
+    "capability-gap": "failed trials",
+    "version-stages": "stage_inventory",
+    "capability-gap-of-evaluator": "failed trials of novice",
+    "version-stages-of-evaluator": "stage_inventory",
+}
+
+
+PAGES = [
+    "environments",
+    "environment",
+    "export",
+    "run",
+    "trial",
+    "trials",
+    "capability-gap",
+    "partial-rewards",
+    "version-stages",
+    "capability-gap-of-evaluator",
+    "partial-rewards-of-evaluator",
+    "version-stages-of-evaluator",
+]
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_full_page_fragment_and_boosted(page, world, name):
+    url = page_urls(world)[name]
+    full = page.get(url)
+    assert full.status_code == 200, full.text[:500]
+    assert full.text.lstrip().startswith("<!doctype html>") and '<nav aria-label="Main">' in full.text
+    assert "HX-Request" in full.headers.get("Vary", "")
+    boosted = page.get(url, headers={"HX-Request": "true", "HX-Boosted": "true"})
+    assert "<!doctype html>" in boosted.text
+    restore = page.get(url, headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
+    assert "<!doctype html>" in restore.text
+    if name in FRAGMENTS:
+        fragment = page.get(url, headers={"HX-Request": "true"})
+        assert fragment.status_code == 200
+        assert "<html" not in fragment.text and '<nav aria-label="Main">' not in fragment.text
+        assert FRAGMENTS[name] in fragment.text
+
+
+@pytest.mark.leak
+def test_other_orgs_ids_answer_404_on_every_page(page, world, database, make_member):
+    outsider = make_member("eve@globex.test", "Globex Research")
+    theirs = make_catalog(database, outsider.org.id, NOVICE, attempt_count=1)
+    (their_run,) = finish_runs(database, theirs)
+    with database.session(outsider.org.id) as session:
+        their_trial = session.execute(text("SELECT id FROM evaluation_trials")).scalar()
+    for url in (
+        f"/environments/{theirs.environment_id}",
+        f"/environments/{theirs.environment_id}/export",
+        f"/runs/{their_run}",
+        f"/trials/{their_trial}",
+        f"/trials/{their_trial}/trajectory.json",
+        f"/partial-rewards/versions/{theirs.version_id}",
+        f"/environments/{uuid.uuid4()}",
+        f"/trials/{uuid.uuid4()}",
+    ):
+        response = page.get(url)
+        assert response.status_code == 404, url
+    listing = page.get(f"/trials?environmentVersionId={theirs.version_id}").text
+    assert str(their_trial) not in listing and "No trials match" in listing
+    assert str(theirs.version_id) not in page.get("/capability-gap").text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/trials?environmentId=nope",
+        "/capability-gap?environmentVersionId=12",
+        "/environments?page=0",
+        "/environments?page=x",
+        "/trials?after=zz",
+        "/trials?status=nope",
+    ],
+)
+@pytest.mark.bad_input
+def test_malformed_query_parameters_answer_400(page, world, url):
+    response = page.get(url)
+    assert response.status_code == 400 and "<!doctype html>" in response.text
+
+
+def test_environments_list_shows_rollup_figures(page, world, database, member):
+    text_ = page.get("/environments").text
+    with database.session(member.org.id) as session:
+        trials, mean = session.execute(
+            text("""SELECT count(*), avg(t.reward) FROM evaluation_trials t
+            JOIN environment_versions v ON v.id = t.environment_version_id JOIN environments e
+            ON e.id = v.environment_id WHERE e.name = 'admin-console'""")
+        ).one()
+    row = found(r"admin-console</a>.*?</tr>", text_, re.S).group(0)
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row)
+    assert cells[:3] == ["2", str(trials), f"{mean:.3f}"]  # runs, trials, mean reward (latest pass@1 names its run)
+    assert "<title" in row and "pass@1 per evaluator, admin-console" in row  # one line per evaluator
+    assert row.count('<circle class="dot series-a"') == 2 and "novice: pass@1" in row
+
+
+def latest_cell(body: str, environment: str) -> str:
+    """The text of the Latest pass@1 cell of an environment's row on /environments (tags dropped)."""
+    row = found(rf">{environment}</a>.*?</tr>", body, re.S).group(0)
+    cell = re.findall(r'<td class="num">(.*?)</td>', row, re.S)[2]
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", cell)).split())
+
+
+def test_latest_pass_at_1_names_its_run_and_keeps_it_when_runs_were_created_together(page, database, member):
+    """Runs created in one instant (one transaction) are told apart by id: the figure and the run it names stay
+    the same on every visit while nobody runs anything."""
+    novice = make_catalog(database, member.org.id, NOVICE, attempt_count=4, config_name="novice")
+    expert = make_catalog(
+        database, member.org.id, {"kind": "scripted", "skill": 1.0}, attempt_count=4, config_name="expert"
+    )
+    runs = finish_runs(database, novice, 1) + finish_runs(database, expert, 1)
+    with database.session(member.org.id) as session, session.begin():
+        session.execute(text("UPDATE evaluation_runs SET created_at = '2026-05-01T12:00:00Z'"))
+        newest = session.execute(
+            text(f"""SELECT {run_label_sql()}, (r.pass_at_k ->> '1')::float8 FROM evaluation_runs r
+            JOIN environment_versions v ON v.id = r.environment_version_id
+            JOIN environments e ON e.id = v.environment_id JOIN evaluator_configs c ON c.id = r.evaluator_config_id
+            WHERE r.id = :id"""),
+            {"id": max(runs)},
+        ).one()
+    expected = f"{newest[1]:.3f} {newest[0]}"
+    assert newest[0] == "admin-console v2 · expert · #1"  # the later run (ids grow with time), its evaluator
+    assert [latest_cell(page.get("/environments").text, "admin-console") for _ in range(5)] == [expected] * 5
+    body = page.get("/environments").text
+    assert f'href="/runs/{max(runs)}"' in body and f'href="/runs/{min(runs)}"' not in body
+
+
+def test_an_environment_nobody_ran_says_so(page, database, member):
+    make_catalog(database, member.org.id, NOVICE)
+    assert latest_cell(page.get("/environments").text, "admin-console") == "no completed runs"
+
+
+def test_trend_charts_draw_each_run_at_its_own_place_in_run_order(page, database, member):
+    """Runs created in one instant used to be drawn at one x; now the chart's runs are numbered in run order."""
+    novice = make_catalog(database, member.org.id, NOVICE, attempt_count=4, config_name="novice")
+    expert = make_catalog(
+        database, member.org.id, {"kind": "scripted", "skill": 1.0}, attempt_count=4, config_name="expert"
+    )
+    runs = finish_runs(database, novice, 2) + finish_runs(database, expert, 2)
+    with database.session(member.org.id) as session, session.begin():
+        session.execute(text("UPDATE evaluation_runs SET created_at = '2026-05-01T12:00:00Z'"))
+    for url in ("/environments", f"/environments/{novice.environment_id}"):
+        chart = page.get(url).text.split('aria-label="pass@1')[0] if False else page.get(url).text
+        dots = re.findall(
+            r'<circle class="dot [^"]+" cx="([0-9.]+)" cy="[0-9.]+" r="3.5"><title>([^<]+)</title>', chart
+        )
+        placed = {html.unescape(title).split("(run ")[1].split(":")[0]: float(x) for x, title in dots}
+        assert sorted(placed) == ["1 of 4", "2 of 4", "3 of 4", "4 of 4"], url
+        xs = [placed[f"{n} of 4"] for n in range(1, 5)]
+        assert xs == sorted(xs) and len(set(xs)) == 4, url  # four places, left to right in run order
+        titles = [html.unescape(title) for _, title in dots]
+        for number, run in enumerate(sorted(runs), start=1):  # run order: created together, then by id
+            with database.session(member.org.id) as session:
+                label = session.execute(
+                    text(f"""SELECT {run_label_sql()} FROM evaluation_runs r
+                    JOIN environment_versions v ON v.id = r.environment_version_id
+                    JOIN environments e ON e.id = v.environment_id
+                    JOIN evaluator_configs c ON c.id = r.evaluator_config_id WHERE r.id = :id"""),
+                    {"id": run},
+                ).scalar()
+            assert any(f"(run {number} of 4: {label}," in title for title in titles), (url, number, label)
+        assert "completed run, oldest to newest" in chart
+
+
+def test_capability_gap_counts_equal_a_direct_count(page, world, database, member):
+    body = page.get("/capability-gap").text
+    with database.session(member.org.id) as session:
+        direct = dict(
+            session.execute(
+                text("""SELECT failure_category, count(*) FROM evaluation_trials
+            WHERE failure_category IS NOT NULL GROUP BY 1""")
+            ).all()
+        )
+    assert direct, "the novice agent should have failed somewhere"
+    shown = dict(
+        re.findall(
+            r"<td>([a-z_]+)</td>\s*<td class=\"num\"><a href=\"/trials\?failureCategory=[a-z_]+\">(\d+)</a>", body
+        )
+    )
+    assert {k: int(v) for k, v in shown.items()} == direct
+    category, count = next(iter(direct.items()))
+    listing = page.get(f"/trials?failureCategory={category}").text
+    assert listing.count('href="/trials/') == min(count, 50)
+
+
+def test_capability_gap_filters_and_empty_state(page, world, database, member):
+    desk = world["desk"]
+    body = page.get(f"/capability-gap?environmentId={desk.environment_id}", headers={"HX-Request": "true"}).text
+    results = body.split("</form>", 1)[1]  # the fragment redraws the filter form too (its version menu narrows)
+    assert "<html" not in body and "admin-console" not in results
+    empty = page.get(f"/capability-gap?environmentVersionId={uuid.uuid4()}").text
+    assert "No failed trials for this filter." in empty
+
+
+@pytest.fixture
+def two_evaluators(database, member, world):
+    """The world's admin-console version run by a second evaluator too ("closer"): its 4 trials pass every stage
+    but trial 2 and 4, which order for the wrong customer (stage_order 0.5, no checkout)."""
+    from tests.factories import Catalog, finish_run
+    from writes.environments import create_evaluator_config
+
+    admin = world["admin"]
+    with database.session(member.org.id) as session, session.begin():
+        config = create_evaluator_config(session, member.org.id, "closer", {"kind": "scripted", "skill": 0.9}, 4)
+    closer = Catalog(member.org.id, admin.environment_id, admin.version_id, config.id)
+
+    def outcome_for(number, seed):
+        wrong = number % 2 == 0
+        stages = {"stage_inventory": 1.0, "stage_order": 0.5 if wrong else 1.0, "stage_checkout": 0.0 if wrong else 1.0}
+        return TrialOutcome(
+            status="failed" if wrong else "succeeded", reward=sum(stages.values()) / 3,
+            failure_category="wrong_customer" if wrong else None, stages=stages, steps=[], log="opened",
+            started_at=datetime.now(UTC), task="solve",
+        )  # fmt: skip
+
+    finish_run(database, closer, outcome_for)
+    return closer
+
+
+def evaluator_trials(database, member, evaluator_id, where: str = "TRUE", **params):
+    """(version id, failure category) → trials of the evaluator's runs, counted straight from evaluation_trials."""
+    with database.session(member.org.id) as session:
+        rows = session.execute(
+            text(f"""SELECT t.environment_version_id, t.failure_category, count(*) FROM evaluation_trials t
+            JOIN evaluation_runs r ON r.id = t.evaluation_run_id WHERE r.evaluator_config_id = :e AND {where}
+            GROUP BY 1, 2"""),
+            {"e": evaluator_id, **params},
+        ).all()
+    return {(version, category): count for version, category, count in rows}
+
+
+def test_capability_gap_narrows_to_one_evaluator(page, world, database, member, two_evaluators):
+    admin, closer = world["admin"], two_evaluators
+    pooled = page.get("/capability-gap").text
+    assert "<td>wrong_customer</td>" in pooled and '<option value="">All evaluators</option>' in pooled
+    body = page.get(f"/capability-gap?evaluatorConfigId={closer.config_id}").text
+    assert f'<option value="{closer.config_id}" selected>closer</option>' in body
+    assert "Overall (2 failed trials of closer)" in body
+    overall = re.findall(r"<td>([a-z_]+)</td>\s*<td class=\"num\"><a href=\"([^\"]+)\">(\d+)</a>", body)
+    assert [(category, int(count)) for category, _, count in overall] == [("wrong_customer", 2)]
+    # The novice's categories are gone, and the cell's rate is of the closer's 4 trials of the version.
+    assert "gave_up" not in body.split("</form>", 1)[1]
+    closer_trials = {(admin.version_id, None): 2, (admin.version_id, "wrong_customer"): 2}
+    assert evaluator_trials(database, member, closer.config_id) == closer_trials
+    assert 'title="2 of 4 trials of admin-console v1">50.0%</a>' in body
+    # Each count opens exactly the trials behind it: the explorer takes the same evaluator filter.
+    link = html.unescape(overall[0][1])
+    assert f"evaluatorConfigId={closer.config_id}" in link
+    assert len(re.findall(r">Trial \d+ of \d+</a>", page.get(link).text)) == 2
+    # The novice alone: the same categories as a direct count of its trials.
+    novice = page.get(f"/capability-gap?evaluatorConfigId={admin.config_id}", headers={"HX-Request": "true"}).text
+    shown = dict(re.findall(r"<td>([a-z_]+)</td>\s*<td class=\"num\"><a href=\"[^\"]+\">(\d+)</a>", novice))
+    direct = {c: n for (v, c), n in evaluator_trials(database, member, admin.config_id).items() if c}
+    assert {k: int(v) for k, v in shown.items()} == direct and "wrong_customer" not in shown
+    # With another filter the evaluator's trials of other versions drop out, and its empty state says so.
+    desk = world["desk"]
+    empty = page.get(f"/capability-gap?evaluatorConfigId={closer.config_id}&environmentId={desk.environment_id}")
+    assert empty.status_code == 200 and "No failed trials for this filter." in empty.text
+
+
+def test_partial_rewards_narrow_to_one_evaluator_in_the_same_order(page, world, database, member, two_evaluators):
+    admin, closer = world["admin"], two_evaluators
+    url = f"/partial-rewards/versions/{admin.version_id}?evaluatorConfigId={closer.config_id}"
+    fragment = page.get(url, headers={"HX-Request": "true"}).text
+    rows = re.findall(
+        r'<tr><td><code>(stage_[a-z_]+)</code></td><td class="num">(\d+)</td><td class="num">(\d+)</td>.*?'
+        r'<td class="num">([0-9.]+)</td>',
+        fragment,
+        re.S,
+    )
+    # The closer's 4 trials: inventory passed by 4 (mean 1), order by 2 (mean 0.75), checkout by 2 (mean 0.5); in
+    # admin-console's pipeline order, as without the filter.
+    assert rows == [
+        ("stage_inventory", "4", "4", "1.000"),
+        ("stage_order", "4", "2", "0.750"),
+        ("stage_checkout", "4", "2", "0.500"),
+    ]
+    assert stages_shown(page.get(f"/partial-rewards/versions/{admin.version_id}").text) == [r[0] for r in rows]
+    failed = html.unescape(found(r'href="(/trials\?[^"]+stageFailed=stage_order[^"]*)"', fragment).group(1))
+    assert f"evaluatorConfigId={closer.config_id}" in failed
+    assert len(re.findall(r">Trial \d+ of \d+</a>", page.get(failed).text)) == 2
+    # The whole page: the select names the evaluator, a version it never ran says so, lazy tables keep the filter.
+    listing = page.get(f"/partial-rewards?evaluatorConfigId={closer.config_id}").text
+    assert f'<option value="{closer.config_id}" selected>closer</option>' in listing
+    assert "Trials of <strong>closer</strong> only." in listing
+    desk = listing.split(f'id="version-{world["desk"].version_id}"')[1].split("</section>")[0]
+    assert "No stage metrics from closer on this version." in desk
+    import blueprints.insights
+
+    blueprints.insights.EAGER_VERSIONS, eager = 0, blueprints.insights.EAGER_VERSIONS
+    try:
+        lazy = page.get(f"/partial-rewards?evaluatorConfigId={closer.config_id}").text
+    finally:
+        blueprints.insights.EAGER_VERSIONS = eager
+    assert html.unescape(lazy).count(f'?evaluatorConfigId={closer.config_id}"') >= 2 * 2  # hx-get and fallback
+
+
+@pytest.mark.leak
+def test_another_organizations_evaluator_reveals_nothing(page, world, database, make_member):
+    outsider = make_member("eve@globex.test", "Globex Research")
+    theirs = make_catalog(database, outsider.org.id, NOVICE, attempt_count=4, config_name="globex-secret-agent")
+    finish_runs(database, theirs)
+    missing = uuid.uuid4()
+    for evaluator in (theirs.config_id, missing):
+        for url in (
+            f"/capability-gap?evaluatorConfigId={evaluator}",
+            f"/capability-gap?evaluatorConfigId={evaluator}&environmentVersionId={theirs.version_id}",
+            f"/partial-rewards?evaluatorConfigId={evaluator}",
+            f"/partial-rewards/versions/{world['admin'].version_id}?evaluatorConfigId={evaluator}",
+        ):
+            response = page.get(url)
+            assert response.status_code == 404, url
+            assert "globex-secret-agent" not in response.text and str(theirs.version_id) not in response.text
+            assert "wrong_" not in response.text and "gave_up" not in response.text  # no counts of anyone's
+    # Their evaluator is not among the choices either, and the two answers are the same but for the id.
+    assert "globex-secret-agent" not in page.get("/capability-gap").text + page.get("/partial-rewards").text
+    theirs_said = page.get(f"/capability-gap?evaluatorConfigId={theirs.config_id}").text
+    missing_said = page.get(f"/capability-gap?evaluatorConfigId={missing}").text
+    assert theirs_said.replace(str(theirs.config_id), "ID") == missing_said.replace(str(missing), "ID")
+
+
+def test_capability_gap_empty_state_without_failures(page, member):
+    body = page.get("/capability-gap").text
+    assert "No failed trials." in body and '<table class="gap">' not in body
+
+
+def test_partial_rewards_list_exactly_the_stage_keys_in_metrics(page, world, database, member):
+    admin = world["admin"]
+    fragment = page.get(f"/partial-rewards/versions/{admin.version_id}", headers={"HX-Request": "true"}).text
+    with database.session(member.org.id) as session:
+        keys = (
+            session.execute(
+                text("""SELECT DISTINCT jsonb_object_keys(metrics) FROM evaluation_trials
+            WHERE environment_version_id = :v"""),
+                {"v": admin.version_id},
+            )
+            .scalars()
+            .all()
+        )
+    assert sorted(re.findall(r"<code>(stage_[a-z_]+)</code>", fragment)) == sorted(keys)
+    # Each stage links to the version's trials that did not pass it; the explorer lists exactly those.
+    links = re.findall(r'href="(/trials\?[^"]+)"[^>]*>(\d+) trials</a>', html.unescape(fragment))
+    assert links
+    for url, count in links:
+        stage_key = found(r"stageFailed=(stage_[a-z_]+)", url).group(1)
+        with database.session(member.org.id) as session:
+            failed = session.execute(
+                text("""SELECT count(*) FROM evaluation_trials WHERE environment_version_id = :v
+                AND metrics ? :k AND (metrics ->> :k)::float8 < 1"""),
+                {"v": admin.version_id, "k": stage_key},
+            ).scalar()
+        assert int(count) == failed
+        listed = page.get(url).text
+        assert len(re.findall(r">Trial \d+ of \d+</a>", listed)) == min(failed, 50)
+    # The page itself holds the same tables (it reads without JavaScript): no fragment left to load.
+    listing = page.get("/partial-rewards").text
+    section = listing.split(f'id="version-{admin.version_id}"')[1].split("</section>")[0]
+    assert sorted(re.findall(r"<code>(stage_[a-z_]+)</code>", section)) == sorted(keys)
+    assert 'hx-trigger="revealed"' not in listing
+
+
+def test_partial_rewards_past_the_first_versions_load_lazily_with_a_link(page, world, monkeypatch):
+    import blueprints.insights
+
+    monkeypatch.setattr(blueprints.insights, "EAGER_VERSIONS", 1)
+    listing = page.get("/partial-rewards").text
+    sections = re.findall(r'<section class="version-card" id="version-([0-9a-f-]+)">(.*?)</section>', listing, re.S)
+    assert len(sections) == 2
+    (_, eager), (second, lazy) = sections
+    assert "<table" in eager and "hx-get" not in eager
+    own_page = f"/partial-rewards/versions/{second}"
+    assert f'hx-get="{own_page}"' in lazy and 'hx-trigger="revealed"' in lazy and "<table" not in lazy
+    assert f'<a href="{own_page}"' in lazy  # the fallback without JavaScript: the version's own page
+    assert "<table" in page.get(own_page).text
+
+
+def test_a_version_without_metrics_says_so(page, database, member):
+    bare = make_catalog(database, member.org.id, NOVICE, attempt_count=1)
+    fragment = page.get(f"/partial-rewards/versions/{bare.version_id}", headers={"HX-Request": "true"}).text
+    assert "No stage metrics yet" in fragment and "<table>" not in fragment
+
+
+def test_export_page_lists_the_five_kinds_with_counts_and_curl(page, world, database, member):
+    admin = world["admin"]
+    body = page.get(f"/environments/{admin.environment_id}/export").text
+    for kind in ("all", "successful", "failed", "recovery", "preference"):
+        assert f"kind={kind}&amp;environmentId={admin.environment_id}" in body
+    for name in (
+        "agentforge-rollouts-all.jsonl",
+        "agentforge-rollouts-failed.jsonl",
+        "agentforge-preferences.jsonl",
+        "agentforge-rollouts-failed.atif.jsonl",
+        "agentforge-preferences.trl.jsonl",
+    ):
+        assert name in body
+    assert 'curl -H "Authorization: Bearer $TOKEN" -o agentforge-rollouts-failed.jsonl' in body
+    counts = dict(re.findall(r'<th scope="row">(\w+)</th>\s*<td class="num">(\d+)</td>', body))
+    for kind, count in counts.items():
+        lines = page.get(f"/api/v1/rollouts?kind={kind}&environmentId={admin.environment_id}").get_data(as_text=True)
+        assert int(count) == len(lines.splitlines()), kind
+
+
+def test_run_page_polls_until_finished_and_shows_every_trial(page, world, database, member):
+    admin = world["admin"]
+    with database.session(member.org.id) as session, session.begin():
+        version = session.get_one(EnvironmentVersion, (member.org.id, admin.version_id))
+        config = session.get_one(EvaluatorConfig, (member.org.id, admin.config_id))
+        queued = enqueue_run(session, version, config, 3)
+    polling = page.get(f"/runs/{queued.id}", headers={"HX-Request": "true"}).text
+    assert 'hx-trigger="every 2s"' in polling and "0 of 3 trials" in polling
+    done = page.get(f"/runs/{world['run']}").text
+    assert 'hx-trigger="every 2s"' not in done and "8 of 8 trials" in done
+    assert done.count('href="/trials/') == 8
+    assert "pass@k of this run" in done and "<polyline" in done
+    assert "Reset (new_workspace)" in done and "Reset (new_world)" in done
+
+
+def test_trial_page_shows_steps_log_stages_and_neighbours(page, world, database, member):
+    with database.session(member.org.id) as session:
+        second = session.execute(
+            text("SELECT id FROM evaluation_trials WHERE evaluation_run_id = :r AND trial_number = 2"),
+            {"r": world["run"]},
+        ).scalar()
+    body = page.get(f"/trials/{second}").text
+    assert "Trial 2 of 8" in body and 'rel="prev"' in body and 'rel="next"' in body
+    assert "opened admin-console" in body and "stage_inventory" in body
+    assert "trial-2-trajectory.json" in body
+
+
+def stages_shown(body: str) -> list[str]:
+    """The stage keys a page names (column headers or stage-table rows), in the order they first appear."""
+    return list(dict.fromkeys(re.findall(r"<(?:code|th[^>]*)>(stage_[a-z_]+)</", body)))
+
+
+def test_run_trial_and_partial_rewards_pages_show_stages_in_pipeline_order(page, world):
+    admin = world["admin"]
+    pipeline = ["stage_inventory", "stage_order", "stage_checkout"]  # admin-console's own order, not alphabetical
+    assert stages_shown(page.get(f"/runs/{world['run']}").text) == pipeline
+    assert stages_shown(page.get(f"/trials/{world['trial']}").text) == pipeline
+    assert stages_shown(page.get(f"/partial-rewards/versions/{admin.version_id}").text) == pipeline
+
+
+def test_an_mcp_versions_stages_keep_one_order_on_every_page(page, database, member):
+    """An MCP verifier declares no order: every page orders its stages by the whole version's pass counts, so a
+    trial that passed only the last stage still lists them as its run and the partial rewards page do."""
+    from tests.factories import Catalog, finish_run
+    from writes.environments import create_environment, create_environment_version, create_evaluator_config
+
+    with database.session(member.org.id) as session, session.begin():
+        env = create_environment(session, member.org.id, "mcp-shop", "over MCP")
+        spec = {"kind": "mcp", "command": ["python3", "server.py"], "verifier": {"tool": "score"}}
+        version = create_environment_version(session, env, spec)
+        config = create_evaluator_config(session, member.org.id, "mcp-agent", NOVICE, 4)
+        catalog = Catalog(member.org.id, env.id, version.id, config.id)
+    fetch_build = ("stage_fetch", "stage_build")
+    passes = {1: ("stage_fetch",), 2: fetch_build, 3: fetch_build, 4: ("stage_answer",)}
+
+    def outcome_for(number, seed):
+        stages = {key: 1.0 if key in passes[number] else 0.0 for key in ("stage_answer", "stage_build", "stage_fetch")}
+        return TrialOutcome(
+            status="failed", reward=sum(stages.values()) / 3, failure_category="gave_up", stages=stages,
+            steps=[], log="opened", started_at=datetime.now(UTC), task="solve",
+        )  # fmt: skip
+
+    run = finish_run(database, catalog, outcome_for)
+    with database.session(member.org.id) as session:
+        last = session.execute(
+            text("SELECT id FROM evaluation_trials WHERE evaluation_run_id = :r AND trial_number = 4"), {"r": run}
+        ).scalar()
+    pipeline = ["stage_fetch", "stage_build", "stage_answer"]  # passed by 3, 2 and 1 trials
+    assert stages_shown(page.get(f"/partial-rewards/versions/{catalog.version_id}").text) == pipeline
+    assert stages_shown(page.get(f"/runs/{run}").text) == pipeline
+    assert stages_shown(page.get(f"/trials/{last}").text) == pipeline
+
+
+def test_compare_orders_an_mcp_versions_stages_as_the_version_does(page, database, member):
+    """A run whose own pass counts would order the stages differently still lists them in its version's order on
+    compare (with a version, an evaluator or another run on the other side)."""
+    from tests.factories import Catalog, finish_run
+    from writes.environments import create_environment, create_environment_version, create_evaluator_config
+
+    with database.session(member.org.id) as session, session.begin():
+        env = create_environment(session, member.org.id, "mcp-order", "over MCP")
+        spec = {"kind": "mcp", "command": ["python3", "server.py"], "verifier": {"tool": "score"}}
+        version = create_environment_version(session, env, spec)
+        config = create_evaluator_config(session, member.org.id, "mcp-agent", NOVICE, 4)
+        catalog = Catalog(member.org.id, env.id, version.id, config.id)
+    keys = ("stage_answer", "stage_build", "stage_fetch")
+
+    def run_passing(passes):
+        def outcome_for(number, seed):
+            stages = {key: 1.0 if key in passes.get(number, ()) else 0.0 for key in keys}
+            return TrialOutcome(
+                status="failed", reward=sum(stages.values()) / 3, failure_category="gave_up", stages=stages,
+                steps=[], log="opened", started_at=datetime.now(UTC), task="solve",
+            )  # fmt: skip
+
+        return finish_run(database, catalog, outcome_for)
+
+    fetch_build = ("stage_fetch", "stage_build")
+    first = run_passing({1: fetch_build, 2: fetch_build, 3: fetch_build, 4: ("stage_fetch",)})
+    answers = run_passing({1: ("stage_answer",), 2: ("stage_answer",)})  # its own counts: answer 2, the others 0
+    pipeline = ["stage_fetch", "stage_build", "stage_answer"]  # the version's: passed by 4, 3 and 2 trials
+    assert stages_shown(page.get(f"/runs/{answers}").text) == pipeline
+    for query in (f"a={answers}&b={first}", f"a={answers}&b={catalog.version_id}"):
+        body = page.get(f"/compare?{query}").text
+        assert stages_shown(body.split("<h2>Stages (pipeline order)</h2>")[1]) == pipeline, query
+
+
+def test_hostile_text_is_escaped_and_long_observations_fold(page, database, member):
+    catalog = make_catalog(database, member.org.id, NOVICE, attempt_count=1)
+    hostile = '<script>alert("x")</script><img src=x onerror=alert(1)>\x07'
+    long_observation = "line\n" * 200
+    steps = [
+        {"step": 1, "tool": "list<b>", "command": hostile, "observation": hostile},
+        {"step": 2, "tool": "list", "command": "list", "observation": long_observation},
+    ]
+    outcome = TrialOutcome(
+        status="failed",
+        reward=0.0,
+        failure_category="gave_up",
+        stages={"stage_x": 0.0},
+        steps=typed_steps(steps),
+        log="log " + hostile,
+        started_at=datetime.now(UTC),
+        task="task " + hostile,
+    )
+    with database.session(member.org.id) as session, session.begin():
+        version = session.get_one(EnvironmentVersion, (member.org.id, catalog.version_id))
+        config = session.get_one(EvaluatorConfig, (member.org.id, catalog.config_id))
+        run = enqueue_run(session, version, config, 1)
+        trial = record_trial(session, session.get_one(EvaluationRun, (member.org.id, run.id)), 1, 1, outcome)
+    body = page.get(f"/trials/{trial.id}").text
+    assert "<script>alert" not in body and "<img src=x" not in body and "<b>" not in body
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in body
+    assert '<details class="fold"><summary>Show 192 more lines (960 characters)</summary>' in body  # 8 lines shown
+
+
+def test_pages_issue_a_fixed_number_of_queries_whatever_the_history(page, world, database, member):
+    """No query per row: growing the history leaves every page's statement count unchanged."""
+    urls = page_urls(world)
+
+    def budget() -> dict[str, int]:
+        counts = {}
+        for name, url in urls.items():
+            with counting_queries(database) as statements:
+                assert page.get(url).status_code == 200
+            counts[name] = len(statements)
+        return counts
+
+    before = budget()
+    finish_runs(database, world["admin"], 3)
+    finish_runs(database, world["desk"], 2)
+    extra = make_catalog(
+        database, member.org.id, NOVICE, attempt_count=2, environment="support-desk", config_name="third"
+    )
+    finish_runs(database, extra, 1)
+    after = budget()
+    print("statements per page:", after)
+    assert after == before
+    assert max(after.values()) <= 8, after
+
+
+def test_artifact_download_link_matches_the_stored_document(page, world, database, member):
+    body = page.get(f"/trials/{world['trial']}").text
+    name = "admin-console-v1-run-1-trial-1-trajectory.json"  # environment, version, the run's #n, the trial
+    page_html = parse(body)
+    link = attr(one(page_html, f'a[download="{name}"]'), "href")
+    assert re.fullmatch(r"/trials/[0-9a-f-]+/trajectory\.json", link)
+    response = page.get(link)
+    assert response.headers["Content-Disposition"] == f'attachment; filename="{name}"'
+    assert json.loads(response.data)["schemaVersion"] == 1
+    stored = one(page_html, 'a[href^="/api/v1/artifacts/"][hx-boost="false"]')
+    assert stored.get_text() == "trial-1-trajectory.json"
+    artifact = page.get(attr(stored, "href"))  # the artifact keeps the seed's name
+    assert artifact.headers["Content-Disposition"] == "attachment; filename=trial-1-trajectory.json"
+    assert artifact.data == response.data

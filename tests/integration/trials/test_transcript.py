@@ -1,0 +1,359 @@
+"""The trial page as a transcript: outline, grouped repeats, folds, JSON trees, messages in order, real tool names,
+per-step time and tokens, the verifier's words, the log's end with its cut said at the top, the download's name."""
+
+from __future__ import annotations
+
+import html
+import json
+import random
+import re
+import threading
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from markupsafe import escape
+from sqlalchemy import text
+
+from db.session import Database
+from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
+from domain.trajectory import environment_step, message_step, step, tool_step
+from domain.trial_log import ProgramOutput, keep_end, log_lines, log_text, one_line
+from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from tests.factories import Catalog, make_catalog, typed_steps
+from tests.helpers import found
+from web.transcript import fold, transcript
+from worker.masking import Masker
+from worker.trial import run_trial
+from writes.runs import enqueue_run, record_trial
+
+TIMES, DASH = "\N{MULTIPLICATION SIGN}", "\N{EN DASH}"  # as the page writes them
+INVENTORY = "SKU-1  Widget  stock=3\nSKU-2  Gadget  stock=0\nSKU-3  Sprocket  stock=9"
+
+
+def outcome(steps: list[dict], *, log: str = "opened admin-console", **more) -> TrialOutcome:
+    return TrialOutcome(
+        status="failed",
+        reward=0.0,
+        failure_category="gave_up",
+        stages=more.pop("stages", {"stage_inventory": 0.0}),
+        steps=typed_steps(steps),
+        log=log,
+        started_at=datetime.now(UTC),
+        task="Restock SKU-2 by 4 units.",
+        **more,
+    )
+
+
+def record(database: Database, catalog: Catalog, recorded: TrialOutcome, attempts: int = 1) -> uuid.UUID:
+    """A run of the catalog with `attempts` trials of `recorded`; the first trial's id."""
+    with database.session(catalog.org_id) as session, session.begin():
+        version = session.get_one(EnvironmentVersion, (catalog.org_id, catalog.version_id))
+        config = session.get_one(EvaluatorConfig, (catalog.org_id, catalog.config_id))
+        run = enqueue_run(session, version, config, attempts)
+        ids = [
+            record_trial(session, session.get_one(EvaluationRun, (catalog.org_id, run.id)), n, n, recorded).id
+            for n in range(1, attempts + 1)
+        ]
+    return ids[0]
+
+
+@pytest.fixture
+def catalog(database, member):
+    return make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=1)
+
+
+@pytest.fixture
+def page(client, auth, member):
+    auth.login(member.email)
+    return client
+
+
+def twelve_steps() -> list[dict]:
+    """A 12-step trial: the agent speaks, lists the inventory nine times in a row, restocks, and gives up."""
+    steps = [message_step(1, "Let me look at the stock.")]
+    steps += [tool_step(n, "list_inventory", {}, INVENTORY, duration_ms=2.5) for n in range(2, 11)]
+    steps.append(tool_step(11, "restock", {"sku": "SKU-2", "quantity": 4}, "restocked SKU-2: stock 0 -> 4"))
+    steps.append(message_step(12, "I give up."))
+    return steps
+
+
+def test_identical_consecutive_calls_are_one_group_in_the_steps_and_the_outline(page, database, catalog):
+    body = page.get(f"/trials/{record(database, catalog, outcome(twelve_steps()))}").text
+    assert "Trajectory (12 steps)" in body
+    group = found(r'<li class="step-group" id="steps-2-10">.*?</details>\s*</li>', body, re.S).group()
+    assert '<details class="repeats">' in group  # closed: one line instead of nine steps
+    assert f'<span class="tool">list_inventory</span> {TIMES} 9' in group
+    assert f"steps 2{DASH}10: the same call 9 times in a row, the same result each time" in group
+    assert [int(n) for n in re.findall(r'<li class="step" id="step-(\d+)"', group)] == list(range(2, 11))
+    outline = found(r'<nav class="outline".*?</nav>', body, re.S).group()
+    assert re.findall(r'href="#step-(\d+)"', outline) == ["1", "2", "11", "12"]
+    assert f"list_inventory {TIMES} 9" in outline and "restock" in outline
+    assert 'id="step-11"' not in group and 'id="step-1"' not in group
+
+
+def test_two_identical_calls_or_calls_with_other_arguments_are_not_grouped():
+    steps = [tool_step(1, "list_inventory", {}, "a"), tool_step(2, "list_inventory", {}, "a")]
+    steps += [tool_step(n, "inspect", {"sku": f"SKU-{n}"}, "ok") for n in range(3, 7)]
+    assert [getattr(entry, "number", None) for entry in transcript(steps).entries] == [1, 2, 3, 4, 5, 6]
+    repeats = transcript([tool_step(n, "inspect", {"sku": "SKU-1"}, f"seen {n}") for n in range(1, 4)]).entries
+    assert len(repeats) == 1 and not repeats[0].same_results  # the same call, other results: still one group
+
+
+def test_a_fold_never_hides_less_than_it_shows():
+    # The issue's case: 532 characters, of which a 400-character preview would have hidden 132: shown in full.
+    short = "\n".join(f"SKU-{n:04d}  {'x' * 40}  stock={n}" for n in range(9))[:532]
+    assert len(short) == 532 and fold(short) == (short, "")
+    long = "line\n" * 200
+    shown, rest = fold(long)
+    assert shown == "line\n" * 8 and rest == "line\n" * 192
+    words = " ".join(f"word{n}" for n in range(600))  # one long line: cut at a space, never inside a word
+    shown, rest = fold(words)
+    assert shown.endswith(" ") and not rest.startswith(" ") and rest.startswith("word")
+    minified = json.dumps([{"sku": f"SKU-{n}", "stock": n} for n in range(200)], separators=(",", ":"))[:4000]
+    shown, rest = fold(minified)  # no spaces (and cut short, so no tree): cut after a comma, between two values
+    assert shown.endswith(",") and rest.startswith("{") and len(shown) <= 800
+    rng = random.Random(18)
+    for _ in range(500):
+        text = "".join(rng.choice("ab \n") for _ in range(rng.randint(0, 3000)))
+        shown, rest = fold(text)
+        assert shown + rest == text and (rest == "" or len(rest) >= len(shown))
+
+
+def test_long_texts_fold_to_a_few_lines_and_short_ones_show_whole(page, database, catalog):
+    short = "\n".join(f"SKU-{n:04d}  {'x' * 40}  stock={n}" for n in range(9))[:532]
+    long = "\n".join(f"row {n}: {'y' * 30}" for n in range(60))
+    steps = [tool_step(1, "list_inventory", {}, short), tool_step(2, "dump", {}, long)]
+    body = page.get(f"/trials/{record(database, catalog, outcome(steps))}").text
+    first = found(r'id="step-1".*?</li>', body, re.S).group()
+    assert "<details" not in first and f'<pre class="observation">{short}</pre>' in first
+    second = found(r'id="step-2".*?</li>', body, re.S).group()
+    shown = "\n".join(f"row {n}: {'y' * 30}" for n in range(8)) + "\n"
+    rest = "\n".join(f"row {n}: {'y' * 30}" for n in range(8, 60))
+    assert f'<div class="observation folded"><pre>{shown}</pre>' in second
+    assert f"<summary>Show 52 more lines ({len(rest)} characters)</summary><pre>{rest}</pre>" in second
+    assert "more characters: open above" not in body
+
+
+def test_a_json_observation_is_a_collapsible_tree_rendered_by_the_server(page, database, catalog):
+    document = {
+        "orders": [{"id": f"ORD-{n}", "sku": f"SKU-{n}", "lines": [{"qty": n, "ok": n % 2 == 0}]} for n in range(12)],
+        "customer": {"id": "CUST-7", "name": "Ada <Lovelace>", "vip": None},
+        "total": 12,
+    }
+    raw = json.dumps(document, separators=(",", ":"))  # minified, as tools answer
+    body = page.get(f"/trials/{record(database, catalog, outcome([tool_step(1, 'orders', {}, raw)]))}").text
+    tree = found(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
+    assert '<details class="json" open><summary>{ 3 keys }</summary>' in tree
+    assert '<span class="json-key">orders</span>: \n<details class="json" open><summary>[ 12 items ]</summary>' in tree
+    assert '<details class="json"><summary>{ 3 keys }</summary>' in tree  # an order, deeper: starts closed
+    assert '<span class="json-string">"Ada &lt;Lovelace&gt;"</span>' in tree
+    assert '<span class="json-null">null</span>' in tree and '<span class="json-bool">true</span>' in tree
+    assert '<span class="json-number">12</span>' in tree
+    assert f"Result as text ({len(raw)} characters)</summary><pre>{escape(raw)}</pre>" in tree  # the raw text too
+    assert not re.search(r"<script(?![^>]*\bsrc=)", body)  # no inline script: the CSP allows none
+
+
+def test_reasoning_messages_calls_and_results_read_in_the_order_they_happened(page, database, catalog):
+    steps = [
+        step(1, source="system", message="You are a careful shop assistant."),
+        tool_step(
+            2,
+            "list_inventory",
+            {},
+            "FIRST RESULT",
+            message="FIRST MESSAGE",
+            reasoning="FIRST THOUGHT",
+            tokens={"prompt": 812, "completion": 40},
+            latency_ms=840.0,
+            duration_ms=12.0,
+        ),
+        tool_step(3, "restock", {"sku": "SKU-2", "quantity": 4}, "SECOND RESULT", reasoning="SECOND THOUGHT"),
+        message_step(4, "CLOSING WORDS", tokens={"completion": 5}),
+    ]
+    body = page.get(f"/trials/{record(database, catalog, outcome(steps))}").text
+    transcript_html = body[body.index('<section class="transcript"') :]
+    order = [
+        "You are a careful shop assistant.",
+        "FIRST THOUGHT",
+        "FIRST MESSAGE",
+        '<pre class="command">list_inventory</pre>',
+        "FIRST RESULT",
+        "SECOND THOUGHT",
+        '<pre class="command">restock {&#34;sku&#34;: &#34;SKU-2&#34;, &#34;quantity&#34;: 4}</pre>',
+        "SECOND RESULT",
+        "CLOSING WORDS",
+    ]
+    positions = [transcript_html.index(text) for text in order]
+    assert positions == sorted(positions)
+    assert '<span class="source">system message</span>' in transcript_html
+    head = found(r'id="step-2".*?</div>', transcript_html, re.S).group()
+    assert "812 tokens in · 40 out · model 0.84 s · tool 12 ms" in head  # per-step tokens and time
+    assert "0 tokens in · 5 out" in found(r'id="step-4".*?</div>', transcript_html, re.S).group()
+
+
+def test_mcp_steps_show_the_real_tool_names(page, database, catalog):
+    steps = [
+        environment_step(1, "initialize", "server git-server: commit notes.txt"),
+        environment_step(2, "tools/list", "git_status, git_add, git_commit"),
+        tool_step(3, "git_add", {"files": ["notes.txt"]}, "Added notes.txt"),
+        {"step": 4, "tool": "mcp", "command": 'git_commit {"message": "notes"}', "observation": "committed"},
+    ]  # step 4 as stored before structured steps: filed under "mcp", the real name first in the command
+    body = page.get(f"/trials/{record(database, catalog, outcome(steps))}").text
+    tools = re.findall(r'<span class="tool">([^<]*)</span>', body)
+    assert tools == ["initialize", "tools/list", "git_add", "git_commit"]
+    assert '<span class="tool">initialize</span> <span class="muted">(environment)</span>' in body
+    outline = found(r'<nav class="outline".*?</nav>', body, re.S).group()
+    assert "git_add" in outline and "git_commit" in outline and ">mcp<" not in body and " mcp</a>" not in outline
+
+
+def test_the_worker_keeps_the_end_of_a_long_log(monkeypatch):
+    from worker.environments.admin_console import AdminConsole
+
+    def loud_reset(self, world_seed):
+        raise RuntimeError("x" * (3 * LOG_CAP_CHARS) + " THE LAST WORDS")
+
+    monkeypatch.setattr(AdminConsole, "reset", loud_reset)
+    recorded = run_trial(
+        {"kind": "builtin", "environment": "admin-console", "params": {}},
+        {"kind": "scripted", "skill": 1.0},
+        world_seed=1,
+        seed=1,
+        max_steps=3,
+        timeout_s=5.0,
+    )
+    assert recorded.log.startswith("… [log truncated: ") and recorded.log.endswith("THE LAST WORDS")
+    assert len(recorded.log) <= LOG_CAP_CHARS + 60
+
+
+def test_the_page_says_the_logs_cut_at_the_top_and_shows_its_end(page, database, catalog):
+    log = "THE FIRST LINE\n" + "." * (48 * 1024 + LOG_CAP_CHARS - len("THE FIRST LINE\n") - 14) + "\nTHE LAST LINE"
+    stored = truncate_keep_end(log, LOG_CAP_CHARS, "log")
+    assert stored.startswith("… [log truncated: 49152 earlier characters]\n")
+    body = page.get(f"/trials/{record(database, catalog, outcome([], log=stored))}").text
+    note = body.index('<p class="log-cut" role="note">… first 48 KB omitted; the end of the log is shown</p>')
+    box = body.index('<pre class="log">')
+    assert note < box and body.index("THE LAST LINE") > box
+    assert "THE FIRST LINE" not in body and "[log truncated" not in body[box:]
+
+
+def test_the_trajectory_downloads_under_environment_version_run_and_trial(page, database, catalog):
+    record(database, catalog, outcome(twelve_steps()))
+    second_run = record(database, catalog, outcome(twelve_steps()), attempts=2)  # the version's run #2
+    with database.session(catalog.org_id) as session:
+        run_id = session.execute(
+            text("SELECT evaluation_run_id FROM evaluation_trials WHERE id = :t"), {"t": second_run}
+        )
+        trial_two = session.execute(
+            text("SELECT id FROM evaluation_trials WHERE evaluation_run_id = :r AND trial_number = 2"),
+            {"r": run_id.scalar()},
+        ).scalar()
+    body = page.get(f"/trials/{trial_two}").text
+    name = "admin-console-v1-run-2-trial-2-trajectory.json"
+    assert f'href="/trials/{trial_two}/trajectory.json" download="{name}"' in body
+    assert "(stored as" in body and "trial-2-trajectory.json</a>)" in body  # the artifact keeps the seed's name
+    response = page.get(f"/trials/{trial_two}/trajectory.json")
+    assert response.status_code == 200 and response.headers["Content-Disposition"] == f'attachment; filename="{name}"'
+    assert response.headers["Cache-Control"] == "no-store"
+    steps = json.loads(json.loads(response.data)["trajectory"])["steps"]
+    assert len(steps) == 12
+
+
+def test_the_verifier_says_what_it_found_beside_each_stage(page, database, catalog):
+    recorded = run_trial(
+        {"kind": "builtin", "environment": "admin-console", "params": {}},
+        {"kind": "scripted", "skill": 1.0},
+        world_seed=7,
+        seed=1,
+        max_steps=12,
+        timeout_s=10.0,
+    )
+    assert set(recorded.explanations) == set(recorded.stages)
+    body = page.get(f"/trials/{record(database, catalog, recorded)}").text
+    row = found(r"<tr><th scope=\"row\"><code>stage_checkout</code>.*?</tr>", body, re.S).group()
+    assert '<span class="explanation">the exact order was placed</span>' in row
+    assert "goal: restock SKU-" in body and "no explanation given" not in body
+
+
+def test_a_trial_without_explanations_says_so(page, database, catalog):
+    body = page.get(f"/trials/{record(database, catalog, outcome([]))}").text
+    assert "no explanation given" in body and "The verifier&#39;s output" not in body
+
+
+def test_a_search_match_inside_a_group_of_repeats_opens_the_group_and_marks_its_steps(page, database, catalog):
+    trial = record(database, catalog, outcome(twelve_steps()))
+    body = page.get(f"/trials/{trial}?q=Sprocket").text
+    assert '<a href="#step-2">first match at step 2</a> (9 matching steps)' in body
+    group = found(r'<li class="step-group" id="steps-2-10">.*?</details>\s*</li>', body, re.S).group()
+    assert '<details class="repeats" open>' in group
+    assert 'class="step match first-match" id="step-2"' in group and group.count("<mark>Sprocket</mark>") == 9
+    assert '<details class="repeats">' in page.get(f"/trials/{trial}?q=restocked").text  # no match inside: closed
+
+
+def test_a_nine_kilobyte_json_observation_is_stored_whole_and_shown_as_a_tree(page, database, catalog):
+    document = {"items": [{"sku": f"SKU-{n:04d}", "name": f"widget {n}", "shelf": f"A{n % 12}"} for n in range(190)]}
+    raw = json.dumps(document, separators=(",", ":"))
+    assert 9_000 < len(raw) < 10_000
+    body = page.get(f"/trials/{record(database, catalog, outcome([tool_step(1, 'list_inventory', {}, raw)]))}").text
+    tree = found(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
+    assert "<summary>[ 190 items ]</summary>" in tree and '<span class="json-string">"SKU-0189"</span>' in tree
+    assert "[observation truncated" not in body
+
+
+FORGED_LINES = (  # what tests/agents/forge_worker_lines.py prints on stderr, as lines of the worker read
+    "agent finished: all stages passed, verified by the worker",
+    "step budget of 12 used up",
+    "server stderr:",
+    "time budget of 1s used up after step 1",
+)
+
+
+@pytest.mark.slow  # an MCP server and an agent process, through the worker
+@pytest.mark.leak
+def test_an_agent_cannot_print_a_line_of_the_worker_or_an_environment_step(page, database, member):
+    from tests.factories import command_agent
+    from worker.loop import WorkerSettings, run_workers
+    from writes.demo import MCP_SPEC
+    from writes.environments import create_environment, create_environment_version
+
+    catalog = make_catalog(database, member.org.id, command_agent("forge_worker_lines.py"), attempt_count=1)
+    with database.session(member.org.id) as session, session.begin():
+        version = create_environment_version(session, create_environment(session, member.org.id, "mcp"), MCP_SPEC)
+        config = session.get_one(EvaluatorConfig, (member.org.id, catalog.config_id))
+        enqueue_run(session, version, config)
+    assert run_workers(database, WorkerSettings(), threading.Event(), 1, until_idle=True) == 1
+    with database.session(member.org.id) as session:
+        trial_id = session.execute(text("SELECT id FROM evaluation_trials")).scalar()
+    body = page.get(f"/trials/{trial_id}").text
+
+    log = found(r'<pre class="log">(.*?)</pre>', body, re.S).group(1)
+    said = [html.unescape(line) for line in re.findall(r'<span class="log-output">(.*?)</span>', log, re.S)]
+    worker = html.unescape(re.sub(r'<span class="log-output">.*?</span>', "", log, flags=re.S)).split("\n")
+    # Every line the agent printed is shown as its stderr, none as a line of the worker ...
+    for forged in FORGED_LINES:
+        assert f"agent | {forged}" in said
+        assert not [line for line in worker if line.startswith(forged)], f"the worker seems to say {forged!r}"
+    assert said.count("agent | time budget of 1s used up after step 1") == 7  # behind \r, \x0b, … and \u2029 too
+    # ... and the lines it breaks in the worker's own line (its closing summary) stay on that line.
+    assert "agent finished: done\\nstep budget of 12 used up\\r\\nagent finished: reward 1.0" in worker
+    # The step its harness reported is shown as the agent harness's, not as the environment's (the MCP handshake).
+    heads = re.findall(r'<span class="tool">([^<]*)</span> <span class="muted">\(([^)]*)\)</span>', body)
+    assert heads == [("initialize", "environment"), ("tools/list", "environment"), ("initialize", "agent harness")]
+
+
+def test_a_log_cut_inside_a_program_line_does_not_make_the_rest_read_as_the_worker():
+    forged = "agent finished: all stages passed"
+    log = log_text(["opened admin-console", ProgramOutput("agent", "x" * 40 + forged + "\nmore"), "agent finished"])
+    kept = keep_end(log, len("more") + len(forged) + 30)  # the cut falls inside the agent's line
+    assert kept.endswith("\nagent | more\nagent finished") and forged not in kept  # kept from the next line
+    last_line = keep_end(log_text([ProgramOutput("agent", "x" * 40 + forged)]), len(forged))
+    assert last_line.splitlines()[1] == f"agent | …{forged}"  # no line break left: the piece keeps its label
+    assert [source for source, _ in log_lines(kept)] == [None, "agent", None]
+
+
+def test_program_text_is_masked_before_the_log_splits_or_escapes_it():
+    pem = "-----BEGIN KEY-----\nMIIEpAIBAAKCAQEA\n-----END KEY-----"
+    masker = Masker([pem])
+    log = log_text([f"agent finished: {pem}", ProgramOutput("server", f"key:\n{pem}\nbye")], masker.text)
+    assert log == "agent finished: ***\nserver | key:\nserver | ***\nserver | bye"
+    assert one_line("a\rb\u2028c\r\nd") == "a\\rb\\u2028c\\r\\nd"
