@@ -58,6 +58,8 @@ def ensure_members(database: Database, org_id: uuid.UUID, emails: list[str]) -> 
     """Make each of `emails` a member of the organization (the load benchmark's clients), once."""
     with database.admin_session(org_id) as session, session.begin():
         org = session.get(Organization, org_id)
+        if org is None:
+            raise LookupError(f"no organization {org_id}")
         for email in emails:
             if not session.execute(text("SELECT 1 FROM users WHERE email = :e"), {"e": email}).first():
                 add_membership(session, create_user(session, email, BENCH_PASSWORD), org, "member")

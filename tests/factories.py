@@ -7,15 +7,18 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 
 from db.session import Database
 from domain.outcome import TrialOutcome
 from domain.trajectory import Step
+from domain.vocabulary import TrialStatus
 from models import (
     Artifact,
     Environment,
@@ -240,7 +243,7 @@ def record_rewards(database: Database, catalog: Catalog, rewards: list, outcome_
     return run.id, ids
 
 
-def typed_steps(steps: list) -> list[Step]:
+def typed_steps(steps: Sequence[Step | dict[str, Any]]) -> list[Step]:
     """Steps for a TrialOutcome: those written as stored (dicts) read with Step.from_stored, built ones as they are."""
     return [step if isinstance(step, Step) else Step.from_stored(step) for step in steps]
 
@@ -267,6 +270,7 @@ def finished_outcome(environment: str, number: int, seed: int) -> TrialOutcome:
     ]
     log = f"opened {environment} (world {seed}): 4 items\nagent finished"
     started = datetime.now(UTC)
+    status: TrialStatus
     if reward == 1:
         category, status = None, "succeeded"
     else:

@@ -69,7 +69,7 @@ def memory() -> dict:
 
 def namespaces() -> dict:
     libc = ctypes.CDLL(None, use_errno=True)
-    found = {}
+    found: dict[str, str | None] = {}
     for name, flag in (("user", 0x10000000), ("net", 0x40000000), ("mount", 0x00020000)):
         found[f"unshare-{name}"] = "allowed" if libc.unshare(flag) == 0 else os.strerror(ctypes.get_errno())
     tool = subprocess.run(["unshare", "--user", "--map-root-user", "id"], capture_output=True, text=True)

@@ -26,8 +26,8 @@ if mode == "nostart":
     sys.exit(2)
 
 server = MCPServer("faulty", instructions="Poke the server once.")
-poked = []
-scored = []  # every call of the verifier tool the server received
+poked: list[int] = []
+scored: list[int] = []  # every call of the verifier tool the server received
 
 
 PIXEL = bytes.fromhex("89504e470d0a1a0a")  # the PNG signature: enough to be an image part

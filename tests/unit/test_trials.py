@@ -7,10 +7,11 @@ import json
 import pytest
 
 from domain.errors import SpecError
-from domain.outcome import LOG_CAP_CHARS
+from domain.outcome import LOG_CAP_CHARS, TrialOutcome
 from domain.specs import validate_spec
 from tests.factories import command_agent
-from worker.environments import load
+from worker.environments import Environment, load
+from worker.environments.admin_console import AdminConsole
 from worker.trial import run_trial
 
 ADMIN = {"kind": "builtin", "environment": "admin-console", "params": {}}
@@ -31,7 +32,9 @@ def test_same_world_seed_same_task_other_seed_other_task():
 def test_a_perfect_agent_passes_every_stage(spec):
     outcome = trial(spec)
     assert outcome.status == "succeeded" and outcome.reward == 1.0 and outcome.failure_category is None
-    assert set(outcome.stages) == set(load(spec).stage_keys)
+    env = load(spec)
+    assert isinstance(env, Environment)
+    assert set(outcome.stages) == set(env.stage_keys)
     assert all(key.startswith("stage_") for key in outcome.stages)
 
 
@@ -64,7 +67,7 @@ def test_artifact_document_has_the_documented_shape():
 
 
 def test_scripted_mistakes_give_categories_from_what_happened():
-    seen = {}
+    seen: dict[str | None, TrialOutcome] = {}
     for seed in range(120):
         outcome = trial(agent={"kind": "scripted", "skill": 0.3}, world_seed=seed, seed=seed)
         seen.setdefault(outcome.failure_category, outcome)
@@ -88,6 +91,7 @@ def test_scripted_mistakes_give_categories_from_what_happened():
 )
 def test_admin_console_names_a_wrong_customer_apart_from_a_wrong_item(order, category):
     env = load(ADMIN)
+    assert isinstance(env, AdminConsole)
     env.reset(7)
     goal, world = env.goal, env.world
     env.call("restock", {"sku": goal["sku"], "quantity": goal["restock"]})

@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from domain.trajectory import Content
+
 
 @dataclass(frozen=True)
 class Event:
@@ -20,7 +22,7 @@ class Turn:
     """What an agent said along with an action, when it says it: its message, its reasoning, the tokens it used,
     how long its model took (ms), and what its harness did on its own first (`events`)."""
 
-    message: str | None = None
+    message: Content | None = None  # text, or content parts
     reasoning: str | None = None
     tokens: dict[str, int] | None = None
     latency_ms: float | None = None

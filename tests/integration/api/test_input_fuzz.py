@@ -105,7 +105,7 @@ def owner_session(app, database, make_member):
     return client, token, ids
 
 
-def valid_request(ids: dict[str, str]) -> dict[str, dict[str, str]]:
+def valid_request(ids: dict[str, str]) -> dict[str, dict[str, object]]:
     """The other fields of each form and body, valid, so the fuzzed value is what the server must cope with."""
     return {
         "/environments/{env}/runs": {

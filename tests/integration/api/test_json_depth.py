@@ -8,6 +8,7 @@ import shutil
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -121,7 +122,7 @@ def test_api_bodies_nested_too_deep_answer_400_naming_the_field_and_write_nothin
     before = table_counts(count_rows, api.org.id)
     agent = {"kind": "openai-chat", "baseUrl": "http://127.0.0.1:9/v1", "model": "m", "extraBody": "DEEP"}
     versions = f"/api/v1/environments/{catalog.environment_id}/versions"
-    cases = [
+    cases: list[tuple[str, dict[str, Any], str]] = [
         ("/api/v1/environments", {"name": "e", "description": {"x": "DEEP"}}, "description"),
         (versions, {"spec": {"kind": "external", "x": "DEEP"}}, "spec"),
         ("/api/v1/evaluator-configs", {"name": "c", "attemptCount": 1, "agent": agent}, "agent"),

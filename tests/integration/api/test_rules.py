@@ -100,7 +100,7 @@ def test_ingest_refuses_strings_for_numbers_like_the_api(field, value):
 
 
 def test_ingest_takes_the_integer_3_0_as_3():
-    assert parse_trial(line("x-1", 3.0, 1.0), 1).trial.attempt == 3
+    assert parse_trial({**line("x-1", 3, 1.0), "attempt": 3.0}, 1).trial.attempt == 3
 
 
 @pytest.mark.parametrize("path", ["/trials", "/capability-gap", "/api/v1/trials", "/api/v1/rollouts"])

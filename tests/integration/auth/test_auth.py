@@ -26,7 +26,7 @@ PUBLIC_ENDPOINTS = {
 
 def _example_url(app, rule) -> str:
     """Build a URL for `rule`, filling each argument with a well-formed value of its converter's type."""
-    values = {}
+    values: dict[str, uuid.UUID | int | str] = {}
     for name, converter in rule._converters.items():
         if isinstance(converter, UUIDConverter):
             values[name] = uuid.uuid4()

@@ -11,6 +11,7 @@ from atif import Trajectory
 from sqlalchemy import text
 
 from domain.outcome import TrialOutcome
+from domain.vocabulary import TrialStatus
 from tests.factories import make_catalog, record_rewards, typed_steps
 from tests.paths import TESTS
 
@@ -27,7 +28,7 @@ STAGES = {"stage_inventory": 1.0, "stage_order": 0.0, "stage_checkout": 0.0}
 
 
 def outcome(reward, steps=STEPS, category="wrong_quantity") -> TrialOutcome:
-    status = "error" if reward is None else "succeeded" if reward == 1 else "failed"
+    status: TrialStatus = "error" if reward is None else "succeeded" if reward == 1 else "failed"
     return TrialOutcome(
         status=status,
         reward=reward,

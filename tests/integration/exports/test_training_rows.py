@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from atif import Trajectory
@@ -20,7 +22,7 @@ from trl import chat_template_utils
 from trl.data_utils import is_conversational, maybe_apply_chat_template
 
 from domain.outcome import TrialOutcome
-from domain.trajectory import environment_step, step, tool_step
+from domain.trajectory import Step, environment_step, step, tool_step
 from queries.exports import preference_pairs_sql
 from queries.filters import TrialFilters
 from queries.training_formats import CLOSING_TURN
@@ -78,7 +80,7 @@ def assert_message_shape(messages: list[dict]) -> None:
     assert messages[-1]["role"] == "assistant" and "tool_calls" not in messages[-1]
 
 
-def outcome(reward: float, task: str, steps: list[dict]) -> TrialOutcome:
+def outcome(reward: float, task: str, steps: Sequence[Step | dict[str, Any]]) -> TrialOutcome:
     return TrialOutcome(
         status="succeeded" if reward == 1 else "failed",
         reward=reward,
@@ -91,7 +93,7 @@ def outcome(reward: float, task: str, steps: list[dict]) -> TrialOutcome:
     )
 
 
-def solved() -> list[dict]:
+def solved() -> list[Step]:
     return [
         *HANDSHAKE,
         tool_step(3, "list_inventory", {}, "SKU-1  stock=3", message="Let me look first.", reasoning="stock?"),
@@ -99,12 +101,12 @@ def solved() -> list[dict]:
     ]
 
 
-def two_calls_in_one_step() -> list[dict]:
+def two_calls_in_one_step() -> list[Step]:
     calls = [
         {"id": "a", "name": "list_inventory", "arguments": {}},
         {"id": "b", "name": "restock", "arguments": {"sku": "SKU-1", "quantity": 40}},
     ]
-    results = [
+    results: list[dict[str, Any]] = [
         {"callId": "b", "content": [{"type": "text", "text": "restocked SKU-1"}]},
         {"callId": "a", "content": "x"},
     ]
@@ -122,7 +124,7 @@ def mixed(database, viewer):
     """One version: task A scored 1, 0.25 (two calls in one step), 0 (no steps); task B 0.5 twice (a tie) and a
     seed-shaped 0.2; another version with a single rollout."""
     catalog = make_catalog(database, viewer.org.id, {"kind": "scripted", "skill": 1.0}, attempt_count=6)
-    trials = iter(
+    trials: Iterator[tuple[str, Sequence[Step | dict[str, Any]]]] = iter(
         [
             (TASK_A, solved()),
             (TASK_A, two_calls_in_one_step()),

@@ -28,7 +28,7 @@ from writes.tokens import create_token
 pytestmark = pytest.mark.leak
 
 
-def conninfo(url: str, **override: str) -> str:
+def conninfo(url: str, **override: str | None) -> str:
     """A libpq keyword string for `url`'s socket, user and database, with `override` applied (no password kept)."""
     parsed = make_url(url)
     params = {"host": parsed.query.get("host", parsed.host), "user": parsed.username, "dbname": parsed.database}
@@ -42,7 +42,9 @@ def embedded(database_urls) -> Path:
     if os.environ.get("DATABASE_URL"):
         pytest.skip("DATABASE_URL is set: the external server's authentication is its operator's to configure")
     with psycopg.connect(libpq_url(database_urls.admin)) as conn:
-        owner = conn.execute("SELECT current_user").fetchone()[0]
+        row = conn.execute("SELECT current_user").fetchone()
+    assert row is not None
+    owner = row[0]
     assert owner == OWNER_ROLE
     return Path(os.environ.get("AGENTFORGE_TEST_DATA_DIR", ROOT / "instance" / "pgdata-test"))
 
@@ -67,13 +69,16 @@ def test_pg_hba_conf_has_no_trust_line(embedded):
 
 def test_the_server_loaded_password_rules_only(embedded, database_urls):
     with psycopg.connect(libpq_url(database_urls.admin)) as conn:
-        superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]
-    assert not superuser
+        row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    assert row is not None
+    assert not row[0]
     password = (passwords_dir(embedded) / SUPERUSER).read_text().strip()
     with psycopg.connect(conninfo(database_urls.runtime, user=SUPERUSER, password=password)) as conn:
         methods = {row[0] for row in conn.execute("SELECT auth_method FROM pg_hba_file_rules")}
         unencrypted = conn.execute("SELECT count(*) FROM pg_authid WHERE rolpassword NOT LIKE 'SCRAM-SHA-256$%'")
-        assert unencrypted.fetchone()[0] == 0
+        counted = unencrypted.fetchone()
+        assert counted is not None
+        assert counted[0] == 0
         missing = conn.execute(
             "SELECT rolname FROM pg_authid WHERE rolname = ANY(%s) AND rolpassword IS NULL", (list(EMBEDDED_ROLES),)
         ).fetchall()
@@ -105,7 +110,9 @@ def test_a_cluster_created_with_trust_is_upgraded_in_place(embedded, database_ur
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(conninfo(database_urls.runtime, password="x", passfile="/dev/null"))
     with psycopg.connect(libpq_url(database_urls.runtime)) as conn:
-        assert conn.execute("SELECT current_user").fetchone()[0] == RUNTIME_ROLE
+        row = conn.execute("SELECT current_user").fetchone()
+        assert row is not None
+        assert row[0] == RUNTIME_ROLE
 
 
 @pytest.fixture
@@ -116,6 +123,7 @@ def two_orgs(make_member, database):
     with database.session(alice.org.id) as session, session.begin():
         _, token = create_token(session, alice.org.id, alice.user.id, "ci")
         attempt = reserve_login_attempt(session, alice.email, "10.0.0.1")
+        assert attempt.id is not None
         logged_in = log_in(session, attempt.id, alice.email, alice.password, "10.0.0.1", timedelta(hours=1))
     assert logged_in is not None
     return alice, bob, logged_in[1], token

@@ -420,6 +420,7 @@ def test_the_migration_seals_values_stored_in_plaintext_before_it(database, data
     config = Config()
     config.set_main_option("script_location", str(ROOT / "migrations"))
     before = ScriptDirectory.from_config(config).get_revision("0012").down_revision
+    assert isinstance(before, str)  # 0012 follows one revision
     engine = create_engine(sqlalchemy_url(database_urls.admin))
     try:
         with engine.begin() as conn:

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 from sqlalchemy import text
+from werkzeug.test import TestResponse
 
 from tests.conftest import csrf_token_from
 from tests.factories import finish_run, make_catalog
@@ -33,7 +34,7 @@ def page(client, auth, member):
     return client
 
 
-def start_form(page, catalog, key: str | None, **headers) -> object:
+def start_form(page, catalog, key: str | None, **headers) -> TestResponse:
     body = page.get(f"/environments/{catalog.environment_id}").text
     data = {
         "csrf_token": csrf_token_from(body),
@@ -231,7 +232,7 @@ def owners(make_member):
     return olga, otto
 
 
-def memberships(database, org_id) -> dict[str, str]:
+def memberships(database, org_id) -> dict[str, tuple[str, uuid.UUID]]:
     with database.session(org_id) as session:
         rows = session.execute(text("SELECT u.email, m.role, m.id FROM memberships m JOIN users u ON u.id = m.user_id"))
         return {email: (role, membership) for email, role, membership in rows}

@@ -119,12 +119,13 @@ def test_the_estimate_is_the_mean_trial_time_for_each_trial_left(database, catal
     with database.session(catalog.org_id) as session:
         detail = run_detail(session, run.id)
     assert detail is not None
-    now = detail.run.current_trial_started_at + timedelta(seconds=30)
-    progress = detail.progress(now)
+    started = detail.run.current_trial_started_at
+    assert started is not None
+    progress = detail.progress(started + timedelta(seconds=30))
     assert (progress.current_trial, progress.current_step, progress.pending) == (3, 7, [3, 4])
     assert progress.mean_trial_s == 120 and progress.trial_elapsed_s == 30
     assert progress.remaining_s == 120 * 2 - 30
-    late = detail.progress(detail.run.current_trial_started_at + timedelta(seconds=500))
+    late = detail.progress(started + timedelta(seconds=500))
     assert late.remaining_s == 120  # an overdue trial counts as finished: the last one is still ahead
 
 
@@ -133,7 +134,8 @@ def test_a_completed_run_shows_its_summary_and_stops_polling(page, database, cat
     with database.session(catalog.org_id) as session:
         detail = run_detail(session, run_id)
     assert detail is not None
-    scored = [t.reward for t in detail.trials]
+    scored = [t.reward for t in detail.trials if t.reward is not None]
+    assert len(scored) == len(detail.trials)  # every finished trial is scored
     categories: dict[str, int] = {}
     for t in detail.trials:
         if t.failure_category:

@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -32,7 +33,7 @@ from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
 
 HOSTILE = TESTS / "hostile"
-ATTACKS = ("environ", "proc-environ", "processes", "instance-dir", "data-dir", "database", "loopback")
+ATTACKS: tuple[str, ...] = ("environ", "proc-environ", "processes", "instance-dir", "data-dir", "database", "loopback")
 ATTACKS += ("write-checkout", "identity")
 EXPORT_KINDS = ("all", "successful", "failed", "recovery", "preference")
 
@@ -186,7 +187,7 @@ def test_each_limit_ends_its_trial_as_resource_limit_naming_the_limit_and_the_wo
     client, api, database_urls
 ):
     builtin = {"environment": "admin-console"}
-    cases = {
+    cases: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         "fork bomb": (builtin, limit_agent("forkbomb", processes=24), "the limit of 24 processes"),
         "memory": (builtin, limit_agent("memory", memoryMb=256), "the limit of 256 MB of memory"),
         "file size": (builtin, limit_agent("filesize", fileSizeMb=2), "the limit of 2 MB per file"),

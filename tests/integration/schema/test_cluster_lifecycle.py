@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 
 @pytest.fixture
-def data_dir(tmp_path) -> Path:
+def data_dir(tmp_path) -> Iterator[Path]:
     """A brand-new AGENTFORGE_DATA_DIR; whatever cluster a failed test leaves there is stopped afterwards."""
     if os.environ.get("DATABASE_URL"):
         pytest.skip("DATABASE_URL is set: these tests are about the embedded cluster's start and stop")

@@ -7,6 +7,7 @@ import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -82,7 +83,7 @@ def test_each_filter_lists_exactly_the_trials_sql_selects(api, world, database, 
 def test_catalog_filters_and_their_combinations(api, world, database, member):
     admin, desk, runs = world["admin"], world["desk"], world["runs"]
     org = member.org.id
-    cases = [
+    cases: list[tuple[str, str, dict[str, Any]]] = [
         (f"environmentId={desk.environment_id}", "t.environment_version_id = :desk_version", {}),
         (f"environmentVersionId={admin.version_id}", "t.environment_version_id = :admin_version", {}),
         (f"evaluatorConfigId={desk.config_id}", "t.environment_version_id = :desk_version", {}),

@@ -7,6 +7,7 @@ import json
 import re
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -355,7 +356,7 @@ def test_the_trials_api_searches_with_snippets_and_the_export_holds_exactly_the_
     assert client.get("/api/v1/trials", query_string={"q": "a\x00b"}).status_code == 400
 
 
-ODD_STEPS = {
+ODD_STEPS: dict[str, list[Any]] = {  # steps as odd writers stored them
     "parts": [
         {
             "step": 1,

@@ -9,7 +9,9 @@ import random
 import re
 import threading
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from markupsafe import escape
@@ -17,12 +19,12 @@ from sqlalchemy import text
 
 from db.session import Database
 from domain.outcome import LOG_CAP_CHARS, TrialOutcome, truncate_keep_end
-from domain.trajectory import environment_step, message_step, step, tool_step
+from domain.trajectory import Step, environment_step, message_step, step, tool_step
 from domain.trial_log import ProgramOutput, keep_end, log_lines, log_text, one_line
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.factories import Catalog, make_catalog, typed_steps
 from tests.helpers import found
-from web.transcript import fold, transcript
+from web.transcript import Repeats, fold, transcript
 from worker.masking import Masker
 from worker.trial import run_trial
 from writes.runs import enqueue_run, record_trial
@@ -31,7 +33,7 @@ TIMES, DASH = "\N{MULTIPLICATION SIGN}", "\N{EN DASH}"  # as the page writes the
 INVENTORY = "SKU-1  Widget  stock=3\nSKU-2  Gadget  stock=0\nSKU-3  Sprocket  stock=9"
 
 
-def outcome(steps: list[dict], *, log: str = "opened admin-console", **more) -> TrialOutcome:
+def outcome(steps: Sequence[Step | dict[str, Any]], *, log: str = "opened admin-console", **more) -> TrialOutcome:
     return TrialOutcome(
         status="failed",
         reward=0.0,
@@ -69,7 +71,7 @@ def page(client, auth, member):
     return client
 
 
-def twelve_steps() -> list[dict]:
+def twelve_steps() -> list[Step]:
     """A 12-step trial: the agent speaks, lists the inventory nine times in a row, restocks, and gives up."""
     steps = [message_step(1, "Let me look at the stock.")]
     steps += [tool_step(n, "list_inventory", {}, INVENTORY, duration_ms=2.5) for n in range(2, 11)]
@@ -97,7 +99,8 @@ def test_two_identical_calls_or_calls_with_other_arguments_are_not_grouped():
     steps += [tool_step(n, "inspect", {"sku": f"SKU-{n}"}, "ok") for n in range(3, 7)]
     assert [getattr(entry, "number", None) for entry in transcript(steps).entries] == [1, 2, 3, 4, 5, 6]
     repeats = transcript([tool_step(n, "inspect", {"sku": "SKU-1"}, f"seen {n}") for n in range(1, 4)]).entries
-    assert len(repeats) == 1 and not repeats[0].same_results  # the same call, other results: still one group
+    assert len(repeats) == 1 and isinstance(repeats[0], Repeats)
+    assert not repeats[0].same_results  # the same call, other results: still one group
 
 
 def test_a_fold_never_hides_less_than_it_shows():
@@ -193,7 +196,7 @@ def test_reasoning_messages_calls_and_results_read_in_the_order_they_happened(pa
 
 
 def test_mcp_steps_show_the_real_tool_names(page, database, catalog):
-    steps = [
+    steps: list[Step | dict[str, Any]] = [
         environment_step(1, "initialize", "server git-server: commit notes.txt"),
         environment_step(2, "tools/list", "git_status, git_add, git_commit"),
         tool_step(3, "git_add", {"files": ["notes.txt"]}, "Added notes.txt"),
