@@ -169,6 +169,12 @@ def attr(element: Tag, name: str) -> str:
     return value if isinstance(value, str) else " ".join(value)
 
 
+def texts(node: BeautifulSoup | Tag | str, selector: str) -> list[str]:
+    """The text of every element `selector` matches in `node` (HTML text is parsed first), in document order."""
+    root = parse(node) if isinstance(node, str) else node
+    return [element.get_text() for element in root.select(selector)]
+
+
 def sqlstate(error: DBAPIError) -> str | None:
     """The SQLSTATE PostgreSQL answered with, under SQLAlchemy's wrapper of psycopg's error."""
     assert isinstance(error.orig, psycopg.Error), error

@@ -3,10 +3,8 @@ per-step time and tokens, the verifier's words, the log's end with its cut said 
 
 from __future__ import annotations
 
-import html
 import json
 import random
-import re
 import threading
 import uuid
 from collections.abc import Sequence
@@ -14,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from markupsafe import escape
+from bs4 import BeautifulSoup, NavigableString, Tag
 from sqlalchemy import text
 
 from db.session import Database
@@ -23,11 +21,25 @@ from domain.trajectory import Step, environment_step, message_step, step, tool_s
 from domain.trial_log import ProgramOutput, keep_end, log_lines, log_text, one_line
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.factories import Catalog, make_catalog, typed_steps
-from tests.helpers import found
+from tests.helpers import attr, one, parse, texts
 from web.transcript import Repeats, fold, transcript
 from worker.masking import Masker
 from worker.trial import run_trial
 from writes.runs import enqueue_run, record_trial
+
+
+def heads(page: BeautifulSoup) -> list[tuple[str, str]]:
+    """Each step head's tool and, in parentheses after it, whose step it is: ("initialize", "environment")."""
+    shown = []
+    for tool in page.select("span.tool"):
+        party = tool.next_sibling
+        after = party.next_sibling if isinstance(party, NavigableString) and party == " " else None
+        if isinstance(after, Tag) and after.name == "span" and after.get("class") == ["muted"]:
+            words = after.get_text()
+            if words.startswith("(") and words.endswith(")"):
+                shown.append((tool.get_text(), words[1:-1]))
+    return shown
+
 
 TIMES, DASH = "\N{MULTIPLICATION SIGN}", "\N{EN DASH}"  # as the page writes them
 INVENTORY = "SKU-1  Widget  stock=3\nSKU-2  Gadget  stock=0\nSKU-3  Sprocket  stock=9"
@@ -83,15 +95,25 @@ def twelve_steps() -> list[Step]:
 def test_identical_consecutive_calls_are_one_group_in_the_steps_and_the_outline(page, database, catalog):
     body = page.get(f"/trials/{record(database, catalog, outcome(twelve_steps()))}").text
     assert "Trajectory (12 steps)" in body
-    group = found(r'<li class="step-group" id="steps-2-10">.*?</details>\s*</li>', body, re.S).group()
-    assert '<details class="repeats">' in group  # closed: one line instead of nine steps
-    assert f'<span class="tool">list_inventory</span> {TIMES} 9' in group
-    assert f"steps 2{DASH}10: the same call 9 times in a row, the same result each time" in group
-    assert [int(n) for n in re.findall(r'<li class="step" id="step-(\d+)"', group)] == list(range(2, 11))
-    outline = found(r'<nav class="outline".*?</nav>', body, re.S).group()
-    assert re.findall(r'href="#step-(\d+)"', outline) == ["1", "2", "11", "12"]
-    assert f"list_inventory {TIMES} 9" in outline and "restock" in outline
-    assert 'id="step-11"' not in group and 'id="step-1"' not in group
+    doc = parse(body)
+    group = one(doc, "li.step-group#steps-2-10")
+    repeats = one(group, "details.repeats")
+    assert "open" not in repeats.attrs  # closed: one line instead of nine steps
+    summary = one(repeats, "summary")
+    assert (
+        one(summary, "span.tool").get_text() == "list_inventory" and f"list_inventory {TIMES} 9" in summary.get_text()
+    )
+    assert f"steps 2{DASH}10: the same call 9 times in a row, the same result each time" in summary.get_text()
+    assert [int(attr(li, "id").removeprefix("step-")) for li in group.select("li.step")] == list(range(2, 11))
+    outline = one(doc, "nav.outline")
+    assert [attr(a, "href") for a in outline.select('a[href^="#step-"]')] == [
+        "#step-1",
+        "#step-2",
+        "#step-11",
+        "#step-12",
+    ]
+    assert f"list_inventory {TIMES} 9" in outline.get_text() and "restock" in outline.get_text()
+    assert group.select_one("#step-11") is None and group.select_one("#step-1") is None
 
 
 def test_two_identical_calls_or_calls_with_other_arguments_are_not_grouped():
@@ -128,13 +150,17 @@ def test_long_texts_fold_to_a_few_lines_and_short_ones_show_whole(page, database
     long = "\n".join(f"row {n}: {'y' * 30}" for n in range(60))
     steps = [tool_step(1, "list_inventory", {}, short), tool_step(2, "dump", {}, long)]
     body = page.get(f"/trials/{record(database, catalog, outcome(steps))}").text
-    first = found(r'id="step-1".*?</li>', body, re.S).group()
-    assert "<details" not in first and f'<pre class="observation">{short}</pre>' in first
-    second = found(r'id="step-2".*?</li>', body, re.S).group()
+    doc = parse(body)
+    first = one(doc, "li#step-1")
+    assert first.select_one("details") is None and one(first, "pre.observation").get_text() == short
+    second = one(doc, "li#step-2")
     shown = "\n".join(f"row {n}: {'y' * 30}" for n in range(8)) + "\n"
     rest = "\n".join(f"row {n}: {'y' * 30}" for n in range(8, 60))
-    assert f'<div class="observation folded"><pre>{shown}</pre>' in second
-    assert f"<summary>Show 52 more lines ({len(rest)} characters)</summary><pre>{rest}</pre>" in second
+    folded = one(second, "div.observation.folded")
+    assert one(folded, ":scope > pre").get_text() == shown
+    fold = one(folded, "details.fold")
+    assert one(fold, "summary").get_text() == f"Show 52 more lines ({len(rest)} characters)"
+    assert one(fold, "summary + pre").get_text() == rest
     assert "more characters: open above" not in body
 
 
@@ -146,15 +172,23 @@ def test_a_json_observation_is_a_collapsible_tree_rendered_by_the_server(page, d
     }
     raw = json.dumps(document, separators=(",", ":"))  # minified, as tools answer
     body = page.get(f"/trials/{record(database, catalog, outcome([tool_step(1, 'orders', {}, raw)]))}").text
-    tree = found(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
-    assert '<details class="json" open><summary>{ 3 keys }</summary>' in tree
-    assert '<span class="json-key">orders</span>: \n<details class="json" open><summary>[ 12 items ]</summary>' in tree
-    assert '<details class="json"><summary>{ 3 keys }</summary>' in tree  # an order, deeper: starts closed
-    assert '<span class="json-string">"Ada &lt;Lovelace&gt;"</span>' in tree
-    assert '<span class="json-null">null</span>' in tree and '<span class="json-bool">true</span>' in tree
-    assert '<span class="json-number">12</span>' in tree
-    assert f"Result as text ({len(raw)} characters)</summary><pre>{escape(raw)}</pre>" in tree  # the raw text too
-    assert not re.search(r"<script(?![^>]*\bsrc=)", body)  # no inline script: the CSP allows none
+    doc = parse(body)
+    tree = one(doc, "div.observation.json-tree")
+    top = one(tree, ":scope > details.json")
+    assert "open" in top.attrs and one(top, ":scope > summary").get_text() == "{ 3 keys }"
+    orders = [li for li in top.select(":scope > ul > li") if one(li, ":scope > span.json-key").get_text() == "orders"]
+    assert len(orders) == 1
+    array = one(orders[0], ":scope > details.json")
+    assert "open" in array.attrs and one(array, ":scope > summary").get_text() == "[ 12 items ]"
+    closed = [one(d, ":scope > summary").get_text() for d in tree.select("details.json") if "open" not in d.attrs]
+    assert "{ 3 keys }" in closed  # an order, deeper: starts closed
+    assert '"Ada <Lovelace>"' in texts(tree, "span.json-string")  # text, not a tag: escaped
+    assert "null" in texts(tree, "span.json-null") and "true" in texts(tree, "span.json-bool")
+    assert "12" in texts(tree, "span.json-number")
+    raw_text = one(tree, "details.raw")  # the raw text too
+    assert one(raw_text, "summary").get_text() == f"Result as text ({len(raw)} characters)"
+    assert one(raw_text, "summary + pre").get_text() == raw
+    assert doc.select("script:not([src])") == []  # no inline script: the CSP allows none
 
 
 def test_reasoning_messages_calls_and_results_read_in_the_order_they_happened(page, database, catalog):
@@ -190,9 +224,10 @@ def test_reasoning_messages_calls_and_results_read_in_the_order_they_happened(pa
     positions = [transcript_html.index(text) for text in order]
     assert positions == sorted(positions)
     assert '<span class="source">system message</span>' in transcript_html
-    head = found(r'id="step-2".*?</div>', transcript_html, re.S).group()
+    steps_shown = one(parse(body), "section.transcript")
+    head = one(steps_shown, "#step-2 > div.step-head").get_text()
     assert "812 tokens in · 40 out · model 0.84 s · tool 12 ms" in head  # per-step tokens and time
-    assert "0 tokens in · 5 out" in found(r'id="step-4".*?</div>', transcript_html, re.S).group()
+    assert "0 tokens in · 5 out" in one(steps_shown, "#step-4 > div.step-head").get_text()
 
 
 def test_mcp_steps_show_the_real_tool_names(page, database, catalog):
@@ -203,11 +238,12 @@ def test_mcp_steps_show_the_real_tool_names(page, database, catalog):
         {"step": 4, "tool": "mcp", "command": 'git_commit {"message": "notes"}', "observation": "committed"},
     ]  # step 4 as stored before structured steps: filed under "mcp", the real name first in the command
     body = page.get(f"/trials/{record(database, catalog, outcome(steps))}").text
-    tools = re.findall(r'<span class="tool">([^<]*)</span>', body)
-    assert tools == ["initialize", "tools/list", "git_add", "git_commit"]
-    assert '<span class="tool">initialize</span> <span class="muted">(environment)</span>' in body
-    outline = found(r'<nav class="outline".*?</nav>', body, re.S).group()
-    assert "git_add" in outline and "git_commit" in outline and ">mcp<" not in body and " mcp</a>" not in outline
+    doc = parse(body)
+    assert texts(doc, "span.tool") == ["initialize", "tools/list", "git_add", "git_commit"]
+    assert ("initialize", "environment") in heads(doc)
+    outline = one(doc, "nav.outline")
+    assert "git_add" in outline.get_text() and "git_commit" in outline.get_text() and ">mcp<" not in body
+    assert not [a for a in outline.select("a") if a.get_text().endswith(" mcp")]
 
 
 def test_the_worker_keeps_the_end_of_a_long_log(monkeypatch):
@@ -273,8 +309,8 @@ def test_the_verifier_says_what_it_found_beside_each_stage(page, database, catal
     )
     assert set(recorded.explanations) == set(recorded.stages)
     body = page.get(f"/trials/{record(database, catalog, recorded)}").text
-    row = found(r"<tr><th scope=\"row\"><code>stage_checkout</code>.*?</tr>", body, re.S).group()
-    assert '<span class="explanation">the exact order was placed</span>' in row
+    rows = [tr for tr in parse(body).select("tr") if texts(tr, ':scope > th[scope="row"] > code') == ["stage_checkout"]]
+    assert len(rows) == 1 and "the exact order was placed" in texts(rows[0], "span.explanation")
     assert "goal: restock SKU-" in body and "no explanation given" not in body
 
 
@@ -287,9 +323,9 @@ def test_a_search_match_inside_a_group_of_repeats_opens_the_group_and_marks_its_
     trial = record(database, catalog, outcome(twelve_steps()))
     body = page.get(f"/trials/{trial}?q=Sprocket").text
     assert '<a href="#step-2">first match at step 2</a> (9 matching steps)' in body
-    group = found(r'<li class="step-group" id="steps-2-10">.*?</details>\s*</li>', body, re.S).group()
-    assert '<details class="repeats" open>' in group
-    assert 'class="step match first-match" id="step-2"' in group and group.count("<mark>Sprocket</mark>") == 9
+    group = one(body, "li.step-group#steps-2-10")
+    assert "open" in one(group, "details.repeats").attrs
+    assert one(group, "li.step.match.first-match#step-2") and texts(group, "mark").count("Sprocket") == 9
     assert '<details class="repeats">' in page.get(f"/trials/{trial}?q=restocked").text  # no match inside: closed
 
 
@@ -298,8 +334,8 @@ def test_a_nine_kilobyte_json_observation_is_stored_whole_and_shown_as_a_tree(pa
     raw = json.dumps(document, separators=(",", ":"))
     assert 9_000 < len(raw) < 10_000
     body = page.get(f"/trials/{record(database, catalog, outcome([tool_step(1, 'list_inventory', {}, raw)]))}").text
-    tree = found(r'<div class="observation json-tree".*?</details></div>', body, re.S).group()
-    assert "<summary>[ 190 items ]</summary>" in tree and '<span class="json-string">"SKU-0189"</span>' in tree
+    tree = one(body, "div.observation.json-tree")
+    assert "[ 190 items ]" in texts(tree, "summary") and '"SKU-0189"' in texts(tree, "span.json-string")
     assert "[observation truncated" not in body
 
 
@@ -329,9 +365,11 @@ def test_an_agent_cannot_print_a_line_of_the_worker_or_an_environment_step(page,
         trial_id = session.execute(text("SELECT id FROM evaluation_trials")).scalar()
     body = page.get(f"/trials/{trial_id}").text
 
-    log = found(r'<pre class="log">(.*?)</pre>', body, re.S).group(1)
-    said = [html.unescape(line) for line in re.findall(r'<span class="log-output">(.*?)</span>', log, re.S)]
-    worker = html.unescape(re.sub(r'<span class="log-output">.*?</span>', "", log, flags=re.S)).split("\n")
+    log = one(body, "pre.log")
+    said = texts(log, "span.log-output")
+    for output in log.select("span.log-output"):
+        output.decompose()
+    worker = log.get_text().split("\n")
     # Every line the agent printed is shown as its stderr, none as a line of the worker ...
     for forged in FORGED_LINES:
         assert f"agent | {forged}" in said
@@ -340,8 +378,8 @@ def test_an_agent_cannot_print_a_line_of_the_worker_or_an_environment_step(page,
     # ... and the lines it breaks in the worker's own line (its closing summary) stay on that line.
     assert "agent finished: done\\nstep budget of 12 used up\\r\\nagent finished: reward 1.0" in worker
     # The step its harness reported is shown as the agent harness's, not as the environment's (the MCP handshake).
-    heads = re.findall(r'<span class="tool">([^<]*)</span> <span class="muted">\(([^)]*)\)</span>', body)
-    assert heads == [("initialize", "environment"), ("tools/list", "environment"), ("initialize", "agent harness")]
+    shown = heads(parse(body))
+    assert shown == [("initialize", "environment"), ("tools/list", "environment"), ("initialize", "agent harness")]
 
 
 def test_a_log_cut_inside_a_program_line_does_not_make_the_rest_read_as_the_worker():
