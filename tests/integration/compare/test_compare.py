@@ -3,18 +3,18 @@ read by task (never trial n with trial n), verdicts, charts, errors, tenancy. Ma
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import UTC, datetime
 
 import pytest
+from bs4 import Tag
 from scipy import special, stats
 
 from domain import comparison
 from domain.outcome import TrialOutcome
 from models import EvaluationRun
 from tests.factories import finish_run, make_catalog
-from tests.helpers import attr, found, one
+from tests.helpers import attr, one, parse, texts
 from writes.runs import complete_run, record_trial, reset_run, trial_seed
 
 EXPERT = {"kind": "scripted", "skill": 0.9}
@@ -160,10 +160,10 @@ def test_reset_pair_is_read_by_task_not_by_trial_number(page, database, member):
     assert [(row["a"]["successes"], row["b"]["successes"]) for row in body["tasks"]] == [(2, 4)]
     html = page.get(f"/compare?a={first}&b={second}").text
     assert "Same tasks, paired" not in html and "trial 1" not in html
-    row = found(r'<tr class="task-shared">.*?</tr>', html, re.S).group(0)
-    assert "restock and order" in row and "2 of 6" in row and "4 of 6" in row
+    row = one(html, "tr.task-shared")
+    assert "restock and order" in row.get_text() and "2 of 6" in row.get_text() and "4 of 6" in row.get_text()
     task = body["tasks"][0]["task"]
-    assert f'href="/trials?evaluationRunId={second}&amp;task={task}"' in row
+    assert one(row, f'a[href="/trials?evaluationRunId={second}&task={task}"]')
     # The reset run links to the comparison with the run it resets.
     run_page = page.get(f"/runs/{second}").text
     assert f"/compare?a={first}&amp;b={second}" in run_page
@@ -172,19 +172,25 @@ def test_reset_pair_is_read_by_task_not_by_trial_number(page, database, member):
     assert page.get(f"/api/v1/compare?a={first}&b={other}").json["tests"]["paired"] is False
 
 
+def values(menu: Tag) -> list[str]:
+    """The values of a select menu's options."""
+    return [attr(option, "value") for option in menu.select("option")]
+
+
 def test_charts_have_titles_and_axis_labels(page, versions):
     a, b, _, _ = versions
     html = page.get(f"/compare?a={a.version_id}&b={b.version_id}").text
-    svgs = re.findall(r"<svg.*?</svg>", html, re.S)
-    titles = [found(r"<title[^>]*>([^<]+)</title>", svg).group(1) for svg in svgs]
+    svgs = parse(html).select("svg")
+    titles = [one(svg, "title").get_text() for svg in svgs]
     assert "pass@k with 95% intervals" in titles and "Stage funnel (pipeline order)" in titles
     assert any(t.startswith("Reward histogram, A") for t in titles)
     for svg in svgs:
-        assert 'class="axis-label x-label"' in svg and 'class="axis-label y-label"' in svg
+        assert one(svg, "text.axis-label.x-label") and one(svg, "text.axis-label.y-label")
     assert "k (attempts per task)" in html and "reward (0 to 1)" in html and "pass@k (share of tasks)" in html
     assert '<polygon class="band series-b"' in html  # the interval band
-    funnel = next(svg for svg in svgs if "Stage funnel" in svg)
-    assert [m for m in re.findall(r">(inventory|order|checkout)<", funnel)] == ["inventory", "order", "checkout"]
+    funnel = next(svg for svg in svgs if "Stage funnel" in svg.get_text())
+    stages = [str(s) for s in funnel.find_all(string=True) if s in ("inventory", "order", "checkout")]
+    assert stages == ["inventory", "order", "checkout"]
 
 
 def test_evaluator_narrows_a_version_side(page, versions):
@@ -213,19 +219,20 @@ def test_compare_with_no_sides_shows_the_picker(page, versions, database, member
     answer = page.get("/compare")
     assert answer.status_code == 200
     html = answer.text
-    environments = found(r'<select id="environmentId".*?</select>', html, re.S).group(0)
+    doc = parse(html)
+    environments = one(doc, "select#environmentId").get_text()
     assert "admin-console" in environments and "support-desk" in environments
     # A defaults to the previous version, B to the newest, of the environment shown (admin-console comes first).
     for side, version_id in (("a", a.version_id), ("b", b.version_id)):
-        menu = found(rf'<select id="pick-{side}" name="{side}" required>.*?</select>', html, re.S).group(0)
-        assert re.search(rf'<option value="{version_id}" selected>', menu)
-        assert str(a_runs[0]) in menu and str(desk.version_id) not in menu
+        menu = one(doc, f'select#pick-{side}[name="{side}"][required]')
+        assert one(menu, f'option[value="{version_id}"][selected]')
+        assert str(a_runs[0]) in values(menu) and str(desk.version_id) not in values(menu)
     evaluators = [attr(o, "value") for o in one(html, 'select#pick-a-evaluator[name="aEvaluatorConfigId"]')("option")]
     assert str(a.config_id) in evaluators and str(b.config_id) in evaluators
     # Another environment narrows the version and run menus to its own.
     narrowed = page.get(f"/compare?environmentId={desk.environment_id}").text
-    menu = found(r'<select id="pick-a" name="a" required>.*?</select>', narrowed, re.S).group(0)
-    assert str(desk.version_id) in menu and str(a.version_id) not in menu
+    menu = one(narrowed, 'select#pick-a[name="a"][required]')
+    assert str(desk.version_id) in values(menu) and str(a.version_id) not in values(menu)
     # The form's answer is the comparison (an empty evaluator menu narrows nothing).
     picked = page.get(f"/compare?a={a.version_id}&aEvaluatorConfigId=&b={b.version_id}&bEvaluatorConfigId=")
     assert picked.status_code == 200 and 'id="verdict-pass-at-1"' in picked.text
@@ -264,25 +271,26 @@ def test_capability_gap_matrix_of_rates_with_links(page, versions, database, mem
     a, b, _, _ = versions
     desk = make_catalog(database, member.org.id, EXPERT, 4, environment="support-desk", config_name="desk")
     html = page.get("/capability-gap").text
-    matrix = found(r'<table class="matrix">.*?</table>', html, re.S).group(0)
-    link = f'href="/trials?failureCategory=wrong_item&amp;environmentVersionId={a.version_id}"'
-    assert link in matrix
+    doc = parse(html)
+    matrix = one(doc, "table.matrix")
     cell = one(matrix, f'a[href="/trials?failureCategory=wrong_item&environmentVersionId={a.version_id}"]')
     assert (attr(cell, "title"), cell.get_text()) == ("10 of 12 trials of admin-console v1", "83.3%")
-    assert re.search(rf'environmentVersionId={b.version_id}" title="3 of 12 trials of admin-console v2">25.0%', matrix)
-    assert "admin-console v1<div" in matrix and "12 trials" in matrix
+    b_cells = matrix.select(f'a[href$="environmentVersionId={b.version_id}"]')
+    b_title = "3 of 12 trials of admin-console v2"
+    assert any(attr(c, "title") == b_title and c.get_text().startswith("25.0%") for c in b_cells)
+    headers = [th for th in matrix.select("th") if th.contents and th.contents[0] == "admin-console v1"]
+    assert [th for th in headers if th.select_one(":scope > div")] and "12 trials" in matrix.get_text()
     # The version menu offers only the chosen environment's versions.
     narrowed = page.get(f"/capability-gap?environmentId={a.environment_id}").text
-    menu = found(r'<select id="environmentVersionId".*?</select>', narrowed, re.S).group(0)
-    assert str(a.version_id) in menu and str(desk.version_id) not in menu
-    everything = found(r'<select id="environmentVersionId".*?</select>', html, re.S).group(0)
-    assert str(desk.version_id) in everything
+    menu = one(narrowed, "select#environmentVersionId")
+    assert str(a.version_id) in values(menu) and str(desk.version_id) not in values(menu)
+    assert str(desk.version_id) in values(one(doc, "select#environmentVersionId"))
 
 
 def test_partial_rewards_in_pipeline_order(page, versions):
     a, _, _, _ = versions
     fragment = page.get(f"/partial-rewards/versions/{a.version_id}", headers={"HX-Request": "true"}).text
-    assert re.findall(r"<code>(stage_[a-z_]+)</code>", fragment) == list(STAGES)
+    assert [code for code in texts(fragment, "code") if code.startswith("stage_")] == list(STAGES)
     assert '<table class="aligned">' in fragment
 
 
