@@ -175,6 +175,12 @@ def texts(node: BeautifulSoup | Tag | str, selector: str) -> list[str]:
     return [element.get_text() for element in root.select(selector)]
 
 
+def trial_links(node: BeautifulSoup | Tag | str) -> list[str]:
+    """The texts of the links to trials a page lists ("Trial 3 of 8"), in order."""
+    root = parse(node) if isinstance(node, str) else node
+    return [t for t in texts(root, 'a[href^="/trials/"]') if t.startswith("Trial ") and " of " in t]
+
+
 def sqlstate(error: DBAPIError) -> str | None:
     """The SQLSTATE PostgreSQL answered with, under SQLAlchemy's wrapper of psycopg's error."""
     assert isinstance(error.orig, psycopg.Error), error

@@ -7,15 +7,17 @@ import json
 import re
 import uuid
 from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from bs4 import BeautifulSoup, NavigableString, Tag
 from sqlalchemy import text
 
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_label_sql
 from tests.factories import finish_runs, make_catalog, typed_steps
-from tests.helpers import attr, counting_queries, found, one, parse
+from tests.helpers import attr, counting_queries, one, parse, texts, trial_links
 from writes.runs import enqueue_run, record_trial
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
@@ -155,18 +157,25 @@ def test_environments_list_shows_rollup_figures(page, world, database, member):
             JOIN environment_versions v ON v.id = t.environment_version_id JOIN environments e
             ON e.id = v.environment_id WHERE e.name = 'admin-console'""")
         ).one()
-    row = found(r"admin-console</a>.*?</tr>", text_, re.S).group(0)
-    cells = re.findall(r'<td class="num">([^<]*)</td>', row)
+    row = environment_row(text_, "admin-console")
+    cells = [td.get_text() for td in row.select(":scope > td.num") if td.find() is None]
     assert cells[:3] == ["2", str(trials), f"{mean:.3f}"]  # runs, trials, mean reward (latest pass@1 names its run)
-    assert "<title" in row and "pass@1 per evaluator, admin-console" in row  # one line per evaluator
-    assert row.count('<circle class="dot series-a"') == 2 and "novice: pass@1" in row
+    titles = texts(row, "title")  # one line per evaluator
+    assert titles and any("pass@1 per evaluator, admin-console" in t for t in titles)
+    assert len(row.select("circle.dot.series-a")) == 2 and "novice: pass@1" in row.get_text()
+
+
+def environment_row(body: str, environment: str) -> Tag:
+    """The row of /environments whose first cell links to `environment`."""
+    found = [tr for tr in parse(body).select("tr") if texts(tr, ":scope > td:first-child > a") == [environment]]
+    assert found, f"no row of {environment}"
+    return found[0]
 
 
 def latest_cell(body: str, environment: str) -> str:
     """The text of the Latest pass@1 cell of an environment's row on /environments (tags dropped)."""
-    row = found(rf">{environment}</a>.*?</tr>", body, re.S).group(0)
-    cell = re.findall(r'<td class="num">(.*?)</td>', row, re.S)[2]
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", cell)).split())
+    cell = environment_row(body, environment).select(":scope > td.num")[2]
+    return " ".join(cell.get_text(" ").split())
 
 
 def test_latest_pass_at_1_names_its_run_and_keeps_it_when_runs_were_created_together(page, database, member):
@@ -209,14 +218,13 @@ def test_trend_charts_draw_each_run_at_its_own_place_in_run_order(page, database
         session.execute(text("UPDATE evaluation_runs SET created_at = '2026-05-01T12:00:00Z'"))
     for url in ("/environments", f"/environments/{novice.environment_id}"):
         chart = page.get(url).text.split('aria-label="pass@1')[0] if False else page.get(url).text
-        dots = re.findall(
-            r'<circle class="dot [^"]+" cx="([0-9.]+)" cy="[0-9.]+" r="3.5"><title>([^<]+)</title>', chart
-        )
-        placed = {html.unescape(title).split("(run ")[1].split(":")[0]: float(x) for x, title in dots}
+        circles = [c for c in parse(chart).select('circle.dot[cx][cy][r="3.5"]') if len(attr(c, "class").split()) > 1]
+        dots = [(attr(c, "cx"), one(c, ":scope > title").get_text()) for c in circles]
+        placed = {title.split("(run ")[1].split(":")[0]: float(x) for x, title in dots}
         assert sorted(placed) == ["1 of 4", "2 of 4", "3 of 4", "4 of 4"], url
         xs = [placed[f"{n} of 4"] for n in range(1, 5)]
         assert xs == sorted(xs) and len(set(xs)) == 4, url  # four places, left to right in run order
-        titles = [html.unescape(title) for _, title in dots]
+        titles = [title for _, title in dots]
         for number, run in enumerate(sorted(runs), start=1):  # run order: created together, then by id
             with database.session(member.org.id) as session:
                 label = session.execute(
@@ -240,11 +248,7 @@ def test_capability_gap_counts_equal_a_direct_count(page, world, database, membe
             ).all()
         )
     assert direct, "the novice agent should have failed somewhere"
-    shown = dict(
-        re.findall(
-            r"<td>([a-z_]+)</td>\s*<td class=\"num\"><a href=\"/trials\?failureCategory=[a-z_]+\">(\d+)</a>", body
-        )
-    )
+    shown = {c: n for c, href, n in overall_rows(body) if href == f"/trials?failureCategory={c}"}
     assert {k: int(v) for k, v in shown.items()} == direct
     category, count = next(iter(direct.items()))
     listing = page.get(f"/trials?failureCategory={category}").text
@@ -304,7 +308,7 @@ def test_capability_gap_narrows_to_one_evaluator(page, world, database, member, 
     body = page.get(f"/capability-gap?evaluatorConfigId={closer.config_id}").text
     assert f'<option value="{closer.config_id}" selected>closer</option>' in body
     assert "Overall (2 failed trials of closer)" in body
-    overall = re.findall(r"<td>([a-z_]+)</td>\s*<td class=\"num\"><a href=\"([^\"]+)\">(\d+)</a>", body)
+    overall = overall_rows(body)
     assert [(category, int(count)) for category, _, count in overall] == [("wrong_customer", 2)]
     # The novice's categories are gone, and the cell's rate is of the closer's 4 trials of the version.
     assert "gave_up" not in body.split("</form>", 1)[1]
@@ -312,12 +316,12 @@ def test_capability_gap_narrows_to_one_evaluator(page, world, database, member, 
     assert evaluator_trials(database, member, closer.config_id) == closer_trials
     assert 'title="2 of 4 trials of admin-console v1">50.0%</a>' in body
     # Each count opens exactly the trials behind it: the explorer takes the same evaluator filter.
-    link = html.unescape(overall[0][1])
+    link = overall[0][1]
     assert f"evaluatorConfigId={closer.config_id}" in link
-    assert len(re.findall(r">Trial \d+ of \d+</a>", page.get(link).text)) == 2
+    assert len(trial_links(page.get(link).text)) == 2
     # The novice alone: the same categories as a direct count of its trials.
     novice = page.get(f"/capability-gap?evaluatorConfigId={admin.config_id}", headers={"HX-Request": "true"}).text
-    shown = dict(re.findall(r"<td>([a-z_]+)</td>\s*<td class=\"num\"><a href=\"[^\"]+\">(\d+)</a>", novice))
+    shown = {category: count for category, _, count in overall_rows(novice)}
     direct = {c: n for (v, c), n in evaluator_trials(database, member, admin.config_id).items() if c}
     assert {k: int(v) for k, v in shown.items()} == direct and "wrong_customer" not in shown
     # With another filter the evaluator's trials of other versions drop out, and its empty state says so.
@@ -330,12 +334,12 @@ def test_partial_rewards_narrow_to_one_evaluator_in_the_same_order(page, world, 
     admin, closer = world["admin"], two_evaluators
     url = f"/partial-rewards/versions/{admin.version_id}?evaluatorConfigId={closer.config_id}"
     fragment = page.get(url, headers={"HX-Request": "true"}).text
-    rows = re.findall(
-        r'<tr><td><code>(stage_[a-z_]+)</code></td><td class="num">(\d+)</td><td class="num">(\d+)</td>.*?'
-        r'<td class="num">([0-9.]+)</td>',
-        fragment,
-        re.S,
-    )
+    rows = [
+        (one(tr, ":scope > td:first-child > code").get_text(), *[td.get_text() for td in nums[:3]])
+        for tr in parse(fragment).select("tr")
+        if tr.select_one(":scope > td:first-child > code")
+        if len(nums := tr.select(":scope > td.num")) >= 3
+    ]
     # The closer's 4 trials: inventory passed by 4 (mean 1), order by 2 (mean 0.75), checkout by 2 (mean 0.5); in
     # admin-console's pipeline order, as without the filter.
     assert rows == [
@@ -344,9 +348,9 @@ def test_partial_rewards_narrow_to_one_evaluator_in_the_same_order(page, world, 
         ("stage_checkout", "4", "2", "0.500"),
     ]
     assert stages_shown(page.get(f"/partial-rewards/versions/{admin.version_id}").text) == [r[0] for r in rows]
-    failed = html.unescape(found(r'href="(/trials\?[^"]+stageFailed=stage_order[^"]*)"', fragment).group(1))
+    failed = attr(one(fragment, 'a[href^="/trials?"][href*="stageFailed=stage_order"]'), "href")
     assert f"evaluatorConfigId={closer.config_id}" in failed
-    assert len(re.findall(r">Trial \d+ of \d+</a>", page.get(failed).text)) == 2
+    assert len(trial_links(page.get(failed).text)) == 2
     # The whole page: the select names the evaluator, a version it never ran says so, lazy tables keep the filter.
     listing = page.get(f"/partial-rewards?evaluatorConfigId={closer.config_id}").text
     assert f'<option value="{closer.config_id}" selected>closer</option>' in listing
@@ -405,12 +409,17 @@ def test_partial_rewards_list_exactly_the_stage_keys_in_metrics(page, world, dat
             .scalars()
             .all()
         )
-    assert sorted(re.findall(r"<code>(stage_[a-z_]+)</code>", fragment)) == sorted(keys)
+    assert sorted(stage_codes(parse(fragment))) == sorted(keys)
     # Each stage links to the version's trials that did not pass it; the explorer lists exactly those.
-    links = re.findall(r'href="(/trials\?[^"]+)"[^>]*>(\d+) trials</a>', html.unescape(fragment))
+    links = [
+        (attr(a, "href"), a.get_text().removesuffix(" trials"))
+        for a in parse(fragment).select('a[href^="/trials?"]')
+        if a.get_text().endswith(" trials") and a.get_text().removesuffix(" trials").isdigit()
+    ]
     assert links
     for url, count in links:
-        stage_key = found(r"stageFailed=(stage_[a-z_]+)", url).group(1)
+        stage_key = parse_qs(urlsplit(url).query)["stageFailed"][0]
+        assert stage_key.startswith("stage_")
         with database.session(member.org.id) as session:
             failed = session.execute(
                 text("""SELECT count(*) FROM evaluation_trials WHERE environment_version_id = :v
@@ -419,11 +428,11 @@ def test_partial_rewards_list_exactly_the_stage_keys_in_metrics(page, world, dat
             ).scalar()
         assert int(count) == failed
         listed = page.get(url).text
-        assert len(re.findall(r">Trial \d+ of \d+</a>", listed)) == min(failed, 50)
+        assert len(trial_links(listed)) == min(failed, 50)
     # The page itself holds the same tables (it reads without JavaScript): no fragment left to load.
     listing = page.get("/partial-rewards").text
-    section = listing.split(f'id="version-{admin.version_id}"')[1].split("</section>")[0]
-    assert sorted(re.findall(r"<code>(stage_[a-z_]+)</code>", section)) == sorted(keys)
+    section = one(listing, f'section[id="version-{admin.version_id}"]')
+    assert sorted(stage_codes(section)) == sorted(keys)
     assert 'hx-trigger="revealed"' not in listing
 
 
@@ -432,13 +441,14 @@ def test_partial_rewards_past_the_first_versions_load_lazily_with_a_link(page, w
 
     monkeypatch.setattr(blueprints.insights, "EAGER_VERSIONS", 1)
     listing = page.get("/partial-rewards").text
-    sections = re.findall(r'<section class="version-card" id="version-([0-9a-f-]+)">(.*?)</section>', listing, re.S)
+    sections = parse(listing).select('section.version-card[id^="version-"]')
     assert len(sections) == 2
-    (_, eager), (second, lazy) = sections
-    assert "<table" in eager and "hx-get" not in eager
-    own_page = f"/partial-rewards/versions/{second}"
-    assert f'hx-get="{own_page}"' in lazy and 'hx-trigger="revealed"' in lazy and "<table" not in lazy
-    assert f'<a href="{own_page}"' in lazy  # the fallback without JavaScript: the version's own page
+    eager, lazy = sections
+    assert eager.select_one("table") and eager.select_one("[hx-get]") is None
+    own_page = f"/partial-rewards/versions/{attr(lazy, 'id').removeprefix('version-')}"
+    assert one(lazy, f'[hx-get="{own_page}"]') and one(lazy, '[hx-trigger="revealed"]')
+    assert lazy.select_one("table") is None
+    assert one(lazy, f'a[href="{own_page}"]')  # the fallback without JavaScript: the version's own page
     assert "<table" in page.get(own_page).text
 
 
@@ -462,7 +472,17 @@ def test_export_page_lists_the_five_kinds_with_counts_and_curl(page, world, data
     ):
         assert name in body
     assert 'curl -H "Authorization: Bearer $TOKEN" -o agentforge-rollouts-failed.jsonl' in body
-    counts = dict(re.findall(r'<th scope="row">(\w+)</th>\s*<td class="num">(\d+)</td>', body))
+    counts = {
+        th.get_text(): td.get_text()
+        for th in parse(body).select('th[scope="row"]')
+        if th.find() is None
+        and th.get_text().replace("_", "").isalnum()
+        and isinstance(td := th.find_next_sibling(), Tag)
+        and td.name == "td"
+        and attr(td, "class") == "num"
+        and td.get_text().isdigit()
+    }
+    assert counts
     for kind, count in counts.items():
         lines = page.get(f"/api/v1/rollouts?kind={kind}&environmentId={admin.environment_id}").get_data(as_text=True)
         assert int(count) == len(lines.splitlines()), kind
@@ -495,9 +515,28 @@ def test_trial_page_shows_steps_log_stages_and_neighbours(page, world, database,
     assert "trial-2-trajectory.json" in body
 
 
+def stage_codes(node: BeautifulSoup | Tag) -> list[str]:
+    """The stage keys written as code on a page (a stage table's rows), in order."""
+    return [code for code in texts(node, "code") if code.startswith("stage_")]
+
+
+def overall_rows(body: str) -> list[tuple[str, str, str]]:
+    """The capability gap's overall table: each failure category, the link of its count, and the count."""
+    return [
+        (one(tr, ":scope > td:first-child").get_text(), attr(link, "href"), link.get_text())
+        for tr in parse(body).select("table.gap tbody tr")
+        if (link := tr.select_one(":scope > td.num > a")) is not None
+    ]
+
+
 def stages_shown(body: str) -> list[str]:
     """The stage keys a page names (column headers or stage-table rows), in the order they first appear."""
-    return list(dict.fromkeys(re.findall(r"<(?:code|th[^>]*)>(stage_[a-z_]+)</", body)))
+    named = [
+        element.get_text()
+        for element in parse(body).select("code, th")
+        if len(element.contents) == 1 and isinstance(element.contents[0], NavigableString)
+    ]
+    return list(dict.fromkeys(key for key in named if key.startswith("stage_")))
 
 
 def test_run_trial_and_partial_rewards_pages_show_stages_in_pipeline_order(page, world):
