@@ -4,7 +4,6 @@ step), imported evaluators never preselected, and an organization that never los
 from __future__ import annotations
 
 import html
-import re
 import threading
 import uuid
 
@@ -14,13 +13,25 @@ from werkzeug.test import TestResponse
 
 from tests.conftest import csrf_token_from
 from tests.factories import finish_run, make_catalog
-from tests.helpers import found
+from tests.helpers import attr, one, parse
 from writes.accounts import AccountError, change_role
 from writes.runs import queue_once, start_run
 
 SCRIPTED = {"kind": "scripted", "skill": 1.0}
 IMPORTED = {"kind": "external", "name": "other-harness-agent"}
-KEY = re.compile(r'name="submission_key" value="([0-9a-f-]{36})"')
+
+
+def submission_keys(body: str) -> list[str]:
+    """The submission keys a page's forms carry: each field named submission_key whose value is a UUID's text."""
+    values = [attr(field, "value") for field in parse(body).select('[name="submission_key"][value]')]
+    return [v for v in values if len(v) == 36 and set(v) <= set("0123456789abcdef-")]
+
+
+def submission_key(body: str) -> str:
+    """The first submission key of a page; the test fails when it has none."""
+    keys = submission_keys(body)
+    assert keys, "no submission key"
+    return keys[0]
 
 
 @pytest.fixture
@@ -57,13 +68,13 @@ def set_run(database, org_id, run_id, **values) -> None:
 
 
 def test_each_rendering_of_the_start_form_carries_a_new_submission_key(page, catalog):
-    first = KEY.findall(page.get(f"/environments/{catalog.environment_id}").text)
-    second = KEY.findall(page.get(f"/environments/{catalog.environment_id}").text)
+    first = submission_keys(page.get(f"/environments/{catalog.environment_id}").text)
+    second = submission_keys(page.get(f"/environments/{catalog.environment_id}").text)
     assert len(first) == len(second) == 1 and first != second
 
 
 def test_a_second_post_with_the_same_key_queues_nothing_and_goes_to_the_first_run(page, catalog, count_rows):
-    key = found(KEY, page.get(f"/environments/{catalog.environment_id}").text).group(1)
+    key = submission_key(page.get(f"/environments/{catalog.environment_id}").text)
     first = start_form(page, catalog, key, **{"HX-Request": "true"})
     assert first.status_code == 204 and first.headers["HX-Redirect"].startswith("/runs/")
     assert count_rows("evaluation_runs") == 1
@@ -92,7 +103,7 @@ def test_a_form_redrawn_with_errors_keeps_its_key(page, catalog, count_rows):
         },
         headers={"HX-Request": "true"},
     )
-    assert response.status_code == 422 and KEY.findall(response.text) == [key]
+    assert response.status_code == 422 and submission_keys(response.text) == [key]
     assert count_rows("evaluation_runs") == 0
 
 
@@ -145,7 +156,7 @@ def test_reset_is_offered_on_a_finished_run_and_confirmed_once(page, database, c
     assert confirm.status_code == 200 and "Confirm reset (new_world)" in confirm.text
     assert "queues a new run of 3 trials of scripted-solver on admin-console v1" in " ".join(confirm.text.split())
     assert count_rows("evaluation_runs") == 1  # looking at the confirmation writes nothing
-    key = found(KEY, confirm.text).group(1)
+    key = submission_key(confirm.text)
     first = reset_post(page, run_id, key)
     second = reset_post(page, run_id, key)
     assert first.status_code == second.status_code == 303 and first.location == second.location
@@ -195,8 +206,10 @@ def test_imported_evaluators_are_marked_and_never_preselected(page, database, me
     imported = make_catalog(database, member.org.id, IMPORTED, attempt_count=2, config_name="aaa-imported")
     runnable = make_catalog(database, member.org.id, SCRIPTED, attempt_count=2, config_name="zzz-scripted")
     body = page.get(f"/environments/{runnable.environment_id}").text
-    select = body.split('<select id="evaluator_config_id"')[1].split("</select>")[0]
-    options = re.findall(r'<option value="([^"]*)"\s*(selected)?>([^<]*)</option>', select)
+    select = one(body, "select#evaluator_config_id")
+    options = [
+        (attr(o, "value"), "selected" if o.has_attr("selected") else "", o.get_text()) for o in select.select("option")
+    ]
     assert [(value, label) for value, chosen, label in options if chosen] == [
         (str(runnable.config_id), "zzz-scripted (attemptCount 2)")
     ]
@@ -218,8 +231,8 @@ def test_imported_evaluators_are_marked_and_never_preselected(page, database, me
 def test_with_only_imported_evaluators_nothing_is_preselected(page, database, member):
     imported = make_catalog(database, member.org.id, IMPORTED, attempt_count=2, config_name="harbor-agent")
     body = page.get(f"/environments/{imported.environment_id}").text
-    select = body.split('<select id="evaluator_config_id"')[1].split("</select>")[0]
-    assert re.findall(r"<option[^>]*selected>([^<]*)</option>", select) == ["Choose an evaluator"]
+    select = one(body, "select#evaluator_config_id")
+    assert [o.get_text() for o in select.select("option[selected]")] == ["Choose an evaluator"]
 
 
 # The last owner --------------------------------------------------------------------------------------------------
