@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import PASSWORD, AuthActions, csrf_token_from
-from tests.helpers import found
+from tests.helpers import one
 
 LINK = re.compile(r"http://localhost/invitations/[A-Za-z0-9_-]+")
 
@@ -209,7 +209,9 @@ def test_login_lands_in_the_organization_used_last(client, auth, acme, globex, j
 def create_token(client, auth, name: str) -> str:
     page = client.post("/settings/tokens", data={"name": name, "csrf_token": auth.csrf()})
     assert page.status_code == 201
-    return found(r"afk_[A-Za-z0-9_-]+", page.text).group(0)
+    token = one(page.text, "pre.copyable").get_text()
+    assert token.startswith("afk_"), token
+    return token
 
 
 def membership_id(owner_engine, email: str, org_id: uuid.UUID) -> uuid.UUID:

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.factories import make_catalog
-from tests.helpers import create_token, found
+from tests.helpers import attr, create_token, one
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -93,13 +93,16 @@ def test_ui_creates_shows_once_and_revokes(app, client, auth, owner):
     auth.login(owner.email)
     page = client.post("/settings/tokens", data={"name": "training job", "csrf_token": auth.csrf()})
     assert page.status_code == 201
-    token = found(r'<pre class="copyable">(afk_[^<]+)</pre>', page.text).group(1)
+    token = one(page.text, "pre.copyable").get_text()
+    assert token.startswith("afk_") and len(token) > len("afk_"), token
     listing = client.get("/settings/tokens").text
     assert token not in listing and token[:10] in listing and "training job" in listing and "never" in listing
     api = app.test_client()
     assert api.get("/api/v1/me", headers=bearer(token)).status_code == 200
     assert "never" not in client.get("/settings/tokens").text  # last used is recorded
-    token_id = found(r"/settings/tokens/([0-9a-f-]{36})/revoke", client.get("/settings/tokens").text).group(1)
+    revoke = one(client.get("/settings/tokens").text, 'form[action^="/settings/tokens/"][action$="/revoke"]')
+    token_id = attr(revoke, "action").removeprefix("/settings/tokens/").removesuffix("/revoke")
+    assert len(token_id) == 36 and set(token_id) <= set("0123456789abcdef-"), token_id
     assert client.post(f"/settings/tokens/{token_id}/revoke", data={"csrf_token": auth.csrf()}).status_code == 303
     assert api.get("/api/v1/me", headers=bearer(token)).status_code == 401
     assert client.post(f"/settings/tokens/{token_id}/revoke", data={"csrf_token": auth.csrf()}).status_code == 404

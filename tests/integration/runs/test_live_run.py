@@ -13,6 +13,7 @@ from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_detail
 from tests.factories import finish_run, make_catalog
+from tests.helpers import one, parse
 from writes.runs import enqueue_run, record_trial
 
 SCRIPTED = {"kind": "scripted", "skill": 1.0}
@@ -31,7 +32,7 @@ def page(client, auth, member):
 
 def words(body: str) -> str:
     """The page's text with tags dropped and whitespace collapsed."""
-    return " ".join(re.sub(r"<[^>]+>", " ", body).split())
+    return " ".join(parse(body).get_text(" ").split())
 
 
 def queue(database, catalog, attempts: int = 4) -> EvaluationRun:
@@ -167,14 +168,14 @@ def test_the_polled_block_is_swapped_inside_a_section_that_stays(page, database,
 def test_reward_stage_and_duration_cells_are_right_aligned(page, database, catalog):
     run_id = finish_run(database, catalog)
     body = page.get(f"/runs/{run_id}").text
-    table = body.split('<table class="run-trials">')[1].split("</table>")[0]
-    headers = re.findall(r'<th scope="col"( class="num")?>([^<]+)</th>', table)
+    table = one(body, "table.run-trials")
+    headers = [(th.get("class") == ["num"], th.get_text()) for th in table.select('th[scope="col"]')]
     assert {name for align, name in headers if align} >= {"Reward", "Duration", "stage_inventory", "stage_order"}
-    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1], re.S)
+    rows = table.select("tbody > tr")
     assert len(rows) == 4
     for row in rows:
-        cells = re.findall(r"<td( class=\"num\")?>", row)
-        assert [bool(align) for align in cells] == [False, False, True, False, True, True, True, True]
+        cells = [td.get("class") == ["num"] for td in row.select(":scope > td")]
+        assert cells == [False, False, True, False, True, True, True, True]
 
 
 def test_the_worker_reports_its_trial_and_step_under_its_lease(database, catalog):

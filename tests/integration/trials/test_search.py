@@ -4,7 +4,6 @@ escape what they show; the trial page marking its matches; no trial of another o
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,7 @@ from queries.filters import TrialFilters
 from queries.search import first_matching_step, parse_query, search_conditions, snippets, trial_marks
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards, typed_steps
+from tests.helpers import one, trial_links
 from writes.accounts import add_membership, create_organization, create_user
 
 HOSTILE_OBSERVATION = "<script>alert('x')</script> permission denied & <b>bold</b>"
@@ -229,7 +229,7 @@ def test_the_trials_list_searches_and_shows_escaped_snippets_linking_the_matchin
     page = client.get('/trials?q="permission denied"')
     assert page.status_code == 200
     body = page.get_data(as_text=True)
-    listed = re.findall(r">Trial (\d+) of \d+</a>", body)
+    listed = [link.split()[1] for link in trial_links(body)]
     assert listed.count("1") == 1 and "4" in listed and "6" not in listed
     assert f'href="/trials/{trials["hostile"]}?q=%22permission+denied%22#step-2"' in body
     assert "<mark>permission</mark> <mark>denied</mark>" in body
@@ -242,9 +242,9 @@ def test_the_trials_list_keeps_its_filters_and_the_search_together(database, cli
         run_id = session.execute(text("SELECT evaluation_run_id FROM evaluation_trials LIMIT 1")).scalar()
     auth.login(member.email)
     body = client.get(f"/trials?q=7062&evaluationRunId={run_id}").get_data(as_text=True)
-    listed = re.findall(r">Trial (\d+) of \d+</a>", body)
+    listed = [link.split()[1] for link in trial_links(body)]
     assert "5" in listed and "1" not in listed
-    assert re.search(rf'name="evaluationRunId"[^>]*value="{run_id}"', body)  # the filter bar keeps the run
+    assert one(body, f'[name="evaluationRunId"][value="{run_id}"]')  # the filter bar keeps the run
     assert "No trials match the search" in client.get(f"/trials?q=nowhere&evaluationRunId={run_id}").text
 
 
