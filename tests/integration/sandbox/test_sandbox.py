@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -27,7 +26,7 @@ import psutil
 import pytest
 
 from domain.limits import validate_limits
-from tests.helpers import found
+from tests.helpers import attr, found, parse
 from tests.paths import ROOT, TESTS
 from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
@@ -113,7 +112,8 @@ def everything_a_user_can_read(client, runs: dict[str, dict]) -> str:
         for trial in run["trials"]:
             page = client.get(f"/trials/{trial['id']}").text
             parts.append(page)
-            for artifact in set(re.findall(r"/api/v1/artifacts/([0-9a-f-]{36})", page)):
+            links = parse(page).select('a[href^="/api/v1/artifacts/"]')
+            for artifact in {attr(a, "href").removeprefix("/api/v1/artifacts/") for a in links}:
                 parts.append(client.get(f"/api/v1/artifacts/{artifact}").get_data(as_text=True))
     for kind in EXPORT_KINDS:
         for fmt in ("", "&format=atif", "&format=trl"):
