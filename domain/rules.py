@@ -21,6 +21,7 @@ The policies, one each:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import uuid
@@ -70,12 +71,11 @@ class Rule:
         return Refused(f"{self.says}, not {value!r}" if shown else self.says, self.valid)
 
     def apply(self, value: Any) -> Any:
-        """What the field holds for the JSON value `value`, or raise Refused."""
-        try:
+        """What the field holds for the JSON value `value`, or raise Refused (a check or parse that raises on a value
+        it cannot read refuses it too)."""
+        with contextlib.suppress(ValueError, TypeError, OverflowError):
             if self.check(value):
                 return self.parse(value) if self.parse else value
-        except (ValueError, TypeError, OverflowError):
-            pass
         raise self.refused(value)
 
     def apply_text(self, text: str) -> Any:
