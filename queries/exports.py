@@ -113,7 +113,7 @@ def next_cursor(session: Session, kind: str, selection: Selection, newest_first:
     else:
         sql = f"SELECT r.id, r.seq {selection.source()} ORDER BY r.seq DESC LIMIT 1"
     row = session.execute(text(sql), selection.params).first()
-    return Cursor(row[0], row[1]) if row else None
+    return Cursor(rollout_id=row.id, seq=row.seq) if row else None
 
 
 def ordering(kind: str, newest_first: bool) -> str:

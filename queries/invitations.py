@@ -11,28 +11,21 @@ from sqlalchemy.orm import Session
 
 from domain.accounts import token_digest
 from models.invitations import Invitation
-from queries.rows import all_by_name, by_name
+from queries.rows import by_name
 
 
-@dataclass(frozen=True)
-class PendingInvitation:
-    """A pending invitation as the owners' list shows it."""
-
-    id: uuid.UUID
-    email: str
-    role: str
-    created_at: datetime
-    expires_at: datetime
-
-
-def list_pending_invitations(session: Session) -> list[PendingInvitation]:
-    """The session's organization's invitations not yet accepted, revoked or expired, newest first."""
-    rows = session.execute(
-        select(Invitation.id, Invitation.email, Invitation.role, Invitation.created_at, Invitation.expires_at)
-        .where(Invitation.accepted_at.is_(None), Invitation.revoked_at.is_(None), Invitation.expires_at > func.now())
-        .order_by(Invitation.id.desc())
+def list_pending_invitations(session: Session) -> list[Invitation]:
+    """The session's organization's invitations not yet accepted, revoked or expired, newest first (the owners'
+    list shows each one's email, role, when it was sent and when it expires)."""
+    return list(
+        session.scalars(
+            select(Invitation)
+            .where(
+                Invitation.accepted_at.is_(None), Invitation.revoked_at.is_(None), Invitation.expires_at > func.now()
+            )
+            .order_by(Invitation.id.desc())
+        )
     )
-    return all_by_name(PendingInvitation, rows)
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,23 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def by_name(cls: type[T], row: Any) -> T:
+def by_name(cls: type[T], row: Any, *, read: Iterable[str] = (), **derived: Any) -> T:
     """`cls` (a dataclass) from `row`, each field from the column of the same name; TypeError when the row's
-    columns are not exactly the fields."""
+    columns are not exactly the fields.
+
+    A field computed in Python is passed by keyword in `derived`; the columns it was computed from are named in
+    `read`. The row's columns must then be exactly the other fields and the `read` ones.
+    """
     columns = row._mapping
     names = {field.name for field in fields(cls)}  # type: ignore[arg-type]
-    if set(columns) != names:
+    inputs = set(read)
+    expected = (names - set(derived)) | inputs
+    if set(columns) != expected or not set(derived) <= names:
         raise TypeError(
-            f"{cls.__name__} is built from columns named {sorted(names)}, not {sorted(str(c) for c in columns)}"
+            f"{cls.__name__} is built from columns named {sorted(expected)} and computed fields "
+            f"{sorted(derived)}, not from columns {sorted(str(c) for c in columns)}"
         )
-    return cls(**columns)
+    return cls(**{name: value for name, value in columns.items() if name not in inputs}, **derived)
 
 
 def all_by_name(cls: type[T], rows: Iterable[Any]) -> list[T]:

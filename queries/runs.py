@@ -14,6 +14,8 @@ from sqlalchemy.orm import Session
 
 from domain.specs import pipeline_order
 from models import Environment, EnvironmentVersion, EvaluationRun, EvaluationTrial, EvaluatorConfig
+from queries.outcomes import TrialOutcome
+from queries.rows import by_name
 
 
 def run_label_sql(run: str = "r", environment: str = "e", version: str = "v", evaluator: str = "c") -> str:
@@ -29,26 +31,12 @@ def run_label_sql(run: str = "r", environment: str = "e", version: str = "v", ev
     )
 
 
-@dataclass(frozen=True)
-class RunTrial:
+@dataclass(frozen=True, kw_only=True)
+class RunTrial(TrialOutcome):
     """One trial of a run."""
 
-    id: uuid.UUID
-    trial_number: int
-    status: str
-    reward: float | None
-    failure_category: str | None
     stages: dict[str, float]
     trajectory_artifact_id: uuid.UUID | None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-    @property
-    def duration_s(self) -> float | None:
-        """Seconds the trial took, when both ends are known."""
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return max(0.0, (self.finished_at - self.started_at).total_seconds())
 
 
 @dataclass(frozen=True)
@@ -179,15 +167,15 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
     row = session.execute(
         select(
             EvaluationRun,
-            Environment.id,
-            Environment.name,
+            Environment.id.label("environment_id"),
+            Environment.name.label("environment_name"),
             EnvironmentVersion.version,
-            EvaluatorConfig.name,
-            label,
-            EvaluatorConfig.agent["kind"].astext,
-            EnvironmentVersion.spec["kind"].astext,
+            EvaluatorConfig.name.label("evaluator_name"),
+            label.label("label"),
+            EvaluatorConfig.agent["kind"].astext.label("agent_kind"),
+            EnvironmentVersion.spec["kind"].astext.label("spec_kind"),
             EnvironmentVersion.spec,
-            literal_column(version_stages_passed_sql(EnvironmentVersion.__tablename__)),
+            literal_column(version_stages_passed_sql(EnvironmentVersion.__tablename__)).label("version_passed"),
         )
         .join(EvaluationRun.environment_version)
         .join(EnvironmentVersion.environment)
@@ -196,8 +184,8 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
     ).one_or_none()
     if row is None:
         return None
-    run = row[0]
-    spec, version_passed = row[8], row[9] or {}
+    run = row.EvaluationRun
+    spec, version_passed = row.spec, row.version_passed or {}
     reset_of_label = None
     if run.reset_of_run_id is not None:
         reset_of_label = session.execute(
@@ -226,28 +214,17 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
         .order_by(EvaluationTrial.trial_number)
     ).all()
     return RunDetail(
-        run,
-        row[1],
-        row[2],
-        row[3],
-        row[4],
-        row[5],
-        reset_of_label,
-        [
-            RunTrial(
-                t.id,
-                t.trial_number,
-                t.status,
-                t.reward,
-                t.failure_category,
-                stages_of(t.metrics, spec, version_passed),
-                t.trajectory_artifact_id,
-                t.started_at,
-                t.finished_at,
-            )
-            for t in trials
+        run=run,
+        environment_id=row.environment_id,
+        environment_name=row.environment_name,
+        version=row.version,
+        evaluator_name=row.evaluator_name,
+        label=row.label,
+        reset_of_label=reset_of_label,
+        trials=[
+            by_name(RunTrial, t, read=("metrics",), stages=stages_of(t.metrics, spec, version_passed)) for t in trials
         ],
-        imported="external" in (row[6], row[7]),
+        imported="external" in (row.agent_kind, row.spec_kind),
         stage_pipeline=tuple(
             pipeline_order(
                 spec, sorted({key for t in trials for key in t.metrics if key.startswith("stage_")}), version_passed

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal, get_args
 
 from sqlalchemy import text
@@ -15,6 +14,7 @@ from domain.outcome import EXPLANATIONS_KEY, VERIFIER_EXPLANATION
 from domain.trajectory import Step, structured
 from queries.conditions import Conditions
 from queries.filters import FAILED_RANK, TrialFilters
+from queries.outcomes import TrialOutcome
 from queries.rows import by_name
 from queries.runs import stages_of, version_stages_passed_sql
 from queries.search import plan_each_search
@@ -22,15 +22,10 @@ from queries.search import plan_each_search
 PAGE_SIZE = 50
 
 
-@dataclass(frozen=True)
-class TrialDetail:
+@dataclass(frozen=True, kw_only=True)
+class TrialDetail(TrialOutcome):
     """Everything the trajectory viewer shows for one trial."""
 
-    id: uuid.UUID
-    trial_number: int
-    status: str
-    reward: float | None
-    failure_category: str | None
     stages: dict[str, float]
     seed: int
     task: str
@@ -43,8 +38,6 @@ class TrialDetail:
     environment_id: uuid.UUID
     environment_name: str
     version: int
-    started_at: datetime | None
-    finished_at: datetime | None
     previous_id: uuid.UUID | None
     next_id: uuid.UUID | None
     run_number: int  # the `#n` of the run's label: its sequence number within the environment version
@@ -72,14 +65,15 @@ def download_name(environment: str, version: int, run_number: int, trial_number:
 TRIAL = text(
     f"""
     SELECT t.id, t.trial_number, t.status, t.reward, t.failure_category, t.metrics, t.seed, t.task,
-           t.log_excerpt, t.steps, a.id AS artifact_id, a.filename, t.evaluation_run_id, er.attempt_count,
-           e.id AS environment_id, e.name, v.version, t.started_at, t.finished_at,
+           t.log_excerpt AS log, t.steps AS stored_steps, a.id AS artifact_id, a.filename AS artifact_filename,
+           t.evaluation_run_id AS run_id, er.attempt_count, e.id AS environment_id, e.name AS environment_name,
+           v.version, t.started_at, t.finished_at,
            (SELECT p.id FROM evaluation_trials p WHERE p.organization_id = t.organization_id
               AND p.evaluation_run_id = t.evaluation_run_id AND p.trial_number < t.trial_number
             ORDER BY p.trial_number DESC LIMIT 1) AS previous_id,
            (SELECT n.id FROM evaluation_trials n WHERE n.organization_id = t.organization_id
               AND n.evaluation_run_id = t.evaluation_run_id AND n.trial_number > t.trial_number
-            ORDER BY n.trial_number LIMIT 1) AS next_id, er.sequence_number,
+            ORDER BY n.trial_number LIMIT 1) AS next_id, er.sequence_number AS run_number,
            v.spec, {version_stages_passed_sql("v")} AS version_passed
     FROM evaluation_trials t
     JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
@@ -96,30 +90,13 @@ def trial_detail(session: Session, trial_id: uuid.UUID) -> TrialDetail | None:
     row = session.execute(TRIAL, {"id": trial_id}).first()
     if row is None:
         return None
-    return TrialDetail(
-        row.id,
-        row.trial_number,
-        row.status,
-        row.reward,
-        row.failure_category,
-        stages_of(row.metrics, row.spec, row.version_passed),
-        row.seed,
-        row.task,
-        row.log_excerpt,
-        [structured(step) for step in row.steps or []],
-        row.artifact_id,
-        row.filename,
-        row.evaluation_run_id,
-        row.attempt_count,
-        row.environment_id,
-        row.name,
-        row.version,
-        row.started_at,
-        row.finished_at,
-        row.previous_id,
-        row.next_id,
-        row.sequence_number,
-        explained(row.metrics),
+    return by_name(
+        TrialDetail,
+        row,
+        read=("metrics", "stored_steps", "spec", "version_passed"),
+        stages=stages_of(row.metrics, row.spec, row.version_passed),
+        steps=[structured(step) for step in row.stored_steps or []],
+        explanations=explained(row.metrics),
     )
 
 
@@ -149,16 +126,11 @@ class UnknownCursor(LookupError):
     """The page cursor names no trial of the organization."""
 
 
-@dataclass(frozen=True)
-class TrialRow:
+@dataclass(frozen=True, kw_only=True)
+class TrialRow(TrialOutcome):
     """One row of the trials explorer."""
 
-    id: uuid.UUID
-    trial_number: int
     attempt_count: int
-    status: str
-    reward: float | None
-    failure_category: str | None
     run_id: uuid.UUID
     evaluator_name: str
     agent_kind: str | None
@@ -167,8 +139,6 @@ class TrialRow:
     version_id: uuid.UUID
     version: int
     agent_steps: int
-    started_at: datetime | None
-    finished_at: datetime | None
     imported: bool
     environment_version_id: uuid.UUID
 
@@ -176,13 +146,6 @@ class TrialRow:
     def run_label(self) -> str:
         """A short readable name of the run: its evaluator and the last six hex digits of its id."""
         return f"{self.evaluator_name} · run {self.run_id.hex[-6:]}"
-
-    @property
-    def duration_s(self) -> float | None:
-        """Seconds from start to finish, when both are known."""
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
 
 
 ROWS = f"""
@@ -344,4 +307,6 @@ def trajectory_file(session: Session, trial_id: uuid.UUID) -> TrajectoryFile | N
     ).first()
     if row is None:
         return None
-    return TrajectoryFile(bytes(row.body), row.content_type, download_name(row.name, row.version, row[4], row[5]))
+    return TrajectoryFile(
+        bytes(row.body), row.content_type, download_name(row.name, row.version, row.sequence_number, row.trial_number)
+    )

@@ -29,3 +29,22 @@ def test_fields_come_from_the_columns_of_their_names_whatever_the_order():
 def test_a_row_whose_columns_are_not_the_fields_is_refused(columns):
     with pytest.raises(TypeError, match="Pair is built from columns named"):
         by_name(Pair, row(**columns))
+
+
+def test_a_computed_field_is_passed_by_keyword_and_its_inputs_are_named():
+    built = by_name(Pair, row(id=1, raw_name=" a "), read=("raw_name",), name="a")
+    assert built == Pair(1, "a")
+
+
+@pytest.mark.parametrize(
+    ("columns", "read", "derived"),
+    [
+        ({"id": 1, "raw_name": "a"}, (), {"name": "a"}),  # an input the call does not name
+        ({"id": 1}, ("raw_name",), {"name": "a"}),  # a named input the row lacks
+        ({"id": 1, "name": "a"}, (), {"name": "b"}),  # a column that a computed field would shadow
+        ({"id": 1, "name": "a"}, (), {"title": "b"}),  # a computed value for no field
+    ],
+)
+def test_columns_and_computed_fields_must_add_up_to_the_fields(columns, read, derived):
+    with pytest.raises(TypeError, match="Pair is built from columns named"):
+        by_name(Pair, row(**columns), read=read, **derived)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from domain.trajectory import Content
+from domain.vocabulary import LoopFailure
 
 
 @dataclass(frozen=True)
@@ -55,34 +56,34 @@ Action = ToolCall | Finish
 
 
 class AgentFailure(Exception):
-    """The agent could not go on; `category` is the trial's failure_category (`events`: what its harness did first)."""
+    """The agent could not go on; `category` is the trial's failure_category (`events`: what its harness did first).
 
-    category = "agent_error"
+    A subclass names its category in its bases: `class AgentTimedOut(AgentFailure, category="timeout")`.
+    """
+
+    category: ClassVar[LoopFailure] = "agent_error"
     events: tuple[Event, ...] = ()
+
+    def __init_subclass__(cls, category: LoopFailure | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if category is not None:
+            cls.category = category
 
 
 class AgentCrashed(AgentFailure):
-    """The agent raised or its process exited."""
-
-    category = "agent_error"
+    """The agent raised or its process exited (category agent_error, as every failure not named otherwise)."""
 
 
-class AgentTimedOut(AgentFailure):
+class AgentTimedOut(AgentFailure, category="timeout"):
     """The agent did not answer within the trial's time budget."""
 
-    category = "timeout"
 
-
-class AgentProtocolError(AgentFailure):
+class AgentProtocolError(AgentFailure, category="agent_protocol_error"):
     """The agent answered something that is not a valid action (bad JSON, wrong shape, a flood)."""
 
-    category = "agent_protocol_error"
 
-
-class AgentLimitExceeded(AgentFailure):
+class AgentLimitExceeded(AgentFailure, category="resource_limit"):
     """The agent's program went past a sandbox limit (memory, processes, file size, output, CPU)."""
-
-    category = "resource_limit"
 
 
 class Agent(ABC):

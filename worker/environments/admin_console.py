@@ -6,7 +6,6 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.specs import BUILTIN_STAGES
 from worker.environments.base import Environment, Task, ToolError, ToolSpec, require_int
 
 PRODUCTS = (
@@ -75,8 +74,6 @@ class AdminConsole(Environment):
     """Restock SKU X by R units, then order Q units of it for customer Y and check the order out."""
 
     name = "admin-console"
-    description = "Shop admin console: inventory, orders, customers."
-    stage_keys = BUILTIN_STAGES["admin-console"]
     tool_specs = (
         ToolSpec("list_inventory", "List every SKU with its name and units in stock."),
         ToolSpec("list_customers", "List every customer id and name."),

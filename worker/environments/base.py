@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from domain.specs import BUILTIN_STAGES
 from domain.trajectory import Step
 
 
@@ -46,9 +47,7 @@ class ToolSpec:
 class Environment(ABC):
     """A deterministic task world: the same world seed gives the same world and task."""
 
-    name: ClassVar[str]
-    description: ClassVar[str]
-    stage_keys: ClassVar[tuple[str, ...]]
+    name: ClassVar[str]  # its key in domain.specs.BUILTIN_STAGES and a version spec's "environment"
     tool_specs: ClassVar[tuple[ToolSpec, ...]]
 
     def __init__(self, params: dict[str, Any]) -> None:
@@ -57,6 +56,11 @@ class Environment(ABC):
         self.tool_errors = 0
         self.preamble: list[Step] = []  # exchanges before the agent's first action (MCP: initialize)
         self.deadline: float | None = None
+
+    @property
+    def stage_keys(self) -> tuple[str, ...]:
+        """The stage_* keys `score` reports, in pipeline order."""
+        return BUILTIN_STAGES[self.name]
 
     def tools(self) -> list[dict[str, Any]]:
         """The tools handed to the agent."""

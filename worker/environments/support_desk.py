@@ -6,7 +6,6 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from domain.specs import BUILTIN_STAGES
 from worker.environments.base import Environment, Task, ToolError, ToolSpec
 
 TEAMS = ("billing", "shipping", "accounts", "technical")
@@ -44,8 +43,6 @@ class SupportDesk(Environment):
     """Set a ticket's priority, assign it to the right team, and reply quoting the reference it needs."""
 
     name = "support-desk"
-    description = "Customer support queue: triage, routing and replies."
-    stage_keys = BUILTIN_STAGES["support-desk"]
     tool_specs = (
         ToolSpec("list_tickets", "List open tickets with their subjects."),
         ToolSpec("read_ticket", "Show one ticket in full.", {"ticket_id": "string"}),
