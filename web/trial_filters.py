@@ -8,6 +8,7 @@ the form field the template renders, in this order).
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -50,17 +51,26 @@ class Control:
 
 @dataclass(frozen=True)
 class TrialFilter:
-    """One filter: its query-string name, TrialFilters field, the type it holds, its rule, its documentation, its
-    chip's label, its control on the filter bar, and whether it is a comma-separated list (one chip per key)."""
+    """One filter: its query-string name, the type it holds, its rule, its documentation, its chip's label (a
+    format string for the value, or a function of the value and the catalog), its control on the filter bar, and
+    whether it is a comma-separated list (one chip per key). Its TrialFilters field is its name in snake_case."""
 
     name: str
-    field: str
     type: Any
     rule: Rule
     description: str | None
-    chip: Chip
+    chip: str | Chip
     control: Control
     listed: bool = False
+
+    @property
+    def field(self) -> str:
+        """The queries.filters.TrialFilters field it fills: minReward → min_reward."""
+        return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", self.name).lower()
+
+    def chip_label(self, value: str, choices: ExplorerChoices) -> str:
+        """The label of its chip for `value` (one key of a list filter)."""
+        return self.chip.format(value) if isinstance(self.chip, str) else self.chip(value, choices)
 
 
 def _fixed(*pairs: tuple[str, str]) -> Options:
@@ -87,169 +97,88 @@ def _categories(choices: ExplorerChoices, given: str) -> list[tuple[str | None, 
     return [(None, known + ([(given, given)] if given and given not in choices.categories else []))]
 
 
-def _named(choices: list[Any], value: str) -> str:
-    return next((choice.label for choice in choices if choice.value == value), value)
+def _catalog_filter(name: str, attribute: str, label: str) -> TrialFilter:
+    """A filter on the id of one of the organization's environments, versions or evaluators (`attribute`: its list
+    in ExplorerChoices): a select of their names, and a chip that names the chosen one ("version: admin-console v2").
+    """
+
+    def chip(value: str, choices: ExplorerChoices) -> str:
+        named = next((c.label for c in getattr(choices, attribute) if c.value == value), value)
+        return f"{label.lower()}: {named}"
+
+    return TrialFilter(name, uuid.UUID, UUID_RULE, None, chip, Control(label, "select", options=_catalog(attribute)))
+
+
+def _field(size: int, placeholder: str, label: str) -> Control:
+    """A text input of `size` characters with a placeholder."""
+    return Control(label, attrs=(("size", str(size)), ("placeholder", placeholder)))
+
+
+def _stage_keys(label: str, placeholder: str) -> Control:
+    """A comma-separated list of stage keys, suggested from the page's <datalist id="stage-keys">."""
+    return Control(label, attrs=(("list", "stage-keys"), ("placeholder", placeholder)))
 
 
 StageKeys = Annotated[tuple[str, ...], WithJsonSchema({"type": "string"})]
 REWARD_INPUT = (("min", "0"), ("max", "1"), ("step", "any"), ("size", "5"))
 STAGE_KEYS = stage_keys(STAGE_KEY_CHARS, MAX_STAGE_FILTERS)
 
-# In the order the explorer's chips show them (docs/dashboard.md, Trial filters).
-TRIAL_FILTERS = (
-    TrialFilter(
-        "q",
-        "q",
-        str,
-        text(SEARCH_QUERY_CHARS, what="a search"),
-        "Full-text search over the task, tool names, commands and arguments, observations, agent messages and the "
-        'log: words, "a phrase", prefix*, -excluded, or',
-        lambda v, _: f"search: {v}",
-        Control(
-            "Search trajectories",
-            "search",
-            (("maxlength", str(SEARCH_QUERY_CHARS)), ("placeholder", '"permission denied", restock*, SKU-7062')),
-            css_class="search-field",
-        ),
-    ),
-    TrialFilter(
-        "status",
-        "status",
-        TrialStatus,
-        one_of(*TRIAL_STATUSES),
-        "The trial's status",
-        lambda v, _: f"status: {v}",
-        Control("Status", "select", options=_fixed(*((s, s) for s in ("failed", "error", "succeeded")))),
-    ),
-    TrialFilter(
-        "rewardBand",
-        "reward_band",
-        RewardBand,
-        one_of(*REWARD_BANDS),
-        "failed: reward < 1; recovery: 0 < reward < 1; successful: reward = 1; unscored: none",
-        lambda v, _: f"reward: {BAND_LABELS.get(v, v)}",
-        Control("Reward", "select", options=_fixed(*BAND_LABELS.items())),
-    ),
-    TrialFilter(
-        "minReward",
-        "min_reward",
-        float,
-        REWARD,
-        "Reward at least",
-        lambda v, _: f"reward ≥ {v}",
-        Control("from", "number", REWARD_INPUT),
-    ),
-    TrialFilter(
-        "maxReward",
-        "max_reward",
-        float,
-        REWARD,
-        "Reward at most",
-        lambda v, _: f"reward ≤ {v}",
-        Control("to", "number", REWARD_INPUT),
-    ),
-    TrialFilter(
-        "failureCategory",
-        "failure_category",
-        str,
-        text(FAILURE_CATEGORY_CHARS),
-        "The trial's failure category",
-        lambda v, _: f"category: {v}",
-        Control("Category", "select", options=_categories),
-    ),
-    TrialFilter(
-        "stagePassed",
-        "stage_passed",
-        StageKeys,
-        STAGE_KEYS,
-        "Comma-separated stage_* keys the trial passed (value 1)",
-        lambda v, _: f"{v} passed",
-        Control("Stages passed", attrs=(("list", "stage-keys"), ("placeholder", "stage_inventory"))),
-        listed=True,
-    ),
-    TrialFilter(
-        "stageFailed",
-        "stage_failed",
-        StageKeys,
-        STAGE_KEYS,
-        "Comma-separated stage_* keys the trial did not pass (a value below 1)",
-        lambda v, _: f"{v} failed",
-        Control("Stages failed", attrs=(("list", "stage-keys"), ("placeholder", "stage_order"))),
-        listed=True,
-    ),
-    TrialFilter(
-        "environmentId",
-        "environment_id",
-        uuid.UUID,
-        UUID_RULE,
-        None,
-        lambda v, c: f"environment: {_named(c.environments, v)}",
-        Control("Environment", "select", options=_catalog("environments")),
-    ),
-    TrialFilter(
-        "environmentVersionId",
-        "environment_version_id",
-        uuid.UUID,
-        UUID_RULE,
-        None,
-        lambda v, c: f"version: {_named(c.versions, v)}",
-        Control("Version", "select", options=_catalog("versions")),
-    ),
-    TrialFilter(
-        "evaluatorConfigId",
-        "evaluator_config_id",
-        uuid.UUID,
-        UUID_RULE,
-        None,
-        lambda v, c: f"evaluator: {_named(c.evaluators, v)}",
-        Control("Evaluator", "select", options=_catalog("evaluators")),
-    ),
-    TrialFilter(
-        "evaluationRunId",
-        "evaluation_run_id",
-        uuid.UUID,
-        UUID_RULE,
-        None,
-        lambda v, _: f"run {v[-6:]}",
-        Control("Run id", attrs=(("size", "12"), ("placeholder", "run UUID"))),
-    ),
-    TrialFilter(
-        "source",
-        "source",
-        TrialSource,
-        one_of(*TRIAL_SOURCES),
-        "imported: written by an import (it has an externalId); worker: run by a worker",
-        lambda v, _: "imported trials" if v == "imported" else "trials run by workers",
-        Control("Source", "select", options=_fixed(("worker", "run by a worker"), ("imported", "imported"))),
-    ),
-    TrialFilter(
-        "finishedAfter",
-        "finished_after",
-        datetime,
-        MOMENT,
-        "Finished at or after (UTC unless an offset)",
-        lambda v, _: f"finished from {v}",
-        Control("Finished from", attrs=(("size", "16"), ("placeholder", "2026-05-01T12:00"))),
-    ),
-    TrialFilter(
-        "finishedBefore",
-        "finished_before",
-        datetime,
-        MOMENT,
-        "Finished before (UTC unless an offset)",
-        lambda v, _: f"finished before {v}",
-        Control("before", attrs=(("size", "16"), ("placeholder", "2026-05-02"))),
-    ),
-    TrialFilter(
-        "task",
-        "task",
-        str,
-        hex_key(32, "must be a task key (the md5 of the task text: 32 hex digits)"),
-        "A task: the md5 of its task text (32 hex digits), as compare's `tasks[].task`",
-        lambda v, _: f"task {v[:8]}",
-        Control("Task", attrs=(("size", "12"), ("placeholder", "task key (md5)"))),
-    ),
+SEARCH_HELP = (
+    "Full-text search over the task, tool names, commands and arguments, observations, agent messages and the log: "
+    'words, "a phrase", prefix*, -excluded, or'
 )
+SEARCH = Control(
+    "Search trajectories",
+    "search",
+    (("maxlength", str(SEARCH_QUERY_CHARS)), ("placeholder", '"permission denied", restock*, SKU-7062')),
+    css_class="search-field",
+)
+STATUSES = Control("Status", "select", options=_fixed(*((s, s) for s in ("failed", "error", "succeeded"))))
+SOURCES = Control("Source", "select", options=_fixed(("worker", "run by a worker"), ("imported", "imported")))
+SOURCE_HELP = "imported: written by an import (it has an externalId); worker: run by a worker"
+BAND_HELP = "failed: reward < 1; recovery: 0 < reward < 1; successful: reward = 1; unscored: none"
+TASK_KEY = hex_key(32, "must be a task key (the md5 of the task text: 32 hex digits)")
+TASK_HELP = "A task: the md5 of its task text (32 hex digits), as compare's `tasks[].task`"
+PASSED_HELP = "Comma-separated stage_* keys the trial passed (value 1)"
+FAILED_HELP = "Comma-separated stage_* keys the trial did not pass (a value below 1)"
+
+
+def _band_chip(value: str, _: ExplorerChoices) -> str:
+    return f"reward: {BAND_LABELS.get(value, value)}"
+
+
+def _source_chip(value: str, _: ExplorerChoices) -> str:
+    return "imported trials" if value == "imported" else "trials run by workers"
+
+
+# In the order the explorer's chips show them (docs/dashboard.md, Trial filters).
+# fmt: off
+TRIAL_FILTERS = (
+    TrialFilter("q", str, text(SEARCH_QUERY_CHARS, what="a search"), SEARCH_HELP, "search: {}", SEARCH),
+    TrialFilter("status", TrialStatus, one_of(*TRIAL_STATUSES), "The trial's status", "status: {}", STATUSES),
+    TrialFilter("rewardBand", RewardBand, one_of(*REWARD_BANDS), BAND_HELP, _band_chip,
+                Control("Reward", "select", options=_fixed(*BAND_LABELS.items()))),
+    TrialFilter("minReward", float, REWARD, "Reward at least", "reward ≥ {}", Control("from", "number", REWARD_INPUT)),
+    TrialFilter("maxReward", float, REWARD, "Reward at most", "reward ≤ {}", Control("to", "number", REWARD_INPUT)),
+    TrialFilter("failureCategory", str, text(FAILURE_CATEGORY_CHARS), "The trial's failure category", "category: {}",
+                Control("Category", "select", options=_categories)),
+    TrialFilter("stagePassed", StageKeys, STAGE_KEYS, PASSED_HELP, "{} passed",
+                _stage_keys("Stages passed", "stage_inventory"), listed=True),
+    TrialFilter("stageFailed", StageKeys, STAGE_KEYS, FAILED_HELP, "{} failed",
+                _stage_keys("Stages failed", "stage_order"), listed=True),
+    _catalog_filter("environmentId", "environments", "Environment"),
+    _catalog_filter("environmentVersionId", "versions", "Version"),
+    _catalog_filter("evaluatorConfigId", "evaluators", "Evaluator"),
+    TrialFilter("evaluationRunId", uuid.UUID, UUID_RULE, None, lambda v, _: f"run {v[-6:]}",
+                _field(12, "run UUID", "Run id")),
+    TrialFilter("source", TrialSource, one_of(*TRIAL_SOURCES), SOURCE_HELP, _source_chip, SOURCES),
+    TrialFilter("finishedAfter", datetime, MOMENT, "Finished at or after (UTC unless an offset)", "finished from {}",
+                _field(16, "2026-05-01T12:00", "Finished from")),
+    TrialFilter("finishedBefore", datetime, MOMENT, "Finished before (UTC unless an offset)", "finished before {}",
+                _field(16, "2026-05-02", "before")),
+    TrialFilter("task", str, TASK_KEY, TASK_HELP, lambda v, _: f"task {v[:8]}", _field(12, "task key (md5)", "Task")),
+)
+# fmt: on
 FILTER_PARAMS = tuple(f.name for f in TRIAL_FILTERS)
 FILTER_BY_NAME = {f.name: f for f in TRIAL_FILTERS}
 if {f.field for f in TRIAL_FILTERS} != {f.name for f in fields(TrialFilters)}:  # pragma: no cover (a coding slip)
@@ -306,5 +235,5 @@ def filter_chips(args: dict[str, str], choices: ExplorerChoices, kept: tuple[str
             without = {k: v for k, v in given.items() if k != spec.name}
             if rest:
                 without[spec.name] = ",".join(rest)
-            found.append(FilterChip(spec.chip(value, choices), without))
+            found.append(FilterChip(spec.chip_label(value, choices), without))
     return found
