@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from blueprints.api import ApiError, bp, json_object
-from blueprints.api.contract import Reply, operation
+from blueprints.api.contract import Reply, created, operation, write
 from blueprints.api.schemas import (
     Environment,
     EnvironmentCreate,
@@ -19,7 +19,6 @@ from blueprints.api.schemas import (
     EvaluatorConfigCreate,
     validated,
 )
-from blueprints.auth import require_role
 from models import Environment as EnvironmentRow
 from queries.environments import list_environments as environment_summaries
 from web.database import request_session
@@ -37,16 +36,9 @@ def list_environments():
 
 
 @bp.post("/environments")
-@operation(
-    "createEnvironment",
-    {201: Reply("Created", Environment)},
-    body=EnvironmentCreate,
-    errors=(400, 403, 409, 413),
-    error_reasons=NAME_TAKEN,
-)
+@write("createEnvironment", created(Environment), body=EnvironmentCreate, error_reasons=NAME_TAKEN)
 def create_environment_api():
     """Create an environment: {"name", "description"?} → 201; a taken name answers 409."""
-    require_role("member")
     body = validated(EnvironmentCreate, json_object())
     session = request_session()
     if session.scalar(select(EnvironmentRow.id).where(EnvironmentRow.name == body.name)):
@@ -58,15 +50,9 @@ def create_environment_api():
 
 
 @bp.post("/environments/<uuid:environment_id>/versions")
-@operation(
-    "createEnvironmentVersion",
-    {201: Reply("Created", EnvironmentVersion)},
-    body=EnvironmentVersionCreate,
-    errors=(400, 403, 404, 413),
-)
+@write("createEnvironmentVersion", created(EnvironmentVersion), body=EnvironmentVersionCreate, errors=(404,))
 def create_version(environment_id: uuid.UUID):
     """Pin a new immutable version: {"spec": {...}} → 201; a spec that does not validate answers 400 saying why."""
-    require_role("member")
     raw = json_object()
     session = request_session()
     env = session.scalar(select(EnvironmentRow).where(EnvironmentRow.id == environment_id))
@@ -81,16 +67,9 @@ def create_version(environment_id: uuid.UUID):
 
 
 @bp.post("/evaluator-configs")
-@operation(
-    "createEvaluatorConfig",
-    {201: Reply("Created", EvaluatorConfig)},
-    body=EvaluatorConfigCreate,
-    errors=(400, 403, 409, 413),
-    error_reasons=NAME_TAKEN,
-)
+@write("createEvaluatorConfig", created(EvaluatorConfig), body=EvaluatorConfigCreate, error_reasons=NAME_TAKEN)
 def create_config():
     """Create an evaluator configuration: {"name", "agent", "attemptCount", "maxSteps"?, "timeoutS"?} → 201."""
-    require_role("member")
     ceiling = current_app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"]
     body = validated(EvaluatorConfigCreate, json_object(), max_trial_timeout_s=ceiling)
     session = request_session()

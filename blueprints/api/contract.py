@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from blueprints.api import schemas
+from blueprints.auth import require_role
 from domain.limits import DEFAULT_MAX_TRIAL_TIMEOUT_S
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -66,16 +68,48 @@ class Operation:
     query: type[BaseModel] | None = None
     errors: tuple[int, ...] = ()
     error_reasons: dict[int, str] = field(default_factory=dict)
+    role: str | None = None  # the least role that may call it
+
+    @property
+    def answers_errors(self) -> list[int]:
+        """Every error status it can answer: those declared or given a reason, 400 and 413 for a body, 403 for a
+        role."""
+        implied = (*((400, 413) if self.body is not None else ()), *((403,) if self.role is not None else ()))
+        return sorted({*self.errors, *self.error_reasons, *implied})
 
 
 def operation(operation_id: str, replies: dict[int, Reply], **details: Any) -> Callable[[F], F]:
-    """Declare a view's contract (see Operation); the document is built from these declarations and the routes."""
+    """Declare a view's contract (see Operation); the document is built from these declarations and the routes.
+
+    With `role`, the view answers 403 before it runs for a caller whose role in the organization is below it, and
+    the document says so: the role is checked where it is declared.
+    """
 
     def declare(view: F) -> F:
-        view.openapi_operation = Operation(operation_id, replies, **details)  # type: ignore[attr-defined]
-        return view
+        op = Operation(operation_id, replies, **details)
+        declared = view
+        if op.role is not None:
+            role = op.role
+
+            @functools.wraps(view)
+            def declared(*args: Any, **kwargs: Any) -> Any:
+                require_role(role)
+                return view(*args, **kwargs)
+
+        declared.openapi_operation = op  # type: ignore[attr-defined]
+        return declared
 
     return declare
+
+
+def write(operation_id: str, replies: dict[int, Reply], **details: Any) -> Callable[[F], F]:
+    """Declare an operation that writes: callers below the member role (viewers) get 403 before it runs."""
+    return operation(operation_id, replies, role="member", **details)
+
+
+def created(body: Any) -> dict[int, Reply]:
+    """The replies of an operation that creates one thing: 201 with it."""
+    return {201: Reply("Created", body)}
 
 
 def _models(operations: list[Operation]) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
@@ -162,7 +196,7 @@ def build_document(app: Flask, prefix: str = "/api/v1") -> dict[str, Any]:
         declared.append(op)
         path, parameters = _path(rule.rule.removeprefix(prefix))
         public = getattr(view, "is_public", False)
-        errors = sorted({*op.errors, *(() if public else (401, 503))})
+        errors = sorted({*op.answers_errors, *(() if public else (401, 503))})
         responses = {str(status): _content(reply) for status, reply in sorted(op.replies.items())}
         for status in errors:
             reason = op.error_reasons.get(status, ERROR_REASONS[status])

@@ -7,20 +7,20 @@ import uuid
 from flask import g, jsonify, url_for
 
 from blueprints.api import ApiError, bp, json_object
-from blueprints.api.contract import Reply, operation
+from blueprints.api.contract import Reply, operation, write
 from blueprints.api.schemas import EvaluationRun, EvaluationRunCreate, EvaluationRunReset, Trial, validated
-from blueprints.auth import require_role
 from models import EvaluationRun as EvaluationRunRow
 from queries.runs import RunDetail, run_detail
 from web.database import request_session
 from writes.runs import reset_run, start_run
 
 QUEUED = {202: Reply("Queued", EvaluationRun, headers=("Location",))}
-NOT_FOUND_VERSION_OR_CONFIG = {404: "No such environment version or evaluator configuration in this organization"}
-NOT_RUNNABLE = {
+RUN_REFUSALS = {
+    404: "No such environment version or evaluator configuration in this organization",
     422: "The environment version or the evaluator holds imported results (it ran in another harness): no worker "
-    "here can run it; `error` names the field, nothing was written"
+    "here can run it; `error` names the field, nothing was written",
 }
+IMPORTED_RUN = {409: "The run holds imported results: its agent ran in another harness; nothing was written"}
 
 
 def run_answer(detail: RunDetail) -> EvaluationRun:
@@ -40,16 +40,9 @@ def _accepted(run: EvaluationRunRow):
 
 
 @bp.post("/evaluation-runs")
-@operation(
-    "createEvaluationRun",
-    QUEUED,
-    body=EvaluationRunCreate,
-    errors=(400, 403, 404, 413, 422),
-    error_reasons={**NOT_FOUND_VERSION_OR_CONFIG, **NOT_RUNNABLE},
-)
+@write("createEvaluationRun", QUEUED, body=EvaluationRunCreate, error_reasons=RUN_REFUSALS)
 def create_run():
     """Queue a run: {"environmentVersionId", "evaluatorConfigId", "attemptCount"?} → 202 with the run."""
-    require_role("member")
     body = validated(EvaluationRunCreate, json_object())
     session = request_session()
     run = start_run(session, body.environment_version_id, body.evaluator_config_id, body.attempt_count)
@@ -68,16 +61,9 @@ def get_run(run_id: uuid.UUID):
 
 
 @bp.post("/evaluation-runs/<uuid:run_id>/reset")
-@operation(
-    "resetEvaluationRun",
-    QUEUED,
-    body=EvaluationRunReset,
-    errors=(400, 403, 404, 409, 413),
-    error_reasons={409: "The run holds imported results: its agent ran in another harness; nothing was written"},
-)
+@write("resetEvaluationRun", QUEUED, body=EvaluationRunReset, errors=(404,), error_reasons=IMPORTED_RUN)
 def reset(run_id: uuid.UUID):
     """Enqueue a new run on the same environment version: {"mode": "new_workspace" | "new_world"} → 202."""
-    require_role("member")
     raw = json_object()
     session = request_session()
     run = session.get(EvaluationRunRow, (g.org_id, run_id))
