@@ -157,6 +157,8 @@ def measure_recording(database: Database, org_id: uuid.UUID, version_id: uuid.UU
 
     def bare(session, run, number: int) -> None:
         artifact_id, trial_id = new_id(), new_id()
+        of_this_trial = {"organization_id": org_id, "seed": number, "reward": outcome.reward}
+        of_this_run = {"evaluation_run_id": run.id, "environment_version_id": version_id}
         session.execute(
             insert(Artifact).values(
                 organization_id=org_id,
@@ -170,14 +172,11 @@ def measure_recording(database: Database, org_id: uuid.UUID, version_id: uuid.UU
         )
         session.execute(
             insert(EvaluationTrial).values(
-                organization_id=org_id,
+                **of_this_trial,
+                **of_this_run,
                 id=trial_id,
-                evaluation_run_id=run.id,
-                environment_version_id=version_id,
                 trial_number=number,
-                seed=number,
                 status=outcome.status,
-                reward=outcome.reward,
                 failure_category=outcome.failure_category,
                 metrics=outcome.stages,
                 trajectory_artifact_id=artifact_id,
@@ -189,17 +188,8 @@ def measure_recording(database: Database, org_id: uuid.UUID, version_id: uuid.UU
                 finished_at=datetime.now(UTC),
             )
         )
-        session.execute(
-            insert(Rollout).values(
-                organization_id=org_id,
-                id=new_id(),
-                environment_version_id=version_id,
-                evaluation_run_id=run.id,
-                evaluation_trial_id=trial_id,
-                seed=number,
-                reward=outcome.reward,
-            )
-        )
+        rollout = {**of_this_trial, **of_this_run, "id": new_id(), "evaluation_trial_id": trial_id}
+        session.execute(insert(Rollout).values(**rollout))
 
     def median_ms(runs: list, write) -> float:
         times = []
