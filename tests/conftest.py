@@ -7,7 +7,6 @@ import os
 # Cheap password hashes for the suite (hundreds of accounts and logins); production keeps scrypt. Set before the
 # app's modules are imported, since writes.accounts reads it once.
 os.environ.setdefault("AGENTFORGE_PASSWORD_METHOD", "pbkdf2:sha256:1000")
-import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from db.urls import DatabaseUrls, sqlalchemy_url
 from models import Base
 from models.accounts import Organization, User
 from tests import reliability
+from tests.helpers import attr, one
 from worker.sandbox import SandboxSettings
 from writes.accounts import add_membership, create_organization, create_user
 
@@ -184,14 +184,11 @@ def join(database):
     return add
 
 
-CSRF_FIELD = re.compile(r'name="csrf_token"[^>]*value="([^"]+)"')
-
-
 def csrf_token_from(html: str) -> str:
-    """Return the CSRF token a page's form carries."""
-    match = CSRF_FIELD.search(html)
-    assert match, "page has no csrf_token field"
-    return match.group(1)
+    """Return the CSRF token a page's form carries (the value of its csrf_token input)."""
+    token = attr(one(html, 'input[name="csrf_token"]'), "value")
+    assert token, "the csrf_token field is empty"
+    return token
 
 
 class AuthActions:

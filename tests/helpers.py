@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from alembic import command
 from alembic.config import Config
-from bs4 import BeautifulSoup, Tag
+from bs4 import BeautifulSoup, Doctype, NavigableString, Tag
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.exc import DBAPIError
 
@@ -175,10 +175,48 @@ def texts(node: BeautifulSoup | Tag | str, selector: str) -> list[str]:
     return [element.get_text() for element in root.select(selector)]
 
 
+def marked(element: Tag) -> str:
+    """An element's text with each run a search <mark>s in brackets: "restock of [SKU-7062] refused"."""
+    return "".join(
+        f"[{string}]" if string.parent is not None and string.parent.name == "mark" else str(string)
+        for string in element.find_all(string=True)
+    )
+
+
+def is_whole_page(html: str) -> bool:
+    """Whether `html` is a whole document: an HTML doctype first (after whitespace), and an <html> element."""
+    root = parse(html)
+    first = next((node for node in root.contents if not (type(node) is NavigableString and not node.strip())), None)
+    return isinstance(first, Doctype) and first.lower() == "html" and root.find("html") is not None
+
+
+def is_fragment(html: str) -> bool:
+    """Whether `html` is a fragment htmx swaps into a page: neither a doctype nor an <html> element."""
+    root = parse(html)
+    return not any(isinstance(node, Doctype) for node in root.contents) and root.find("html") is None
+
+
+def first_element(html: str) -> Tag:
+    """The first top-level element of an HTML fragment; the test fails when anything but whitespace comes before it."""
+    for node in parse(html).contents:
+        if isinstance(node, Tag):
+            return node
+        assert type(node) is NavigableString and not node.strip(), f"{str(node)[:60]!r} comes before the first element"
+    raise AssertionError("the fragment holds no element")
+
+
 def trial_links(node: BeautifulSoup | Tag | str) -> list[str]:
     """The texts of the links to trials a page lists ("Trial 3 of 8"), in order."""
     root = parse(node) if isinstance(node, str) else node
     return [t for t in texts(root, 'a[href^="/trials/"]') if t.startswith("Trial ") and " of " in t]
+
+
+def invitation_link(html: str) -> str:
+    """The path of the invitation link the members page shows once after an invite (/invitations/<token>)."""
+    shown = one(html, 'div.card[role="status"] pre.copyable').get_text()
+    match = re.fullmatch(r"http://localhost(/invitations/[A-Za-z0-9_-]+)", shown)
+    assert match is not None, f"the invitation card shows {shown!r}, not a link"
+    return match.group(1)
 
 
 def sqlstate(error: DBAPIError) -> str | None:

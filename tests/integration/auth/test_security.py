@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from tests.conftest import PASSWORD, AuthActions, csrf_token_from
 from tests.factories import make_catalog
-from tests.helpers import attr, found, parse
+from tests.helpers import attr, invitation_link, one, parse
 
 
 def memberships(owner_engine) -> set[tuple[str, str]]:
@@ -42,7 +42,7 @@ def test_owner_adds_changes_and_removes_members(client, auth, acme, database, ow
         "/settings/members", data={"email": "new@acme.test", "role": "viewer", "csrf_token": auth.csrf()}
     )
     assert invited.status_code == 201 and "new@acme.test" not in {email for email, _ in memberships(owner_engine)}
-    link = found(r"http://localhost(/invitations/[\w-]+)", invited.text).group(1)
+    link = invitation_link(invited.text)
     newcomer = client.application.test_client()
     form = {"password": "long-enough-pw", "password_confirmation": "long-enough-pw"}
     accepted = newcomer.post(link, data={**form, "csrf_token": csrf_token_from(newcomer.get(link).text)})
@@ -62,7 +62,7 @@ def test_owner_adds_changes_and_removes_members(client, auth, acme, database, ow
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"email": "", "role": "member"}, "Enter the new member&#39;s email."),
+        ({"email": "", "role": "member"}, "Enter the new member's email."),
         ({"email": "x@acme.test", "role": "admin"}, "role must be one of"),
         ({"email": "x@acme.test"}, "role must be one of"),
         ({"email": "not an email", "role": "member"}, "is not an email address"),
@@ -74,7 +74,7 @@ def test_bad_member_forms_answer_422_and_write_nothing(client, auth, acme, owner
     before = memberships(owner_engine)
     response = client.post("/settings/members", data={**data, "csrf_token": auth.csrf()})
     assert response.status_code == 422
-    assert message in response.text
+    assert message in one(response.text, 'p.error[role="alert"]').get_text()
     assert memberships(owner_engine) == before
 
 

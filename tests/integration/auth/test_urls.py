@@ -9,6 +9,7 @@ import pytest
 from app import create_app
 from tests.conftest import PASSWORD, csrf_token_from
 from tests.factories import make_catalog
+from tests.helpers import attr, one, texts
 
 # Each as a user (or an attacker's link) would put it in ?next=, before URL encoding.
 HOSTILE_TARGETS = [
@@ -93,6 +94,12 @@ def export_page(app, member, environment_id, host: str = "localhost"):
     return client.get(f"/environments/{environment_id}/export", base_url=base_url)
 
 
+def export_urls(html: str) -> tuple[list[str], list[str]]:
+    """The Export page's download links (their hrefs) and its curl lines, as the page shows them."""
+    table = one(html, "table.export-kinds")
+    return [attr(a, "href") for a in table.select("a[download]")], texts(table, "pre.copyable")
+
+
 @pytest.mark.bad_input
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:5000", "localhost.evil.example", "127.0.0.1.evil"])
 def test_an_untrusted_host_header_answers_400_and_never_appears(app, exporter, host):
@@ -112,8 +119,10 @@ def test_export_urls_use_the_trusted_request_host(app, exporter):
     member, environment_id = exporter
     response = export_page(app, member, environment_id, "127.0.0.1:5000")
     assert response.status_code == 200
-    assert f"http://127.0.0.1:5000/api/v1/rollouts?kind=failed&amp;environmentId={environment_id}" in response.text
-    assert f"'http://127.0.0.1:5000/api/v1/rollouts?kind=all&amp;environmentId={environment_id}'" in response.text
+    downloads, curls = export_urls(response.text)
+    assert f"http://127.0.0.1:5000/api/v1/rollouts?kind=failed&environmentId={environment_id}" in downloads
+    everything = f"'http://127.0.0.1:5000/api/v1/rollouts?kind=all&environmentId={environment_id}'"
+    assert any(curl.endswith(everything) for curl in curls), curls
 
 
 def test_export_urls_use_agentforge_base_url_when_set(database_urls, exporter, monkeypatch):
@@ -131,7 +140,8 @@ def test_export_urls_use_agentforge_base_url_when_set(database_urls, exporter, m
     try:
         response = export_page(app, member, environment_id)
         assert response.status_code == 200
-        assert f"'https://rl.example.com/api/v1/rollouts?kind=all&amp;environmentId={environment_id}'" in response.text
+        everything = f"'https://rl.example.com/api/v1/rollouts?kind=all&environmentId={environment_id}'"
+        assert any(curl.endswith(everything) for curl in export_urls(response.text)[1])
         assert "http://localhost" not in response.text
         assert export_page(app, member, environment_id, "rl.example.com").status_code == 200
         assert export_page(app, member, environment_id, "evil.example").status_code == 400

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
@@ -17,7 +17,7 @@ from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_label_sql
 from tests.factories import finish_runs, make_catalog, typed_steps
-from tests.helpers import attr, counting_queries, one, parse, texts, trial_links
+from tests.helpers import attr, counting_queries, is_fragment, is_whole_page, one, parse, texts, trial_links
 from writes.runs import enqueue_run, record_trial
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
@@ -95,16 +95,16 @@ def test_full_page_fragment_and_boosted(page, world, name):
     url = page_urls(world)[name]
     full = page.get(url)
     assert full.status_code == 200, full.text[:500]
-    assert full.text.lstrip().startswith("<!doctype html>") and '<nav aria-label="Main">' in full.text
+    assert is_whole_page(full.text) and one(full.text, 'nav[aria-label="Main"]')
     assert "HX-Request" in full.headers.get("Vary", "")
     boosted = page.get(url, headers={"HX-Request": "true", "HX-Boosted": "true"})
-    assert "<!doctype html>" in boosted.text
+    assert is_whole_page(boosted.text)
     restore = page.get(url, headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
-    assert "<!doctype html>" in restore.text
+    assert is_whole_page(restore.text)
     if name in FRAGMENTS:
         fragment = page.get(url, headers={"HX-Request": "true"})
         assert fragment.status_code == 200
-        assert "<html" not in fragment.text and '<nav aria-label="Main">' not in fragment.text
+        assert is_fragment(fragment.text) and parse(fragment.text).select('nav[aria-label="Main"]') == []
         assert FRAGMENTS[name] in fragment.text
 
 
@@ -146,7 +146,7 @@ def test_other_orgs_ids_answer_404_on_every_page(page, world, database, make_mem
 @pytest.mark.bad_input
 def test_malformed_query_parameters_answer_400(page, world, url):
     response = page.get(url)
-    assert response.status_code == 400 and "<!doctype html>" in response.text
+    assert response.status_code == 400 and is_whole_page(response.text)
 
 
 def test_environments_list_shows_rollup_figures(page, world, database, member):
@@ -199,7 +199,8 @@ def test_latest_pass_at_1_names_its_run_and_keeps_it_when_runs_were_created_toge
     assert newest[0] == "admin-console v2 · expert · #1"  # the later run (ids grow with time), its evaluator
     assert [latest_cell(page.get("/environments").text, "admin-console") for _ in range(5)] == [expected] * 5
     body = page.get("/environments").text
-    assert f'href="/runs/{max(runs)}"' in body and f'href="/runs/{min(runs)}"' not in body
+    hrefs = {attr(element, "href") for element in parse(body).select("[href]")}
+    assert f"/runs/{max(runs)}" in hrefs and f"/runs/{min(runs)}" not in hrefs
 
 
 def test_an_environment_nobody_ran_says_so(page, database, member):
@@ -217,7 +218,7 @@ def test_trend_charts_draw_each_run_at_its_own_place_in_run_order(page, database
     with database.session(member.org.id) as session, session.begin():
         session.execute(text("UPDATE evaluation_runs SET created_at = '2026-05-01T12:00:00Z'"))
     for url in ("/environments", f"/environments/{novice.environment_id}"):
-        chart = page.get(url).text.split('aria-label="pass@1')[0] if False else page.get(url).text
+        chart = page.get(url).text
         circles = [c for c in parse(chart).select('circle.dot[cx][cy][r="3.5"]') if len(attr(c, "class").split()) > 1]
         dots = [(attr(c, "cx"), one(c, ":scope > title").get_text()) for c in circles]
         placed = {title.split("(run ")[1].split(":")[0]: float(x) for x, title in dots}
@@ -252,14 +253,14 @@ def test_capability_gap_counts_equal_a_direct_count(page, world, database, membe
     assert {k: int(v) for k, v in shown.items()} == direct
     category, count = next(iter(direct.items()))
     listing = page.get(f"/trials?failureCategory={category}").text
-    assert listing.count('href="/trials/') == min(count, 50)
+    assert len(parse(listing).select('a[href^="/trials/"]')) == min(count, 50)
 
 
 def test_capability_gap_filters_and_empty_state(page, world, database, member):
     desk = world["desk"]
     body = page.get(f"/capability-gap?environmentId={desk.environment_id}", headers={"HX-Request": "true"}).text
-    results = body.split("</form>", 1)[1]  # the fragment redraws the filter form too (its version menu narrows)
-    assert "<html" not in body and "admin-console" not in results
+    results = shown_after(one(body, "form.filters"))  # the fragment redraws the filter form too (its menu narrows)
+    assert is_fragment(body) and "admin-console" not in results
     empty = page.get(f"/capability-gap?environmentVersionId={uuid.uuid4()}").text
     assert "No failed trials for this filter." in empty
 
@@ -304,17 +305,18 @@ def evaluator_trials(database, member, evaluator_id, where: str = "TRUE", **para
 def test_capability_gap_narrows_to_one_evaluator(page, world, database, member, two_evaluators):
     admin, closer = world["admin"], two_evaluators
     pooled = page.get("/capability-gap").text
-    assert "<td>wrong_customer</td>" in pooled and '<option value="">All evaluators</option>' in pooled
+    assert "wrong_customer" in texts(pooled, "table.gap td")
+    assert one(pooled, 'select#evaluatorConfigId option[value=""]').get_text() == "All evaluators"
     body = page.get(f"/capability-gap?evaluatorConfigId={closer.config_id}").text
-    assert f'<option value="{closer.config_id}" selected>closer</option>' in body
+    assert evaluator_picked(body) == "closer"
     assert "Overall (2 failed trials of closer)" in body
     overall = overall_rows(body)
     assert [(category, int(count)) for category, _, count in overall] == [("wrong_customer", 2)]
     # The novice's categories are gone, and the cell's rate is of the closer's 4 trials of the version.
-    assert "gave_up" not in body.split("</form>", 1)[1]
+    assert "gave_up" not in shown_after(one(body, "form.filters"))
     closer_trials = {(admin.version_id, None): 2, (admin.version_id, "wrong_customer"): 2}
     assert evaluator_trials(database, member, closer.config_id) == closer_trials
-    assert 'title="2 of 4 trials of admin-console v1">50.0%</a>' in body
+    assert "50.0%" in texts(body, 'table.matrix a[title="2 of 4 trials of admin-console v1"]')
     # Each count opens exactly the trials behind it: the explorer takes the same evaluator filter.
     link = overall[0][1]
     assert f"evaluatorConfigId={closer.config_id}" in link
@@ -353,9 +355,10 @@ def test_partial_rewards_narrow_to_one_evaluator_in_the_same_order(page, world, 
     assert len(trial_links(page.get(failed).text)) == 2
     # The whole page: the select names the evaluator, a version it never ran says so, lazy tables keep the filter.
     listing = page.get(f"/partial-rewards?evaluatorConfigId={closer.config_id}").text
-    assert f'<option value="{closer.config_id}" selected>closer</option>' in listing
-    assert "Trials of <strong>closer</strong> only." in listing
-    desk = listing.split(f'id="version-{world["desk"].version_id}"')[1].split("</section>")[0]
+    assert evaluator_picked(listing) == "closer"
+    only = [p for p in parse(listing).select("main p") if texts(p, ":scope > strong") == ["closer"]]
+    assert [p.get_text() for p in only] == ["Trials of closer only."]
+    desk = one(listing, f'section.version-card[id="version-{world["desk"].version_id}"]').get_text()
     assert "No stage metrics from closer on this version." in desk
     import blueprints.insights
 
@@ -364,7 +367,11 @@ def test_partial_rewards_narrow_to_one_evaluator_in_the_same_order(page, world, 
         lazy = page.get(f"/partial-rewards?evaluatorConfigId={closer.config_id}").text
     finally:
         blueprints.insights.EAGER_VERSIONS = eager
-    assert html.unescape(lazy).count(f'?evaluatorConfigId={closer.config_id}"') >= 2 * 2  # hx-get and fallback
+    waiting = parse(lazy).select("section.version-card div.lazy[hx-get]")
+    assert len(waiting) == 2  # both versions, each loading with the filter and linking to it without JavaScript
+    for block in waiting:
+        urls = [attr(block, "hx-get"), attr(one(block, "a.lazy-fallback, .lazy-fallback a"), "href")]
+        assert all(url.endswith(f"?evaluatorConfigId={closer.config_id}") for url in urls), urls
 
 
 @pytest.mark.leak
@@ -393,7 +400,7 @@ def test_another_organizations_evaluator_reveals_nothing(page, world, database, 
 
 def test_capability_gap_empty_state_without_failures(page, member):
     body = page.get("/capability-gap").text
-    assert "No failed trials." in body and '<table class="gap">' not in body
+    assert "No failed trials." in body and parse(body).select("table.gap") == []
 
 
 def test_partial_rewards_list_exactly_the_stage_keys_in_metrics(page, world, database, member):
@@ -433,7 +440,7 @@ def test_partial_rewards_list_exactly_the_stage_keys_in_metrics(page, world, dat
     listing = page.get("/partial-rewards").text
     section = one(listing, f'section[id="version-{admin.version_id}"]')
     assert sorted(stage_codes(section)) == sorted(keys)
-    assert 'hx-trigger="revealed"' not in listing
+    assert parse(listing).select('[hx-trigger="revealed"]') == []
 
 
 def test_partial_rewards_past_the_first_versions_load_lazily_with_a_link(page, world, monkeypatch):
@@ -449,20 +456,21 @@ def test_partial_rewards_past_the_first_versions_load_lazily_with_a_link(page, w
     assert one(lazy, f'[hx-get="{own_page}"]') and one(lazy, '[hx-trigger="revealed"]')
     assert lazy.select_one("table") is None
     assert one(lazy, f'a[href="{own_page}"]')  # the fallback without JavaScript: the version's own page
-    assert "<table" in page.get(own_page).text
+    assert one(page.get(own_page).text, "table")
 
 
 def test_a_version_without_metrics_says_so(page, database, member):
     bare = make_catalog(database, member.org.id, NOVICE, attempt_count=1)
     fragment = page.get(f"/partial-rewards/versions/{bare.version_id}", headers={"HX-Request": "true"}).text
-    assert "No stage metrics yet" in fragment and "<table>" not in fragment
+    assert "No stage metrics yet" in fragment and parse(fragment).select("table") == []
 
 
 def test_export_page_lists_the_five_kinds_with_counts_and_curl(page, world, database, member):
     admin = world["admin"]
     body = page.get(f"/environments/{admin.environment_id}/export").text
+    downloads = [attr(a, "href") for a in parse(body).select("table.export-kinds a[download]")]
     for kind in ("all", "successful", "failed", "recovery", "preference"):
-        assert f"kind={kind}&amp;environmentId={admin.environment_id}" in body
+        assert any(f"kind={kind}&environmentId={admin.environment_id}" in href for href in downloads), kind
     for name in (
         "agentforge-rollouts-all.jsonl",
         "agentforge-rollouts-failed.jsonl",
@@ -471,7 +479,10 @@ def test_export_page_lists_the_five_kinds_with_counts_and_curl(page, world, data
         "agentforge-preferences.trl.jsonl",
     ):
         assert name in body
-    assert 'curl -H "Authorization: Bearer $TOKEN" -o agentforge-rollouts-failed.jsonl' in body
+    curls = texts(body, "table.export-kinds pre.copyable")
+    assert any(
+        c.startswith('curl -H "Authorization: Bearer $TOKEN" -o agentforge-rollouts-failed.jsonl ') for c in curls
+    )
     counts = {
         th.get_text(): td.get_text()
         for th in parse(body).select('th[scope="row"]')
@@ -495,11 +506,11 @@ def test_run_page_polls_until_finished_and_shows_every_trial(page, world, databa
         config = session.get_one(EvaluatorConfig, (member.org.id, admin.config_id))
         queued = enqueue_run(session, version, config, 3)
     polling = page.get(f"/runs/{queued.id}", headers={"HX-Request": "true"}).text
-    assert 'hx-trigger="every 2s"' in polling and "0 of 3 trials" in polling
+    assert one(polling, '#run-live[hx-trigger="every 2s"]') and "0 of 3 trials" in polling
     done = page.get(f"/runs/{world['run']}").text
-    assert 'hx-trigger="every 2s"' not in done and "8 of 8 trials" in done
-    assert done.count('href="/trials/') == 8
-    assert "pass@k of this run" in done and "<polyline" in done
+    assert parse(done).select('[hx-trigger="every 2s"]') == [] and "8 of 8 trials" in done
+    assert len(parse(done).select('a[href^="/trials/"]')) == 8
+    assert "pass@k of this run" in done and one(done, "svg polyline")
     assert "Reset (new_workspace)" in done and "Reset (new_world)" in done
 
 
@@ -510,7 +521,7 @@ def test_trial_page_shows_steps_log_stages_and_neighbours(page, world, database,
             {"r": world["run"]},
         ).scalar()
     body = page.get(f"/trials/{second}").text
-    assert "Trial 2 of 8" in body and 'rel="prev"' in body and 'rel="next"' in body
+    assert "Trial 2 of 8" in body and one(body, 'nav.pager a[rel="prev"]') and one(body, 'nav.pager a[rel="next"]')
     assert "opened admin-console" in body and "stage_inventory" in body
     assert "trial-2-trajectory.json" in body
 
@@ -531,12 +542,31 @@ def overall_rows(body: str) -> list[tuple[str, str, str]]:
 
 def stages_shown(body: str) -> list[str]:
     """The stage keys a page names (column headers or stage-table rows), in the order they first appear."""
+    return stage_names(parse(body).select("code, th"))
+
+
+def stage_names(elements: Iterable[Tag]) -> list[str]:
+    """The stage keys the elements (code and th) name, in the order they first appear."""
     named = [
         element.get_text()
-        for element in parse(body).select("code, th")
+        for element in elements
         if len(element.contents) == 1 and isinstance(element.contents[0], NavigableString)
     ]
     return list(dict.fromkeys(key for key in named if key.startswith("stage_")))
+
+
+def evaluator_picked(body: str) -> str:
+    """The evaluator the filter form's menu has selected."""
+    return one(body, "select#evaluatorConfigId option[selected]").get_text()
+
+
+def shown_after(element: Tag) -> str:
+    """Everything the page holds after `element` ends: the text and attribute values of what follows, one a line."""
+    inside = {id(node) for node in element.descendants}
+    following = [node for node in element.next_elements if id(node) not in inside]
+    strings = [str(node) for node in following if isinstance(node, NavigableString)]
+    values = [attr(node, name) for node in following if isinstance(node, Tag) for name in node.attrs]
+    return "\n".join(strings + values)
 
 
 def test_run_trial_and_partial_rewards_pages_show_stages_in_pipeline_order(page, world):
@@ -611,7 +641,8 @@ def test_compare_orders_an_mcp_versions_stages_as_the_version_does(page, databas
     assert stages_shown(page.get(f"/runs/{answers}").text) == pipeline
     for query in (f"a={answers}&b={first}", f"a={answers}&b={catalog.version_id}"):
         body = page.get(f"/compare?{query}").text
-        assert stages_shown(body.split("<h2>Stages (pipeline order)</h2>")[1]) == pipeline, query
+        (heading,) = [h2 for h2 in parse(body).select("h2") if h2.get_text() == "Stages (pipeline order)"]
+        assert stage_names(e for e in heading.find_all_next(["code", "th"]) if isinstance(e, Tag)) == pipeline, query
 
 
 def test_hostile_text_is_escaped_and_long_observations_fold(page, database, member):
@@ -638,9 +669,9 @@ def test_hostile_text_is_escaped_and_long_observations_fold(page, database, memb
         run = enqueue_run(session, version, config, 1)
         trial = record_trial(session, session.get_one(EvaluationRun, (member.org.id, run.id)), 1, 1, outcome)
     body = page.get(f"/trials/{trial.id}").text
-    assert "<script>alert" not in body and "<img src=x" not in body and "<b>" not in body
-    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in body
-    assert '<details class="fold"><summary>Show 192 more lines (960 characters)</summary>' in body  # 8 lines shown
+    assert "<script>alert" not in body and "<img src=x" not in body and "<b>" not in body  # no live markup, raw
+    assert hostile.replace("\x07", "\u2407") in texts(body, "pre.command")  # shown as text, the bell as a symbol
+    assert "Show 192 more lines (960 characters)" in texts(body, "details.fold > summary")  # 8 lines shown
 
 
 def test_pages_issue_a_fixed_number_of_queries_whatever_the_history(page, world, database, member):

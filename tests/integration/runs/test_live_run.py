@@ -7,13 +7,14 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from bs4 import Tag
 from sqlalchemy import text
 
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_detail
 from tests.factories import finish_run, make_catalog
-from tests.helpers import one, parse
+from tests.helpers import attr, first_element, one, parse, texts
 from writes.runs import enqueue_run, record_trial
 
 SCRIPTED = {"kind": "scripted", "skill": 1.0}
@@ -30,9 +31,9 @@ def page(client, auth, member):
     return client
 
 
-def words(body: str) -> str:
-    """The page's text with tags dropped and whitespace collapsed."""
-    return " ".join(parse(body).get_text(" ").split())
+def words(node: str | Tag) -> str:
+    """The text of a page (or of one of its elements) with tags dropped and whitespace collapsed."""
+    return " ".join((parse(node) if isinstance(node, str) else node).get_text(" ").split())
 
 
 def queue(database, catalog, attempts: int = 4) -> EvaluationRun:
@@ -79,10 +80,11 @@ def test_a_queued_run_says_it_waits_for_a_worker(page, database, catalog):
 def test_a_running_run_with_no_trial_done_says_what_it_is_doing(page, database, catalog):
     run = queue(database, catalog)
     running(database, run, trial=1, step=3, trial_for_s=40, run_for_s=45)
-    body = words(page.get(f"/runs/{run.id}", headers={"HX-Request": "true"}).text)
+    html = page.get(f"/runs/{run.id}", headers={"HX-Request": "true"}).text
+    body, now = words(html), words(one(html, "p.run-now"))
     assert "will pick this run up" not in body and "waiting for a worker" not in body
-    assert re.search(r"Running trial 1 of 4, step 3 \(4\d s in\)\. Elapsed 4\d s\.", body), body
-    assert "No trial has finished yet, so there is no estimate of the time left." in body
+    assert re.search(r"Running trial 1 of 4, step 3 \(4\d s in\)\. Elapsed 4\d s\.", now), now
+    assert "No trial has finished yet, so there is no estimate of the time left." in now
     assert "Trial 1 running: step 3" in body and "Trial 2 waiting" in body
 
 
@@ -98,10 +100,11 @@ def test_a_running_run_midway_estimates_the_time_left(page, database, catalog):
                 trial_taking(seconds, reward, None if reward == 1 else "gave_up"),
             )
     running(database, run, trial=3, step=None, trial_for_s=20, run_for_s=300)
-    body = words(page.get(f"/runs/{run.id}", headers={"HX-Request": "true"}).text)
-    assert re.search(r"Running trial 3 of 4, starting \(2\d s in\)\. Elapsed 5 min 0\d s\.", body), body
+    html = page.get(f"/runs/{run.id}", headers={"HX-Request": "true"}).text
+    body, now = words(html), words(one(html, "p.run-now"))
+    assert re.search(r"Running trial 3 of 4, starting \(2\d s in\)\. Elapsed 5 min 0\d s\.", now), now
     # two trials left at a mean of 120 s, less the 20-odd seconds the current one has run
-    assert re.search(r"About 3 min [34]\d s left \(a finished trial took 2 min 00 s on average\)\.", body), body
+    assert re.search(r"About 3 min [34]\d s left \(a finished trial took 2 min 00 s on average\)\.", now), now
     assert "Trial 3 running" in body and "Trial 4 waiting" in body
 
 
@@ -142,25 +145,26 @@ def test_a_completed_run_shows_its_summary_and_stops_polling(page, database, cat
         if t.failure_category:
             categories[t.failure_category] = categories.get(t.failure_category, 0) + 1
     body_html = page.get(f"/runs/{run_id}").text
-    body = words(body_html)
-    assert 'hx-trigger="every 2s"' not in body_html
+    summary = words(one(body_html, "p.run-now.run-summary"))
+    assert parse(body_html).select('[hx-trigger="every 2s"]') == []  # polling stopped
     assert re.search(
         rf"Completed in \d+ s · mean reward {sum(scored) / len(scored):.3f} · {scored.count(1.0)} of 4 trials "
         "succeeded · failure categories: ",
-        body,
-    ), body
+        summary,
+    ), summary
     for name, count in categories.items():
-        assert f"{name} \u00d7 {count}" in body  # "gave_up times 2"
-    assert "pass@k (unbiased, n = 4)" in body
+        assert f"{name} \u00d7 {count}" in summary  # "gave_up times 2"
+    assert texts(body_html, "div.passk caption") == ["pass@k (unbiased, n = 4)"]
 
 
 def test_the_polled_block_is_swapped_inside_a_section_that_stays(page, database, catalog):
     run = queue(database, catalog)
     full = page.get(f"/runs/{run.id}").text
     fragment = page.get(f"/runs/{run.id}", headers={"HX-Request": "true"}).text
-    assert '<section id="run-status"' in full and '<section id="run-status"' not in fragment
-    assert fragment.lstrip().startswith('<div id="run-live"')
-    assert 'hx-swap="outerHTML"' in fragment and 'hx-trigger="every 2s"' in fragment
+    assert one(full, "section#run-status") and parse(fragment).select("#run-status") == []
+    live = first_element(fragment)  # the block htmx swaps, whole
+    assert live.name == "div" and attr(live, "id") == "run-live"
+    assert attr(live, "hx-swap") == "outerHTML" and attr(live, "hx-trigger") == "every 2s"
     # the space the summary will take is there from the start
     assert "pass@k for k = 1..4 appears here when the run completes." in words(fragment)
 

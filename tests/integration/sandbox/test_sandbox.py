@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 from domain.limits import validate_limits
-from tests.helpers import attr, found, parse
+from tests.helpers import attr, found, one, parse
 from tests.paths import ROOT, TESTS
 from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
@@ -164,12 +164,13 @@ def test_hostile_agent_mcp_server_and_verifier_get_nothing_and_leave_nothing(cli
     trial = runs[hostile_run]["trials"][0]
     assert (runs[hostile_run]["status"], trial["reward"]) == ("completed", 1.0)
     page = client.get(f"/trials/{trial['id']}").text
+    log = one(page, "pre.log").get_text()  # the trial's log, as the page shows it
     for who in ("agent", "server", "verifier"):
         for attack in ATTACKS:
-            assert f"attack {who} {attack}: blocked" in page, f"{who} {attack} not reported blocked"
-        uid = int(found(rf"attack {who} identity: blocked \(uid (\d+)", page).group(1))
+            assert f"attack {who} {attack}: blocked" in log, f"{who} {attack} not reported blocked"
+        uid = int(found(rf"attack {who} identity: blocked \(uid (\d+)", log).group(1))
         assert uid not in (0, os.getuid()), f"the {who} ran as uid {uid}"
-        assert f"attack {who} daemon: started" in page
+        assert f"attack {who} daemon: started" in log
     assert "LEAKED" not in page
     assert not any(path.exists() for path in planted)
     readable = everything_a_user_can_read(client, runs) + worker_output

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ApiClient
+from tests.helpers import one
 from tests.integration.sandbox.test_sandbox import (
     BWRAP_PROBLEM,
     catalog,
@@ -57,9 +58,8 @@ def report_of(log: str) -> dict:
 
 
 def trial_log(client, run: dict) -> str:
-    """The log of a run's only trial as its page shows it (HTML-unescaped)."""
-    page = client.get(f"/trials/{run['trials'][0]['id']}").text
-    return page.replace("&#34;", '"').replace("&quot;", '"')
+    """The log of a run's only trial as its page shows it (the text of the log box)."""
+    return one(client.get(f"/trials/{run['trials'][0]['id']}").text, "pre.log").get_text()
 
 
 @pytest.mark.slow

@@ -16,10 +16,24 @@ from sqlalchemy import text
 import queries.trials
 from domain.outcome import TrialOutcome
 from tests.factories import finish_runs, make_catalog, record_rewards
-from tests.helpers import api_ids, attr, import_ndjson, line, ndjson, one, parse, sql_ids, texts
+from tests.helpers import (
+    api_ids,
+    attr,
+    first_element,
+    import_ndjson,
+    is_fragment,
+    is_whole_page,
+    line,
+    ndjson,
+    one,
+    parse,
+    sql_ids,
+    texts,
+    trial_links,
+)
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
-TRIAL_LINK = re.compile(r'href="/trials/([0-9a-f-]{36})"')
+TRIAL_HREF = re.compile(r"/trials/([0-9a-f-]{36})")
 
 
 def errored(reward):
@@ -51,7 +65,9 @@ def world(database, api, member):
 
 
 def page_ids(body: str) -> list[str]:
-    return TRIAL_LINK.findall(body)
+    """The ids of the trials the page links to (a link's href is /trials/<id>), in order."""
+    hrefs = [attr(a, "href") for a in parse(body).select("a[href]")]
+    return [match.group(1) for href in hrefs if (match := TRIAL_HREF.fullmatch(href))]
 
 
 # (query string, the same filter in independent SQL over evaluation_trials t)
@@ -147,7 +163,8 @@ def test_failed_first_then_newest_across_pages(api, world, database, member, mon
     assert order[0][0] == 2 and order[-1][0] == 0  # failures first, successes last
     body = api.get("/trials").text
     assert page_ids(body)[: len(listed)] == listed[:4]
-    assert "More trials" in body and "after=" in body
+    more = one(body, 'nav.pager[aria-label="Trial pages"] a')
+    assert more.get_text().startswith("More trials") and "after=" in attr(more, "href")
 
 
 @pytest.mark.parametrize(
@@ -174,14 +191,18 @@ def test_sorting_pages_through_every_trial_in_order(api, world, database, member
 
 def test_rows_show_environment_run_agent_trial_n_of_n_steps_and_duration(api, world):
     body = api.get(f"/trials?environmentVersionId={world['admin'].version_id}&sort=newest").text
-    assert "admin-console</a> v1" in body and "Trial 8 of 8" in body
+    rows = [tr for tr in parse(body).select("table.trials > tbody > tr") if not tr.has_attr("class")]
+    assert rows and "Trial 8 of 8" in trial_links(body)
+    environments = {(" ".join(tr("td")[1].get_text().split()), one(tr("td")[1], "a").get_text()) for tr in rows}
+    assert environments == {("admin-console v1", "admin-console")}  # the environment links, then its version
     run = world["runs"][1]
-    assert f"novice · run {run.hex[-6:]}" in body and "<td>scripted</td>" in body
-    assert '<td class="num">2</td>' in body  # two agent steps per trial
+    assert f"novice · run {run.hex[-6:]}" in [tr("td")[2].get_text() for tr in rows]
+    assert "scripted" in [tr("td")[3].get_text() for tr in rows]
+    assert "2" in [tr("td")[7].get_text() for tr in rows]  # two agent steps per trial
     durations = [t.removesuffix(" s") for t in texts(body, "td.num") if t.endswith(" s")]
     assert [d for d in durations if d and set(d) <= set("0123456789.")]
     imported = api.get("/trials?source=imported").text
-    assert '<span class="badge">imported</span>' in imported
+    assert "imported" in texts(imported, "table.trials td > span.badge")
 
 
 def test_chips_name_each_filter_and_drop_it(api, world):
@@ -198,7 +219,8 @@ def test_chips_name_each_filter_and_drop_it(api, world):
         "stageFailed=stage_checkout" in chips["stage_order failed"] and "status=failed" in chips["stage_order failed"]
     )
     dropped = api.get(chips["status: failed"]).text
-    assert '<li class="chip">status: failed' not in dropped and "version: admin-console v1" in dropped
+    labels = [str(chip.contents[0]).strip() for chip in parse(dropped).select("li.chip")]  # the text before its link
+    assert "status: failed" not in labels and "version: admin-console v1" in labels
     assert "Clear all filters" in body
     assert "Clear all filters" not in api.get("/trials").text
 
@@ -237,10 +259,11 @@ def test_the_form_shows_the_filters_of_the_url(api, world):
 def test_htmx_gets_the_explorer_fragment_and_the_form_pushes_the_url(api, world):
     response = api.get("/trials?status=failed", headers={"HX-Request": "true"})
     assert response.status_code == 200 and "HX-Request" in response.headers["Vary"]
-    assert response.text.lstrip().startswith("<form") and "<html" not in response.text
-    assert 'hx-push-url="true"' in response.text and 'hx-target="#explorer"' in response.text
+    form = first_element(response.text)
+    assert is_fragment(response.text) and form.name == "form" and attr(form, "id") == "trial-filters"
+    assert attr(form, "hx-push-url") == "true" and attr(form, "hx-target") == "#explorer"
     restore = api.get("/trials?status=failed", headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
-    assert "<html" in restore.text and '<option value="failed" selected>' in restore.text
+    assert is_whole_page(restore.text) and one(restore.text, 'select[name="status"] option[value="failed"][selected]')
 
 
 def test_empty_states_say_what_to_do(api, member):
@@ -280,10 +303,14 @@ def test_the_filtered_export_holds_exactly_the_listed_scored_trials(api, world, 
     scored = {t["id"] for t in listed if t["reward"] is not None}
     exported = export_trials(api, database, member.org.id, query)
     assert scored and len(exported) == len(set(exported)) and set(exported) == scored
-    body = api.get(f"/trials?{query}").text.replace("&amp;", "&")
-    assert f"/api/v1/rollouts?kind=all&{query.replace(',', '%2C')}" in body
-    assert f"/api/v1/rollouts?kind=preference&{query.replace(',', '%2C')}&format=trl" in body
-    assert 'curl -H "Authorization: Bearer $TOKEN"' in body and 'href="/settings/tokens"' in body
+    body = api.get(f"/trials?{query}").text
+    downloads = [attr(a, "href") for a in parse(body).select("table.export-kinds a[download]")]
+    assert any(href.endswith(f"/api/v1/rollouts?kind=all&{query.replace(',', '%2C')}") for href in downloads)
+    preference = f"/api/v1/rollouts?kind=preference&{query.replace(',', '%2C')}&format=trl"
+    assert any(href.endswith(preference) for href in downloads), downloads
+    curls = texts(body, "table.export-kinds pre.copyable")
+    assert curls and all(curl.startswith('curl -H "Authorization: Bearer $TOKEN"') for curl in curls)
+    assert "create a token" in texts(body, 'a[href="/settings/tokens"]')
 
 
 def test_filtered_preference_pairs_draw_from_the_filtered_trials(api, world, database, member):

@@ -19,7 +19,7 @@ from queries.filters import TrialFilters
 from queries.search import first_matching_step, parse_query, search_conditions, snippets, trial_marks
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards, typed_steps
-from tests.helpers import one, trial_links
+from tests.helpers import attr, marked, one, parse, trial_links
 from writes.accounts import add_membership, create_organization, create_user
 
 HOSTILE_OBSERVATION = "<script>alert('x')</script> permission denied & <b>bold</b>"
@@ -231,10 +231,12 @@ def test_the_trials_list_searches_and_shows_escaped_snippets_linking_the_matchin
     body = page.get_data(as_text=True)
     listed = [link.split()[1] for link in trial_links(body)]
     assert listed.count("1") == 1 and "4" in listed and "6" not in listed
-    assert f'href="/trials/{trials["hostile"]}?q=%22permission+denied%22#step-2"' in body
-    assert "<mark>permission</mark> <mark>denied</mark>" in body
-    assert "<script>" not in body.split("<main", 1)[-1] and "alert(&#39;x&#39;)" in body
-    assert 'value="&#34;permission denied&#34;"' in body  # the box keeps the search
+    assert one(body, f'a[href="/trials/{trials["hostile"]}?q=%22permission+denied%22#step-2"]')
+    snippets = [marked(snippet) for snippet in parse(body).select("tr.snippets span.snippet")]
+    assert any("[permission] [denied]" in snippet for snippet in snippets), snippets
+    main = one(body, "main")
+    assert main.select("script") == [] and any("alert('x')" in snippet for snippet in snippets)  # shown, not run
+    assert attr(one(body, 'form#trial-filters input[name="q"]'), "value") == '"permission denied"'  # the box keeps it
 
 
 def test_the_trials_list_keeps_its_filters_and_the_search_together(database, client, auth, member, trials):
@@ -260,22 +262,24 @@ def test_hostile_searches_answer_a_page_or_400_never_500(client, auth, member, t
 def test_the_trial_page_marks_the_matches_and_links_the_first_matching_step(client, auth, member, trials):
     auth.login(member.email)
     body = client.get(f"/trials/{trials['hostile']}?q=permission+bold").get_data(as_text=True)
-    assert '<a href="#step-2">first match at step 2</a>' in body
-    assert 'class="step match first-match" id="step-2"' in body and 'class="step" id="step-1"' in body
+    assert one(body, 'p.search-hits a[href="#step-2"]').get_text() == "first match at step 2"
     assert (
-        "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; <mark>permission</mark> denied &amp; &lt;b&gt;"
-        "<mark>bold</mark>&lt;/b&gt;"
-    ) in body
+        attr(one(body, "li#step-2"), "class") == "step match first-match"
+        and attr(one(body, "li#step-1"), "class") == "step"
+    )
+    step = one(body, "li#step-2")
+    assert step.select("script, b") == []  # the hostile text is shown as text, with its matches marked
+    assert "<script>alert('x')</script> [permission] denied & <b>[bold]</b>" in marked(step)
     plain = client.get(f"/trials/{trials['hostile']}").get_data(as_text=True)
-    assert "<mark>" not in plain and "first match" not in plain
+    assert parse(plain).select("mark") == [] and "first match" not in plain
 
 
 def test_the_trial_page_marks_a_match_in_the_task_or_the_log(client, auth, member, trials):
     auth.login(member.email)
     body = client.get(f"/trials/{trials['log']}?q=SKU-7062").get_data(as_text=True)
-    assert "no step matches" in body and '<a href="#log">the log matches</a>' in body
-    assert "restock of <mark>SKU-7062</mark> refused" in body
-    assert "Fill the <mark>shelf</mark>." in client.get(f"/trials/{trials['log']}?q=shelf").text
+    assert "no step matches" in body and one(body, 'p.search-hits a[href="#log"]').get_text() == "the log matches"
+    assert "restock of [SKU-7062] refused" in marked(one(body, "pre.log"))
+    assert "Fill the [shelf]." in marked(one(client.get(f"/trials/{trials['log']}?q=shelf").text, "p.task"))
 
 
 # Property test: two organizations with random step text sharing a secret word; a member of B searching for

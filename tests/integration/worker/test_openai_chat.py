@@ -20,6 +20,7 @@ from atif import Trajectory
 from domain.agents import validate_agent
 from domain.errors import AgentConfigError
 from tests.factories import make_catalog
+from tests.helpers import one, texts
 from tests.integration.exports.test_training_rows import assert_message_shape, render_everywhere
 from tests.integration.isolation.test_secrets import assert_hidden, assert_not_stored, scoped_rows
 from tests.openai_server import SOLVE_USAGE, host_address
@@ -146,7 +147,9 @@ def test_a_scripted_conversation_is_recorded_turn_by_turn_and_exported(
     assert f"{total_in} / {total_out}" in trial_page and "over 5 turns" in trial_page
     assert "120 tokens in · 18 out · model" in trial_page
     run_page = client.get(f"/runs/{run_id}").text
-    assert "Model usage" in run_page and f'<td class="num">{2 * total_in}</td>' in run_page
+    usage = one(run_page, "table.usage")
+    assert texts(usage, "caption") == ["Model usage"]
+    assert texts(usage, "tfoot th, tfoot td")[:2] == ["Run total", str(2 * total_in)]  # tokens in, both trials
 
     documents = [json.loads(line) for line in client.get("/api/v1/rollouts?kind=all&format=atif").text.splitlines()]
     assert len(documents) == 2
