@@ -7,6 +7,7 @@ import os
 # Cheap password hashes for the suite (hundreds of accounts and logins); production keeps scrypt. Set before the
 # app's modules are imported, since writes.accounts reads it once.
 os.environ.setdefault("AGENTFORGE_PASSWORD_METHOD", "pbkdf2:sha256:1000")
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,8 +101,9 @@ def owner_engine(database_urls):
 
 @pytest.fixture(autouse=True)
 def clean_database(request):
-    """Start every test that uses the database from empty tables (tests that never touch it skip the TRUNCATE)."""
-    if "database_urls" not in request.fixturenames:
+    """Start every test that uses the database from empty tables (tests that never touch it skip the DELETEs, and
+    tests on a shared world, tests/worlds.py, leave it to the world's fixture)."""
+    if "database_urls" not in request.fixturenames or any(n.startswith("shared_") for n in request.fixturenames):
         return
     empty_tables(request.getfixturevalue("cleaner_engine"))
 
@@ -112,10 +114,10 @@ def empty_tables(cleaner_engine) -> None:
     with cleaner_engine.begin() as conn:
         if "url" in CLEANER:
             # As the superuser, with triggers (immutability, foreign keys) off for this transaction: row-level
-            # security and triggers do not apply, and a DELETE of a few rows costs far less than a TRUNCATE.
-            conn.execute(text("SET LOCAL session_replication_role = replica"))
-            for table in tables:
-                conn.execute(text(f"DELETE FROM {table}"))
+            # security and triggers do not apply, and a DELETE of a few rows costs far less than a TRUNCATE. One
+            # round trip: the statements go as one simple query.
+            deletes = "".join(f"DELETE FROM {table};" for table in tables)
+            conn.exec_driver_sql(f"SET LOCAL session_replication_role = replica;{deletes}")
         else:
             conn.execute(text(f"TRUNCATE {', '.join(tables)} CASCADE"))
 
@@ -205,8 +207,9 @@ class AuthActions:
         )
 
     def csrf(self) -> str:
-        """Return the CSRF token of the logged-in session (read from a page, as htmx does)."""
-        return csrf_token_from(self.client.get("/environments").text)
+        """Return the CSRF token of the logged-in session, read from the lightest page that carries it: a 404 page
+        renders the layout (its log-out form holds the token), and reads nothing but the session."""
+        return csrf_token_from(self.client.get("/no-such-page").text)
 
     def logout(self):
         return self.client.post("/logout", data={"csrf_token": self.csrf()})
@@ -300,6 +303,18 @@ def count_rows(database, owner_engine):
 def new_uuid() -> uuid.UUID:
     """A random id that exists nowhere."""
     return uuid.uuid4()
+
+
+# A module whose every test is slow says so in its first marks (`pytestmark = pytest.mark.slow`, or BROWSER_MARKS).
+SLOW_MODULE = re.compile(r"^pytestmark = .*(pytest\.mark\.slow|BROWSER_MARKS)", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
+    """In the inner loop (-m "not slow"), do not import modules whose every test is slow: their tests would all be
+    deselected, and importing them (schemathesis builds its cases at collection) costs each worker seconds."""
+    if config.getoption("markexpr") != "not slow" or not collection_path.name.startswith("test_"):
+        return None
+    return True if SLOW_MODULE.search(collection_path.read_text()) else None
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -16,16 +16,23 @@ from sqlalchemy import text
 from domain.outcome import TrialOutcome
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_label_sql
+from tests.conftest import AuthActions
 from tests.factories import finish_runs, make_catalog, typed_steps
 from tests.helpers import attr, counting_queries, is_fragment, is_whole_page, one, parse, texts, trial_links
+from tests.worlds import shared_world
 from writes.runs import enqueue_run, record_trial
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 
 
-@pytest.fixture
-def world(database, member):
-    """Two environments with finished runs (written by the run factory; failures exist)."""
+@shared_world
+def shared_pages(request):
+    """Two environments with finished runs (written by the run factory; failures exist), and their member logged in
+    on a client of their own; built once for the tests that only read it."""
+    database = request.getfixturevalue("database")
+    member = request.getfixturevalue("make_member")("ann@acme.test", "Acme RL", "member")
+    reader = request.getfixturevalue("app").test_client()
+    AuthActions(reader).login(member.email)
     admin = make_catalog(database, member.org.id, NOVICE, attempt_count=8, config_name="novice")
     desk = make_catalog(
         database, member.org.id, NOVICE, attempt_count=4, environment="support-desk", config_name="novice-desk"
@@ -33,11 +40,27 @@ def world(database, member):
     runs = finish_runs(database, admin, 2) + finish_runs(database, desk, 1)
     with database.session(member.org.id) as session:
         trial_id = session.execute(text("SELECT id FROM evaluation_trials ORDER BY id LIMIT 1")).scalar()
-    return {"admin": admin, "desk": desk, "run": runs[0], "trial": trial_id}
+    return {"admin": admin, "desk": desk, "run": runs[0], "trial": trial_id, "member": member, "page": reader}
 
 
 @pytest.fixture
-def page(client, auth, member):
+def world(shared_pages):
+    return shared_pages
+
+
+@pytest.fixture
+def member(request, make_member):
+    """The world's member in a test on the world; else a member of a new, empty Acme RL."""
+    if "world" in request.fixturenames:
+        return request.getfixturevalue("world")["member"]
+    return make_member("ann@acme.test", request.getfixturevalue("acme"), "member")
+
+
+@pytest.fixture
+def page(request, client, auth, member):
+    """A client logged in as `member`."""
+    if "world" in request.fixturenames:
+        return request.getfixturevalue("world")["page"]
     auth.login(member.email)
     return client
 

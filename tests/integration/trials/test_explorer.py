@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 import queries.trials
 from domain.outcome import TrialOutcome
+from tests.conftest import ApiClient
 from tests.factories import finish_runs, make_catalog, record_rewards
 from tests.helpers import (
     api_ids,
@@ -31,6 +32,7 @@ from tests.helpers import (
     texts,
     trial_links,
 )
+from tests.worlds import shared_world
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 TRIAL_HREF = re.compile(r"/trials/([0-9a-f-]{36})")
@@ -51,9 +53,13 @@ def errored(reward):
     )
 
 
-@pytest.fixture
-def world(database, api, member):
-    """Runs of two environments (successes, partial credit, zero rewards), an errored trial and an import."""
+@shared_world
+def shared_explorer(request):
+    """Runs of two environments (successes, partial credit, zero rewards), an errored trial and an import, with the
+    member who reads them logged in (the module's `api`); built once for the module's read-only tests."""
+    database = request.getfixturevalue("database")
+    member = request.getfixturevalue("make_member")("ann@acme.test", "Acme RL", "member")
+    api = ApiClient(request.getfixturevalue("app").test_client(), member)
     admin = make_catalog(database, member.org.id, NOVICE, attempt_count=8, config_name="novice")
     desk = make_catalog(
         database, member.org.id, NOVICE, attempt_count=4, environment="support-desk", config_name="desk-novice"
@@ -61,7 +67,22 @@ def world(database, api, member):
     runs = finish_runs(database, admin, 2) + finish_runs(database, desk, 1)
     record_rewards(database, admin, [None], errored)
     assert import_ndjson(api, ndjson(line("x-1", 1, 0.5), line("x-2", 2, None))).status_code == 201
-    return {"admin": admin, "desk": desk, "runs": runs}
+    return {"admin": admin, "desk": desk, "runs": runs, "member": member, "api": api}
+
+
+@pytest.fixture
+def world(shared_explorer):
+    return shared_explorer
+
+
+@pytest.fixture
+def member(shared_explorer):
+    return shared_explorer["member"]
+
+
+@pytest.fixture
+def api(shared_explorer):
+    return shared_explorer["api"]
 
 
 def page_ids(body: str) -> list[str]:
@@ -266,9 +287,9 @@ def test_htmx_gets_the_explorer_fragment_and_the_form_pushes_the_url(api, world)
     assert is_whole_page(restore.text) and one(restore.text, 'select[name="status"] option[value="failed"][selected]')
 
 
-def test_empty_states_say_what_to_do(api, member):
-    assert "No trials yet. Start a run" in api.get("/trials").text
-    assert "No trials match these filters" in api.get("/trials?status=error").text
+def test_empty_states_say_what_to_do(owner_api):  # an organization of its own, with no trials
+    assert "No trials yet. Start a run" in owner_api.get("/trials").text
+    assert "No trials match these filters" in owner_api.get("/trials?status=error").text
 
 
 def export_trials(api, database, org_id, query: str) -> list[str]:

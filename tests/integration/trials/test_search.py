@@ -20,6 +20,7 @@ from queries.search import first_matching_step, parse_query, search_conditions, 
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards, typed_steps
 from tests.helpers import attr, marked, one, parse, trial_links
+from tests.worlds import shared_world
 from writes.accounts import add_membership, create_organization, create_user
 
 HOSTILE_OBSERVATION = "<script>alert('x')</script> permission denied & <b>bold</b>"
@@ -83,9 +84,26 @@ def found(database, org_id, q: str, filters: TrialFilters | None = None) -> set[
         return set(rows.scalars())
 
 
+@shared_world
+def shared_search(request):
+    """Acme RL with a trial per kind of text (an observation, a command, a message, hostile markup, a log line, plain
+    steps); built once for the tests that only search it."""
+    acme = request.getfixturevalue("make_org")("Acme RL")
+    names = ["observation", "command", "message", "hostile", "log", "plain"]
+    return acme, record(request.getfixturevalue("database"), acme.id, names)
+
+
 @pytest.fixture
-def trials(database, acme):
-    return record(database, acme.id, ["observation", "command", "message", "hostile", "log", "plain"])
+def trials(shared_search):
+    return shared_search[1]
+
+
+@pytest.fixture
+def acme(request, make_org):
+    """The organization of `trials` in a test that searches them; else a new, empty Acme RL."""
+    if "trials" in request.fixturenames:
+        return request.getfixturevalue("shared_search")[0]
+    return make_org("Acme RL")
 
 
 def test_a_phrase_in_an_observation_is_found(database, acme, trials):

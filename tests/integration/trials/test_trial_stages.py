@@ -11,22 +11,51 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
+from tests.conftest import ApiClient
 from tests.factories import finish_runs, make_catalog, seed_org_rows, writable_copy
 from tests.helpers import api_ids, import_ndjson, line, ndjson, sql_ids
 from tests.integration.importers.test_harbor_import import FIXTURE, JOB, import_harbor
+from tests.worlds import shared_world
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 PASSED = "(t.metrics ->> :key)::float8 = 1"
 FAILED = "(t.metrics ->> :key)::float8 < 1"
 
 
-@pytest.fixture
-def written_every_way(api, database, member, runner, tmp_path):
-    """Trials written by the worker's record_trial, by the NDJSON import and by the Harbor import."""
+@shared_world
+def shared_stages(request):
+    """Trials written by the worker's record_trial, by the NDJSON import and by the Harbor import, and their member
+    logged in (the module's `api`); built once for the tests that only read them."""
+    database = request.getfixturevalue("database")
+    member = request.getfixturevalue("make_member")("ann@acme.test", "Acme RL", "member")
+    api = ApiClient(request.getfixturevalue("app").test_client(), member)
     finish_runs(database, make_catalog(database, member.org.id, NOVICE, attempt_count=8, config_name="novice"), 2)
     lines = [line("x-1", 1, 1.0), line("x-2", 2, 0.5), line("x-3", 3, 0.0), line("x-4", 4, None)]
     assert import_ndjson(api, ndjson(*lines)).status_code == 201
-    assert import_harbor(runner, writable_copy(FIXTURE, tmp_path / "harbor") / JOB).exit_code == 0
+    harbor = writable_copy(FIXTURE, request.getfixturevalue("tmp_path_factory").mktemp("harbor") / "harbor")
+    assert import_harbor(request.getfixturevalue("runner"), harbor / JOB).exit_code == 0
+    return {"member": member, "api": api}
+
+
+@pytest.fixture
+def written_every_way(shared_stages):
+    return shared_stages
+
+
+@pytest.fixture
+def member(request, make_member):
+    """The member who reads `written_every_way` in a test on it; else a member of a new, empty Acme RL."""
+    if "written_every_way" in request.fixturenames:
+        return request.getfixturevalue("shared_stages")["member"]
+    return make_member("ann@acme.test", request.getfixturevalue("acme"), "member")
+
+
+@pytest.fixture
+def api(request, client, member):
+    """`member` logged in."""
+    if "written_every_way" in request.fixturenames:
+        return request.getfixturevalue("shared_stages")["api"]
+    return ApiClient(client, member)
 
 
 @pytest.mark.parametrize(
