@@ -29,6 +29,7 @@ from web.forms import LoginForm, SwitchOrgForm
 from web.htmx import render
 from web.urls import safe_redirect_target
 from writes.accounts import close_auth_session, log_in, mark_organization_used, reserve_login_attempt
+from writes.triage import Reviewer
 
 bp = Blueprint("auth", __name__)
 csrf = CSRFProtect()  # checks run from the login guard below, so bearer-token API calls can skip them
@@ -259,3 +260,8 @@ def switch_org():
     session["org_id"] = str(org_id)
     flash(f"Now working in {membership.organization_name}.")
     return redirect(url_for("environments.index"), 303)
+
+
+def current_reviewer() -> Reviewer:
+    """The caller as the author of triage changes: their organization, user id and role there."""
+    return Reviewer(g.org_id, g.user_id, g.membership.role)

@@ -59,3 +59,21 @@ class NotFoundInOrg(DomainError, LookupError):
 
     status = 404
     error = "not found"
+
+
+class Forbidden(DomainError):
+    """A change the caller's role or authorship does not allow (another member's note): 403, nothing written."""
+
+    status = 403
+    error = "forbidden"
+
+
+class TriageRefused(DomainError):
+    """A triage change that breaks a rule of the write (excluded without a reason, an unknown label name, a step
+    the trial does not have): 422, nothing written; `field` names the field to change."""
+
+    status = 422
+
+    def __init__(self, detail: str, *, field: str) -> None:
+        super().__init__(detail, error=f"invalid {field}")
+        self.field = field

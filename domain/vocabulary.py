@@ -32,3 +32,11 @@ LoopFailure = Literal[
 LOOP_FAILURES: tuple[LoopFailure, ...] = get_args(LoopFailure)
 
 MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 8  # attemptCount: independent trials per run
+
+# A trial's review state: nobody looked yet, somebody did, or it is kept out of training exports (with a reason).
+ReviewState = Literal["unreviewed", "reviewed", "excluded"]
+REVIEW_STATES: tuple[ReviewState, ...] = get_args(ReviewState)
+
+# A label's colour, from a fixed palette whose chips (domain.triage.LABEL_PALETTE) read at 6:1 or better.
+LabelColor = Literal["gray", "red", "orange", "yellow", "green", "teal", "blue", "purple", "pink"]
+LABEL_COLORS: tuple[LabelColor, ...] = get_args(LabelColor)

@@ -13,6 +13,7 @@ from models.rollups import (
     StageMetricRollup,
 )
 from models.tokens import ApiToken
+from models.triage import Label, TrialAuditEntry, TrialLabel, TrialNote, TrialReview
 from models.workers import WorkerPresence
 
 __all__ = [
@@ -30,11 +31,16 @@ __all__ = [
     "EvaluatorStageRollup",
     "FailureCategoryCount",
     "Invitation",
+    "Label",
     "LoginThrottle",
     "Membership",
     "Organization",
     "Rollout",
     "StageMetricRollup",
+    "TrialAuditEntry",
+    "TrialLabel",
+    "TrialNote",
+    "TrialReview",
     "TrialStage",
     "User",
     "WorkerPresence",

@@ -20,7 +20,8 @@ from domain.limits import DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.rules import UUID_RULE, Refused, integer_from, number_from, one_of, text
 from domain.scoring import ATTEMPT_COUNT
 from domain.specs import SPEC_JSON_SCHEMA, validate_spec
-from domain.vocabulary import RESETS
+from domain.triage import HUMAN_CATEGORY, LABEL_COLOR, LABEL_DESCRIPTION, LABEL_NAME, NOTE_BODY, REASON, REVIEW_STATE
+from domain.vocabulary import RESETS, LabelColor, ReviewState
 from importers.ingest import IngestTrial
 from queries.exports import EXPORT_FORMATS, EXPORT_KINDS, RolloutExportFormat, RolloutExportKind
 from web.sides import CompareQuery
@@ -409,6 +410,108 @@ class TrajectoryArtifact(BaseModel):
     schemaVersion: int
     log: str
     trajectory: str = Field(description='JSON text of {"steps": [{step, tool, command, observation}, …]}')
+
+
+# Triage
+
+
+LabelName = Annotated[str, LABEL_NAME, REPORT_MISSING]
+
+
+class LabelCreate(ApiModel):
+    """POST /labels: a label of the organization's set (a name unique whatever its case)."""
+
+    name: LabelName
+    color: Annotated[LabelColor, LABEL_COLOR, Field(description="A colour of the fixed palette")] = "gray"
+    description: Annotated[str, LABEL_DESCRIPTION] = ""
+
+
+class Label(ApiModel):
+    """A label of the set, and how many trials carry it."""
+
+    id: uuid.UUID
+    name: str
+    color: LabelColor
+    description: str
+    trials: int
+
+
+class TrialLabels(ApiModel):
+    """PUT /trials/{trialId}/labels: the trial's labels, by name (each a label of the set); the reply, after."""
+
+    labels: Annotated[list[LabelName], Field(max_length=100, description="Label names, each at most once")]
+
+
+class TrialReviewChange(ApiModel):
+    """PATCH /trials/{trialId}: any of the review state (excluded needs `reason`) and the human failure category
+    (null clears it: the verifier's shows again)."""
+
+    review_state: Annotated[ReviewState | None, REVIEW_STATE] = None
+    reason: Annotated[str | None, REASON, Field(description="Why the trial is excluded")] = None
+    human_category: Annotated[str | None, HUMAN_CATEGORY, Field(description="Overrides failureCategory")] = None
+
+
+class NoteCreate(ApiModel):
+    """POST /trials/{trialId}/notes: a plain-text note on the trial, or on its step `step`."""
+
+    body: Annotated[str, NOTE_BODY, REPORT_MISSING]
+    step: Annotated[int | None, integer_from(1, 100_000), Field(description="The step it is about")] = None
+
+
+class NoteEdit(ApiModel):
+    """PATCH /trials/{trialId}/notes/{noteId}: the note's new text."""
+
+    body: Annotated[str, NOTE_BODY, REPORT_MISSING]
+
+
+class Note(ApiModel):
+    """A note, with its author's email (null once they left the organization)."""
+
+    id: uuid.UUID
+    step: int | None
+    body: str
+    author: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class AuditEntry(ApiModel):
+    """One change of a trial's triage: who, when, what, the value before and after."""
+
+    at: datetime
+    actor: str | None
+    action: str
+    before: Any
+    after: Any
+
+
+class TrialReview(ApiModel):
+    """What reviewers recorded on a trial."""
+
+    labels: list[str]
+    review_state: ReviewState
+    reason: str
+    human_category: str | None
+    verifier_category: str | None = Field(description="The failure category the verifier gave")
+    failure_category: str | None = Field(description="humanCategory when set, else verifierCategory")
+    notes: list[Note]
+
+
+class TrialDetail(TrialReview):
+    """One trial: its outcome, stages, steps and triage (with the audit trail, newest first)."""
+
+    id: uuid.UUID
+    evaluation_run_id: uuid.UUID
+    environment_id: uuid.UUID
+    trial_number: int = Field(ge=1)
+    attempt_count: int
+    status: str
+    reward: float | None
+    stages: Stages
+    seed: int
+    task: str
+    steps: list[dict[str, Any]]
+    audit: list[AuditEntry]
 
 
 def validated(model: type[M], data: Any, **context: Any) -> M:

@@ -1,0 +1,77 @@
+"""Triage of trials: what a reviewer records on a trial (labels, notes, a review state, a human failure category),
+the limits of each, and the palette labels are drawn in."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from domain.rules import NO_NUL, Rule, one_of, text
+from domain.vocabulary import LABEL_COLORS, REVIEW_STATES
+
+LABEL_NAME_CHARS = 64
+LABEL_DESCRIPTION_CHARS = 500
+NOTE_CHARS = 10_000
+REASON_CHARS = 1_000
+
+
+def _label_name(value: object) -> bool:
+    """Some text besides spaces, at most LABEL_NAME_CHARS once stripped, and no control character (a tab or a newline
+    in a name would break the chips and the filter's comma-free value)."""
+    if not isinstance(value, str) or not value.strip() or len(value.strip()) > LABEL_NAME_CHARS:
+        return False
+    return not any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value) and "," not in value
+
+
+LABEL_NAME = Rule(
+    f"must be a name of 1 to {LABEL_NAME_CHARS} characters without control characters or commas",
+    _label_name,
+    {"maxLength": LABEL_NAME_CHARS, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f,]+$"},
+    parse=str.strip,
+)
+LABEL_COLOR = one_of(*LABEL_COLORS)
+LABEL_DESCRIPTION = text(LABEL_DESCRIPTION_CHARS, what="a description")
+# A note's text: some besides spaces, no NUL. Its length (at most NOTE_CHARS) is a rule of the write, answered 422
+# by writes.triage for page and API alike; the schema says the limit.
+NOTE_BODY = Rule(
+    "must be text with some characters besides spaces, without NUL",
+    lambda v: isinstance(v, str) and "\x00" not in v and bool(v.strip()),
+    {"maxLength": NOTE_CHARS, "pattern": NO_NUL},
+    parse=lambda v: v.strip("\r\n"),
+)
+REVIEW_STATE = one_of(*REVIEW_STATES)
+REASON = text(REASON_CHARS, what="a reason")
+
+
+@dataclass(frozen=True)
+class Swatch:
+    """How a label of one colour is drawn: its chip's background and text, 6:1 or better (WCAG AA asks 4.5:1), the
+    same on light and dark pages."""
+
+    background: str
+    foreground: str
+
+
+LABEL_PALETTE = {
+    "gray": Swatch("#e5e7eb", "#1f2937"),
+    "red": Swatch("#fee2e2", "#991b1b"),
+    "orange": Swatch("#ffedd5", "#9a3412"),
+    "yellow": Swatch("#fef9c3", "#854d0e"),
+    "green": Swatch("#dcfce7", "#166534"),
+    "teal": Swatch("#ccfbf1", "#115e59"),
+    "blue": Swatch("#dbeafe", "#1e40af"),
+    "purple": Swatch("#f3e8ff", "#6b21a8"),
+    "pink": Swatch("#fce7f3", "#9d174d"),
+}
+
+
+def effective_category(verifier: str | None, human: str | None) -> str | None:
+    """The failure category pages and exports use: a reviewer's, when one was set, else the verifier's."""
+    return human or verifier
+
+
+HUMAN_CATEGORY = Rule(
+    "must be a failure category of 1 to 64 letters, digits, _, . or -",
+    lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", v) is not None,
+    {"pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+)

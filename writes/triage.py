@@ -1,0 +1,277 @@
+"""Triage writes: the organization's labels, and on a trial its labels, review state, human failure category and
+notes, each change kept in the audit trail (trial_audit) in the same transaction.
+
+Changes to one trial's triage take a transaction-scoped advisory lock on the trial, so two reviewers' edits
+serialise: each adds or removes what it names against what the other left, and neither is lost.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, func, select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from domain.errors import Forbidden, NotFoundInOrg, TriageRefused
+from domain.triage import NOTE_CHARS
+from domain.vocabulary import ReviewState
+from models.base import new_id
+from models.triage import Label, TrialAuditEntry, TrialLabel, TrialNote, TrialReview
+
+UNCHANGED: Any = object()  # a field a change leaves as it is
+
+
+@dataclass(frozen=True)
+class Reviewer:
+    """Who makes a change: the organization, the user and their role in it (owners edit anyone's notes)."""
+
+    org_id: uuid.UUID
+    user_id: uuid.UUID
+    role: str
+
+
+def create_label(session: Session, reviewer: Reviewer, name: str, color: str = "gray", description: str = "") -> Label:
+    """Add a label to the organization's set; TriageRefused (422, field name) when a label of that name exists,
+    whatever its case."""
+    taken = session.scalar(select(Label.name).where(func.lower(Label.name) == name.lower()))
+    if taken is not None:
+        raise TriageRefused(
+            f"name: a label named {taken!r} already exists (names compare whatever the case)", field="name"
+        )
+    label = Label(
+        organization_id=reviewer.org_id,
+        id=new_id(),
+        name=name,
+        color=color,
+        description=description,
+        created_by_user_id=reviewer.user_id,
+    )
+    session.add(label)
+    session.flush()
+    return label
+
+
+def delete_label(session: Session, label_id: uuid.UUID) -> str:
+    """Remove a label from the set and from every trial it was on; return its name. NotFoundInOrg when unknown."""
+    name = session.scalar(delete(Label).where(Label.id == label_id).returning(Label.name))
+    if name is None:
+        raise NotFoundInOrg(f"no label {label_id}")
+    return name
+
+
+def _lock_trial(session: Session, trial_id: uuid.UUID) -> int:
+    """Lock the trial's triage for this transaction and return its failed-first rank; NotFoundInOrg when the trial
+    is not the organization's."""
+    rank = session.execute(
+        text("SELECT trial_failed_rank(reward) FROM evaluation_trials WHERE id = :id"), {"id": trial_id}
+    ).scalar()
+    if rank is None:
+        raise NotFoundInOrg(f"no trial {trial_id}")
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"triage:{trial_id}"})
+    return int(rank)
+
+
+def _audit(session: Session, reviewer: Reviewer, trial_id: uuid.UUID, action: str, before: Any, after: Any) -> None:
+    session.add(
+        TrialAuditEntry(
+            organization_id=reviewer.org_id,
+            id=new_id(),
+            evaluation_trial_id=trial_id,
+            actor_user_id=reviewer.user_id,
+            action=action,
+            before=before,
+            after=after,
+        )
+    )
+
+
+def _labels_on(session: Session, trial_id: uuid.UUID) -> dict[uuid.UUID, str]:
+    rows = session.execute(
+        select(Label.id, Label.name)
+        .join(TrialLabel, (TrialLabel.organization_id == Label.organization_id) & (TrialLabel.label_id == Label.id))
+        .where(TrialLabel.evaluation_trial_id == trial_id)
+    )
+    return {row.id: row.name for row in rows}
+
+
+def _labels_named(session: Session, names: list[str]) -> dict[uuid.UUID, str]:
+    """The organization's labels of these names (compared whatever the case); TriageRefused naming an unknown one."""
+    wanted = {name.lower(): name for name in names}
+    if len(wanted) < len(names):
+        twice = next(name for i, name in enumerate(names) if name.lower() in {n.lower() for n in names[:i]})
+        raise TriageRefused(f"labels: {twice!r} is named twice (names compare whatever the case)", field="labels")
+    rows = session.execute(select(Label.id, Label.name).where(func.lower(Label.name).in_(list(wanted))))
+    found = {row.id: row.name for row in rows}
+    missing = sorted(set(wanted) - {name.lower() for name in found.values()})
+    if missing:
+        raise TriageRefused(
+            f"labels: no label named {wanted[missing[0]]!r}; create it at /settings/labels first", field="labels"
+        )
+    return found
+
+
+def change_labels(
+    session: Session,
+    reviewer: Reviewer,
+    trial_id: uuid.UUID,
+    *,
+    add: list[uuid.UUID] | None = None,
+    remove: list[uuid.UUID] | None = None,
+    names: list[str] | None = None,
+) -> list[str]:
+    """Add and remove labels on a trial (by id), or with `names` make its labels exactly those; return its label names
+    after, sorted. Unknown label ids answer NotFoundInOrg; another reviewer's concurrent change is kept."""
+    rank = _lock_trial(session, trial_id)
+    before = _labels_on(session, trial_id)
+    if names is not None:
+        wanted = _labels_named(session, names)
+        adding = {i: n for i, n in wanted.items() if i not in before}
+        removing = {i: n for i, n in before.items() if i not in wanted}
+    else:
+        known = dict(
+            session.execute(select(Label.id, Label.name).where(Label.id.in_([*(add or []), *(remove or [])]))).tuples()
+        )
+        unknown = [i for i in [*(add or []), *(remove or [])] if i not in known]
+        if unknown:
+            raise NotFoundInOrg(f"no label {unknown[0]}")
+        adding = {i: known[i] for i in add or [] if i not in before}
+        removing = {i: known[i] for i in remove or [] if i in before}
+    if adding:
+        session.execute(
+            insert(TrialLabel).values(
+                [
+                    {
+                        "organization_id": reviewer.org_id,
+                        "label_id": label_id,
+                        "failed_rank": rank,
+                        "evaluation_trial_id": trial_id,
+                        "created_by_user_id": reviewer.user_id,
+                    }
+                    for label_id in adding
+                ]
+            )
+        )
+    if removing:
+        session.execute(
+            delete(TrialLabel).where(
+                TrialLabel.evaluation_trial_id == trial_id, TrialLabel.label_id.in_(list(removing))
+            )
+        )
+    after = sorted([n for i, n in before.items() if i not in removing] + list(adding.values()), key=str.lower)
+    if adding or removing:
+        _audit(session, reviewer, trial_id, "labels", sorted(before.values(), key=str.lower), after)
+    return after
+
+
+def set_review(
+    session: Session,
+    reviewer: Reviewer,
+    trial_id: uuid.UUID,
+    *,
+    state: ReviewState | Any = UNCHANGED,
+    reason: str | Any = UNCHANGED,
+    human_category: str | Any | None = UNCHANGED,
+) -> TrialReview:
+    """Set a trial's review state (excluded needs a reason; another state clears it) and/or its human failure
+    category (None clears it); audit what changed. TriageRefused when excluded has no reason."""
+    rank = _lock_trial(session, trial_id)
+    review = session.get(TrialReview, (reviewer.org_id, trial_id))
+    old = (review.review_state, review.reason, review.human_category) if review else ("unreviewed", "", None)
+    new_state = old[0] if state is UNCHANGED else state
+    new_reason = (old[1] if reason is UNCHANGED else reason or "") if new_state == "excluded" else ""
+    if new_state == "excluded" and not new_reason.strip():
+        raise TriageRefused(
+            "reason: excluding a trial needs a reason (what makes it unfit for training)", field="reason"
+        )
+    new_category = old[2] if human_category is UNCHANGED else human_category or None
+    if review is None:
+        review = TrialReview(organization_id=reviewer.org_id, evaluation_trial_id=trial_id, failed_rank=rank)
+        session.add(review)
+    review.review_state, review.reason, review.human_category = new_state, new_reason, new_category
+    review.updated_by_user_id, review.updated_at = reviewer.user_id, func.now()
+    if (new_state, new_reason) != old[:2]:
+        _audit(session, reviewer, trial_id, "review", _state(old[0], old[1]), _state(new_state, new_reason))
+    if new_category != old[2]:
+        _audit(session, reviewer, trial_id, "human_category", old[2], new_category)
+    session.flush()
+    return review
+
+
+def _state(state: str, reason: str) -> dict[str, str]:
+    return {"state": state, "reason": reason} if reason else {"state": state}
+
+
+def add_note(
+    session: Session, reviewer: Reviewer, trial_id: uuid.UUID, body: str, step: int | None = None
+) -> TrialNote:
+    """Add a plain-text note to a trial, or to one of its steps; TriageRefused when the trial has no such step."""
+    _note_fits(body)
+    _lock_trial(session, trial_id)
+    if step is not None:
+        steps = session.execute(
+            text("SELECT coalesce(jsonb_array_length(steps), 0) FROM evaluation_trials WHERE id = :id"),
+            {"id": trial_id},
+        ).scalar()
+        if not 1 <= step <= (steps or 0):
+            raise TriageRefused(f"step: the trial has {steps or 0} steps, not a step {step}", field="step")
+    note = TrialNote(
+        organization_id=reviewer.org_id,
+        id=new_id(),
+        evaluation_trial_id=trial_id,
+        step=step,
+        body=body,
+        author_user_id=reviewer.user_id,
+    )
+    session.add(note)
+    _audit(session, reviewer, trial_id, "note_added", None, _note(note.id, step, body))
+    session.flush()
+    return note
+
+
+def _note_fits(body: str) -> None:
+    if len(body) > NOTE_CHARS:
+        raise TriageRefused(f"body: a note holds at most {NOTE_CHARS} characters, not {len(body)}", field="body")
+
+
+def _note(note_id: uuid.UUID, step: int | None, body: str) -> dict[str, Any]:
+    return {"note": str(note_id), "step": step, "body": body}
+
+
+def _own_note(session: Session, reviewer: Reviewer, trial_id: uuid.UUID, note_id: uuid.UUID) -> TrialNote:
+    note = session.get(TrialNote, (reviewer.org_id, note_id))
+    if note is None or note.evaluation_trial_id != trial_id:
+        raise NotFoundInOrg(f"no note {note_id} on trial {trial_id}")
+    if note.author_user_id != reviewer.user_id and reviewer.role != "owner":
+        raise Forbidden("Only the note's author or an owner may change or delete it.")
+    return note
+
+
+def edit_note(session: Session, reviewer: Reviewer, trial_id: uuid.UUID, note_id: uuid.UUID, body: str) -> TrialNote:
+    """Change a note's text (its author or an owner); audit the text before and after."""
+    _note_fits(body)
+    _lock_trial(session, trial_id)
+    note = _own_note(session, reviewer, trial_id, note_id)
+    if note.body != body:
+        _audit(
+            session,
+            reviewer,
+            trial_id,
+            "note_edited",
+            _note(note.id, note.step, note.body),
+            _note(note.id, note.step, body),
+        )
+        note.body, note.updated_at = body, func.now()
+    session.flush()
+    return note
+
+
+def delete_note(session: Session, reviewer: Reviewer, trial_id: uuid.UUID, note_id: uuid.UUID) -> None:
+    """Delete a note (its author or an owner); the audit trail keeps its text."""
+    _lock_trial(session, trial_id)
+    note = _own_note(session, reviewer, trial_id, note_id)
+    _audit(session, reviewer, trial_id, "note_deleted", _note(note.id, note.step, note.body), None)
+    session.delete(note)
+    session.flush()
