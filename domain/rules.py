@@ -296,6 +296,16 @@ Strings = Annotated[
 ]
 Text = Annotated[str, Rule("must be text", lambda v: isinstance(v, str), show_value=False)]
 Flag = Annotated[bool, Rule("must be true or false", lambda v: isinstance(v, bool), show_value=False)]
+
+
+def _flag_text(text: str) -> bool:
+    if text not in ("true", "false"):
+        raise ValueError(text)
+    return text == "true"
+
+
+# A query string's flag: the text true or false, nothing else (not 1, yes or on).
+FLAG = Rule("must be true or false", lambda v: isinstance(v, bool), {"type": "boolean"}, from_text=_flag_text)
 JsonObject = Annotated[dict[str, Any], Rule("must be a JSON object", lambda v: isinstance(v, dict), show_value=False)]
 Env = Annotated[
     dict[str, str], Rule("must map names to strings", _env, show_value=False), Field(description=SECRET_ENV)

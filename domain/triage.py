@@ -75,3 +75,20 @@ HUMAN_CATEGORY = Rule(
     lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", v) is not None,
     {"pattern": "^[A-Za-z0-9_.-]{1,64}$"},
 )
+
+
+MAX_LABEL_FILTERS = 8
+
+
+def _label_names(value: object) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value.split(",")) if isinstance(value, str) else ()
+    if not names or len(names) > MAX_LABEL_FILTERS or not all(_label_name(name) for name in names):
+        raise ValueError(value)
+    return names
+
+
+LABEL_NAMES = Rule(
+    f"must be up to {MAX_LABEL_FILTERS} comma-separated label names",
+    parse=_label_names,
+    schema={"type": "string"},
+)

@@ -83,10 +83,26 @@ class Query:
     params: dict[str, Any]
 
 
-def select_rollouts(org_id: uuid.UUID, kind: str, filters: TrialFilters, after_seq: int | None = None) -> Selection:
-    """The rollouts of `kind` in the organization, narrowed by `filters`, newer than `after_seq`."""
+# A trial a reviewer excluded stays out of training exports unless includeExcluded=true (a hash anti-join of the
+# few excluded trials, read once per export).
+NOT_EXCLUDED = """NOT EXISTS (SELECT 1 FROM trial_reviews xr WHERE xr.organization_id = r.organization_id
+    AND xr.evaluation_trial_id = r.evaluation_trial_id AND xr.review_state = 'excluded')"""
+
+
+def select_rollouts(
+    org_id: uuid.UUID,
+    kind: str,
+    filters: TrialFilters,
+    after_seq: int | None = None,
+    *,
+    include_excluded: bool = False,
+) -> Selection:
+    """The rollouts of `kind` in the organization, narrowed by `filters`, newer than `after_seq`, without the
+    trials a reviewer excluded unless `include_excluded`."""
     where = filters.conditions("r", trials="t", within=KIND_RANKS[kind]).also("r.organization_id = :org", org=org_id)
     where = where.also(KIND_CONDITIONS[kind])
+    if not include_excluded:
+        where = where.also(NOT_EXCLUDED)
     if after_seq is not None:
         where = where.also("r.seq > :after_seq", after_seq=after_seq)
     return Selection(where, filters.reads_trials)
@@ -132,9 +148,29 @@ STAGES = """
     ) m
 """
 
+# What reviewers recorded on the rollout's trial (migration 0032): its review row, its label names and its notes.
+TRIAGE = """
+    LEFT JOIN trial_reviews tr
+           ON tr.organization_id = r.organization_id AND tr.evaluation_trial_id = r.evaluation_trial_id
+    CROSS JOIN LATERAL (
+        SELECT coalesce(json_agg(l.name ORDER BY lower(l.name)), '[]'::json) AS labels
+        FROM trial_labels tl JOIN labels l ON l.organization_id = tl.organization_id AND l.id = tl.label_id
+        WHERE tl.organization_id = r.organization_id AND tl.evaluation_trial_id = r.evaluation_trial_id
+    ) lb
+    CROSS JOIN LATERAL (
+        SELECT coalesce(json_agg(json_build_object('step', n.step, 'body', n.body) ORDER BY n.id), '[]'::json) AS notes
+        FROM trial_notes n WHERE n.organization_id = r.organization_id AND n.evaluation_trial_id = r.evaluation_trial_id
+    ) nt
+"""
+TRIAGE_COLUMNS = """coalesce(tr.human_category, t.failure_category) AS failure_category,
+    t.failure_category AS verifier_category, tr.human_category, coalesce(tr.review_state, 'unreviewed') AS review_state,
+    lb.labels, nt.notes"""
+
 ROLLOUT_FIELDS = """'rolloutId', r.id, 'seed', r.seed, 'reward', r.reward, 'evaluationRunId', r.evaluation_run_id,
     'environmentVersionId', r.environment_version_id, 'trialNumber', t.trial_number,
-    'failureCategory', t.failure_category, 'stages', m.stages"""
+    'failureCategory', coalesce(tr.human_category, t.failure_category), 'verifierCategory', t.failure_category,
+    'humanCategory', tr.human_category, 'reviewState', coalesce(tr.review_state, 'unreviewed'),
+    'labels', lb.labels, 'notes', nt.notes, 'stages', m.stages"""
 
 # Steps stored nested deeper than MAX_STORED_JSON_DEPTH (before JSON that comes in was held to MAX_JSON_DEPTH, or
 # written by hand) are left out of the line, which says so in `trajectoryOmitted`: every line stays JSON that any
@@ -153,7 +189,9 @@ ATIF_SHAPED_LINE = f"""
 
 def rollout_lines_sql(kind: str, selection: Selection, newest_first: bool) -> str:
     """SQL whose single column is one finished atif-shaped NDJSON line per rollout."""
-    return f"SELECT {ATIF_SHAPED_LINE} {selection.source(STAGES, with_trial=True)} {ordering(kind, newest_first)}"
+    return (
+        f"SELECT {ATIF_SHAPED_LINE} {selection.source(STAGES + TRIAGE, with_trial=True)} {ordering(kind, newest_first)}"
+    )
 
 
 EVALUATOR = """
@@ -169,10 +207,10 @@ ORIGINAL_ATIF = """
 
 def rollout_rows_sql(kind: str, selection: Selection, newest_first: bool) -> str:
     """SQL returning the columns the ATIF builder needs, one row per rollout."""
-    columns = """r.id, r.seed, r.reward, r.evaluation_run_id, r.environment_version_id, t.trial_number,
-        t.failure_category, m.stages, t.steps, t.tools, t.task, c.name AS evaluator_name,
+    columns = f"""r.id, r.seed, r.reward, r.evaluation_run_id, r.environment_version_id, t.trial_number,
+        {TRIAGE_COLUMNS}, m.stages, t.steps, t.tools, t.task, c.name AS evaluator_name,
         c.agent ->> 'kind' AS agent_kind, r.created_at, ta.body AS atif_body"""
-    source = selection.source(STAGES + EVALUATOR + ORIGINAL_ATIF, with_trial=True)
+    source = selection.source(STAGES + TRIAGE + EVALUATOR + ORIGINAL_ATIF, with_trial=True)
     return f"SELECT {columns} {source} {ordering(kind, newest_first)}"
 
 
@@ -183,6 +221,7 @@ def preference_pairs_sql(
     upto_seq: int | None = None,
     *,
     within_task: bool = False,
+    include_excluded: bool = False,
 ) -> Query:
     """Per environment version (and, `within_task`, per task text of it), the highest- versus the lowest-scored
     rollout, where the two rewards differ.
@@ -206,6 +245,8 @@ def preference_pairs_sql(
         side = side.also("r.seq > :after_seq", after_seq=after_seq)
     if upto_seq is not None:
         side = side.also("r.seq <= :upto_seq", upto_seq=upto_seq)
+    if not include_excluded:
+        side = side.also(NOT_EXCLUDED)
     if within_task:
         return Query(_task_pairs_sql(side.sql), side.params)
     trial = TRIAL_JOIN if filters.reads_trials else ""
@@ -299,6 +340,11 @@ class RolloutDetail:
     stages: dict[str, Any]
     trial_number: int
     failure_category: str | None
+    verifier_category: str | None
+    human_category: str | None
+    review_state: str
+    labels: list[str]
+    notes: list[dict[str, Any]]
     trajectory_artifact_id: uuid.UUID | None
 
 
@@ -306,12 +352,13 @@ def rollout_detail(session: Session, rollout_id: uuid.UUID) -> RolloutDetail | N
     """The rollout with its trial's number, failure category, stage_* values and artifact id, or None."""
     row = session.execute(
         text(
-            """SELECT r.id, r.seed, r.reward, r.environment_version_id, r.evaluation_run_id,
+            f"""SELECT r.id, r.seed, r.reward, r.environment_version_id, r.evaluation_run_id,
                       coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each(t.metrics)
-                                WHERE key LIKE 'stage\\_%'), '{}'::jsonb) AS stages,
-                      t.trial_number, t.failure_category, t.trajectory_artifact_id
+                                WHERE key LIKE 'stage\\_%'), '{{}}'::jsonb) AS stages,
+                      t.trial_number, {TRIAGE_COLUMNS}, t.trajectory_artifact_id
                FROM rollouts r
                JOIN evaluation_trials t ON t.organization_id = r.organization_id AND t.id = r.evaluation_trial_id
+               {TRIAGE}
                WHERE r.id = :id"""
         ),
         {"id": rollout_id},

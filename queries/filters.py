@@ -61,6 +61,9 @@ class TrialFilters:
     finished_before: datetime | None = None
     q: str | None = None  # a full-text search (queries.search) over the trial's task, steps and log
     task: str | None = None  # md5 of the task text, 32 lowercase hex digits (the task key compare groups by)
+    label: tuple[str, ...] = ()  # label names (compared whatever the case): trials carrying every one
+    review_state: str | None = None  # unreviewed, reviewed or excluded (queries/triage.py)
+    human_category: str | None = None  # the failure category a reviewer set over the verifier's
 
     @property
     def active(self) -> bool:
@@ -80,6 +83,9 @@ class TrialFilters:
             or self.finished_before
             or self.q
             or self.task
+            or self.label
+            or self.review_state
+            or self.human_category
         )
 
     def ranks(self) -> tuple[int, ...]:
@@ -174,4 +180,33 @@ class TrialFilters:
             conditions = conditions.also(f"md5({t}.task) = :task", task=self.task)
         if self.q:
             conditions = conditions.with_(search_conditions(self.q, t))
+        return self._triage(conditions, t, in_ranks.replace("ts.", "{a}."))
+
+    def _triage(self, conditions: Conditions, t: str, in_ranks: str) -> Conditions:
+        """Label, review state and human category conditions. trial_labels and trial_reviews are keyed like
+        trial_stages (migration 0032): a label's trials, or the reviewed or excluded ones, in failed-first rank."""
+        rank = FAILED_RANK.format(t=t)
+        for number, name in enumerate(self.label):
+            conditions = conditions.also(
+                f"EXISTS (SELECT 1 FROM trial_labels tl WHERE tl.organization_id = {t}.organization_id "
+                f"AND tl.label_id = (SELECT l.id FROM labels l WHERE lower(l.name) = :label_{number}) "
+                f"AND tl.failed_rank = {rank}{in_ranks.format(a='tl')} AND tl.evaluation_trial_id = {t}.id)",
+                **{f"label_{number}": name.lower()},
+            )
+        review = (
+            f"FROM trial_reviews tr WHERE tr.organization_id = {t}.organization_id AND tr.evaluation_trial_id = {t}.id"
+        )
+        if self.review_state == "unreviewed":
+            conditions = conditions.also(f"NOT EXISTS (SELECT 1 {review} AND tr.review_state <> 'unreviewed')")
+        elif self.review_state is not None:
+            conditions = conditions.also(
+                f"EXISTS (SELECT 1 {review} AND tr.review_state = :review_state "
+                f"AND tr.failed_rank = {rank}{in_ranks.format(a='tr')})",
+                review_state=self.review_state,
+            )
+        if self.human_category is not None:
+            conditions = conditions.also(
+                f"EXISTS (SELECT 1 {review} AND tr.human_category = :human_category)",
+                human_category=self.human_category,
+            )
         return conditions

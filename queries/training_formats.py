@@ -33,6 +33,11 @@ def rollout_extra(row: Any) -> dict[str, Any]:
         "seed": row.seed,
         "reward": row.reward,
         "failureCategory": row.failure_category,
+        "verifierCategory": row.verifier_category,
+        "humanCategory": row.human_category,
+        "reviewState": row.review_state,
+        "labels": row.labels,
+        "notes": row.notes,
         "stages": row.stages,
     }
 

@@ -246,6 +246,7 @@ class ExplorerChoices:
     evaluators: list[Choice]
     categories: list[str]
     stage_keys: list[str]
+    labels: list[str]
 
 
 CHOICES_LIMIT = 500
@@ -263,12 +264,14 @@ CHOICES = """
      WHERE trials > 0 ORDER BY 2 LIMIT :limit)
     UNION ALL
     (SELECT DISTINCT 'stage', stage_key, stage_key, NULL, NULL::int FROM stage_metric_rollups ORDER BY 2 LIMIT :limit)
+    UNION ALL
+    (SELECT 'label', name, name, color, NULL::int FROM labels ORDER BY lower(name) LIMIT :limit)
 """
 
 
 def explorer_choices(session: Session) -> ExplorerChoices:
-    """Environments, versions, evaluator configurations, failure categories and stage keys to filter by (one
-    statement: the catalog's first CHOICES_LIMIT of each, the categories and stage keys from the rollups)."""
+    """Environments, versions, evaluator configurations, failure categories, stage keys and labels to filter by
+    (one statement: the catalog's first CHOICES_LIMIT of each, the categories and stage keys from the rollups)."""
     rows = session.execute(text(CHOICES), {"limit": CHOICES_LIMIT}).all()
     versions = [row for row in rows if row.kind == "version"]
     return ExplorerChoices(
@@ -277,6 +280,7 @@ def explorer_choices(session: Session) -> ExplorerChoices:
         [Choice(row.value, f"{row.label} ({row.extra or 'agent'})") for row in rows if row.kind == "evaluator"],
         [row.value for row in rows if row.kind == "category"],
         [row.value for row in rows if row.kind == "stage"],
+        [row.value for row in rows if row.kind == "label"],
     )
 
 

@@ -32,6 +32,11 @@ TABLES = (
     "rollouts",
     "artifacts",
     "memberships",
+    "labels",
+    "trial_labels",
+    "trial_reviews",
+    "trial_notes",
+    "trial_audit",
 )
 
 

@@ -19,7 +19,8 @@ from pydantic import Field, WithJsonSchema, create_model
 
 from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
 from domain.rules import MOMENT, REWARD, UUID_RULE, Rule, hex_key, one_of, stage_keys, text
-from domain.vocabulary import TRIAL_STATUSES, TrialStatus
+from domain.triage import HUMAN_CATEGORY, LABEL_NAMES, REVIEW_STATE
+from domain.vocabulary import REVIEW_STATES, TRIAL_STATUSES, ReviewState, TrialStatus
 from queries.filters import MAX_STAGE_FILTERS, REWARD_BANDS, TRIAL_SOURCES, RewardBand, TrialFilters, TrialSource
 from queries.search import SEARCH_QUERY_CHARS
 from queries.trials import TRIAL_SORTS, ExplorerChoices, TrialSort
@@ -119,6 +120,7 @@ def _stage_keys(label: str, placeholder: str) -> Control:
     return Control(label, attrs=(("list", "stage-keys"), ("placeholder", placeholder)))
 
 
+LabelNames = Annotated[tuple[str, ...], WithJsonSchema({"type": "string"})]
 StageKeys = Annotated[tuple[str, ...], WithJsonSchema({"type": "string"})]
 REWARD_INPUT = (("min", "0"), ("max", "1"), ("step", "any"), ("size", "5"))
 STAGE_KEYS = stage_keys(STAGE_KEY_CHARS, MAX_STAGE_FILTERS)
@@ -139,6 +141,10 @@ SOURCE_HELP = "imported: written by an import (it has an externalId); worker: ru
 BAND_HELP = "failed: reward < 1; recovery: 0 < reward < 1; successful: reward = 1; unscored: none"
 TASK_KEY = hex_key(32, "must be a task key (the md5 of the task text: 32 hex digits)")
 TASK_HELP = "A task: the md5 of its task text (32 hex digits), as compare's `tasks[].task`"
+LABEL_HELP = "Comma-separated label names (whatever their case): trials carrying every one"
+REVIEW_HELP = "unreviewed (the default), reviewed, or excluded from training exports"
+HUMAN_HELP = "The failure category a reviewer set over the verifier's"
+REVIEWS = Control("Review", "select", options=_fixed(*((s, s) for s in REVIEW_STATES)))
 PASSED_HELP = "Comma-separated stage_* keys the trial passed (value 1)"
 FAILED_HELP = "Comma-separated stage_* keys the trial did not pass (a value below 1)"
 
@@ -177,6 +183,11 @@ TRIAL_FILTERS = (
     TrialFilter("finishedBefore", datetime, MOMENT, "Finished before (UTC unless an offset)", "finished before {}",
                 _field(16, "2026-05-02", "before")),
     TrialFilter("task", str, TASK_KEY, TASK_HELP, lambda v, _: f"task {v[:8]}", _field(12, "task key (md5)", "Task")),
+    TrialFilter("label", LabelNames, LABEL_NAMES, LABEL_HELP, "label: {}",
+                Control("Labels", attrs=(("list", "label-names"), ("placeholder", "flaky-verifier"))), listed=True),
+    TrialFilter("reviewState", ReviewState, REVIEW_STATE, REVIEW_HELP, "review: {}", REVIEWS),
+    TrialFilter("humanCategory", str, HUMAN_CATEGORY, HUMAN_HELP, "human category: {}",
+                _field(14, "wrong_customer", "Human category")),
 )
 # fmt: on
 FILTER_PARAMS = tuple(f.name for f in TRIAL_FILTERS)

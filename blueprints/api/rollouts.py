@@ -77,15 +77,21 @@ def export_rollouts():
             if after_seq is None:
                 raise ApiError(404, "not found", f"no rollout {after} to continue after")
         if kind == "preference":  # with after=: pairs among the rollouts exported since that cursor
-            cursor = next_cursor(session, "scored", select_rollouts(g.org_id, "scored", filters, after_seq), True)
+            scored = select_rollouts(g.org_id, "scored", filters, after_seq, include_excluded=query.include_excluded)
+            cursor = next_cursor(session, "scored", scored, True)
             if cursor or after:
                 headers["X-Next-Cursor"] = str(cursor.rollout_id if cursor else after)
             pairs = preference_pairs_sql(
-                g.org_id, filters, after_seq, cursor.seq if cursor else None, within_task=export_format == "trl"
+                g.org_id,
+                filters,
+                after_seq,
+                cursor.seq if cursor else None,
+                within_task=export_format == "trl",
+                include_excluded=query.include_excluded,
             )
             lines = _preference_lines(session, pairs, export_format)
         else:
-            selection = select_rollouts(g.org_id, kind, filters, after_seq)
+            selection = select_rollouts(g.org_id, kind, filters, after_seq, include_excluded=query.include_excluded)
             newest_first = after is None
             cursor = next_cursor(session, kind, selection, newest_first)
             if cursor or after:

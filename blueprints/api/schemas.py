@@ -17,7 +17,7 @@ from blueprints.api import ApiError
 from domain.agents import AGENT_JSON_SCHEMA, validate_agent
 from domain.errors import AgentConfigError, SpecError
 from domain.limits import DEFAULT_MAX_TRIAL_TIMEOUT_S
-from domain.rules import UUID_RULE, Refused, integer_from, number_from, one_of, text
+from domain.rules import FLAG, UUID_RULE, Refused, integer_from, number_from, one_of, text
 from domain.scoring import ATTEMPT_COUNT
 from domain.specs import SPEC_JSON_SCHEMA, validate_spec
 from domain.triage import HUMAN_CATEGORY, LABEL_COLOR, LABEL_DESCRIPTION, LABEL_NAME, NOTE_BODY, REASON, REVIEW_STATE
@@ -129,6 +129,11 @@ class RolloutExportQuery(TrialFilterQuery):
         UUID_RULE,
         Field(description="The X-Next-Cursor of an earlier export: only rollouts committed since"),
     ] = None
+    include_excluded: Annotated[
+        bool,
+        FLAG,
+        Field(description="true: also the trials a reviewer excluded from training (left out by default)"),
+    ] = False
 
 
 # Responses
@@ -399,7 +404,12 @@ class Rollout(ApiModel):
     evaluation_run_id: uuid.UUID
     stages: Stages
     trial_number: int
-    failure_category: str | None
+    failure_category: str | None = Field(description="humanCategory when a reviewer set one, else verifierCategory")
+    verifier_category: str | None
+    human_category: str | None
+    review_state: ReviewState
+    labels: list[str]
+    notes: list[dict[str, Any]]
     trajectory_artifact_id: uuid.UUID | None
 
 

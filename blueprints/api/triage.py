@@ -73,6 +73,12 @@ def _review(triage: Triage) -> dict[str, Any]:
     }
 
 
+def _known(trial_id: uuid.UUID) -> None:
+    """Answer 404 for a trial the organization does not have, before reading the body (as every route does)."""
+    if trial_triage(request_session(), trial_id, audit_limit=0) is None:
+        raise ApiError(404, "not found", f"no trial {trial_id}")
+
+
 def _triage_of(trial_id: uuid.UUID) -> Triage:
     triage = trial_triage(request_session(), trial_id)
     if triage is None:
@@ -103,6 +109,7 @@ def get_trial(trial_id: uuid.UUID):
 @write("setTrialLabels", {200: Reply("The labels after", TrialLabels)}, body=TrialLabels, error_reasons=TRIAGE_REFUSALS)
 def set_trial_labels(trial_id: uuid.UUID):
     """Make the trial's labels exactly these names: {"labels": ["flaky-verifier", …]}."""
+    _known(trial_id)
     body = validated(TrialLabels, json_object())
     session = request_session()
     after = change_labels(session, current_reviewer(), trial_id, names=body.labels)
@@ -114,6 +121,7 @@ def set_trial_labels(trial_id: uuid.UUID):
 @write("reviewTrial", {200: Reply("After", TrialReview)}, body=TrialReviewChange, error_reasons=TRIAGE_REFUSALS)
 def review_trial(trial_id: uuid.UUID):
     """Set the review state (`excluded` needs a `reason`) and/or the human failure category (null clears it)."""
+    _known(trial_id)
     body = validated(TrialReviewChange, json_object())
     given = body.model_fields_set
     session = request_session()
@@ -133,6 +141,7 @@ def review_trial(trial_id: uuid.UUID):
 @write("addTrialNote", created(Note), body=NoteCreate, error_reasons=TRIAGE_REFUSALS)
 def add_trial_note(trial_id: uuid.UUID):
     """Add a plain-text note to the trial, or to one of its steps: {"body", "step"?} → 201."""
+    _known(trial_id)
     body = validated(NoteCreate, json_object())
     session = request_session()
     note = add_note(session, current_reviewer(), trial_id, body.body, body.step)
@@ -154,6 +163,7 @@ def _note_answer(trial_id: uuid.UUID, note_id: uuid.UUID) -> dict[str, object]:
 )
 def edit_trial_note(trial_id: uuid.UUID, note_id: uuid.UUID):
     """Change a note's text (its author or an owner): {"body"}."""
+    _known(trial_id)
     body = validated(NoteEdit, json_object())
     session = request_session()
     edit_note(session, current_reviewer(), trial_id, note_id, body.body)
