@@ -5,7 +5,19 @@ from flask import Flask
 
 def register_blueprints(app: Flask) -> None:
     """Register every area's blueprint (auth first: its login guard runs before CSRF checks)."""
-    from blueprints import api, auth, compare, environments, health, insights, invitations, runs, settings, trials
+    from blueprints import (
+        api,
+        auth,
+        compare,
+        environments,
+        health,
+        insights,
+        invitations,
+        runs,
+        settings,
+        triage,
+        trials,
+    )
 
     app.register_blueprint(auth.bp)
     auth.login_manager.init_app(app)
@@ -16,5 +28,6 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(insights.bp)
     app.register_blueprint(compare.bp)
     app.register_blueprint(settings.bp)
+    app.register_blueprint(triage.bp)
     app.register_blueprint(invitations.bp)
     app.register_blueprint(api.bp)

@@ -6,9 +6,12 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, abort, url_for
+from flask import Blueprint, Response, abort, g, url_for
 
+from domain.triage import LABEL_PALETTE
+from domain.vocabulary import REVIEW_STATES
 from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
+from queries.triage import list_labels, trial_triage
 from queries.trials import (
     ExplorerChoices,
     UnknownCursor,
@@ -78,20 +81,33 @@ def show(trial_id: uuid.UUID):
     With `q` (a search), the steps, task and log that match have their matches marked and the page links its
     first matching step (#step-N, where search results already point).
     """
+    return trial_page(trial_id)
+
+
+def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | None = None):
+    """The trial page (`status` and the refusal of a triage change, when one was refused: the panel says why)."""
     session = request_session()
     detail = trial_detail(session, trial_id)
-    if detail is None:
+    triage = trial_triage(session, trial_id)
+    if detail is None or triage is None:
         abort(404, description=f"No trial {trial_id} in this organization.")
     q = query_text("q", SEARCH_QUERY_CHARS)
     marks = trial_marks(session, trial_id, q)
     return render(
         "trials/show.html",
+        status=status,
         trial=detail,
         usage=step_usage(detail.steps),
         q=q,
         marks=marks,
         transcript=transcript(detail.steps),
         log=log_view(detail.log),
+        triage=triage,
+        label_set=list_labels(session),
+        palette=LABEL_PALETTE,
+        review_states=REVIEW_STATES,
+        can_triage=g.membership.role != "viewer",
+        triage_error=triage_error,
     )
 
 

@@ -106,60 +106,60 @@ class Triage:
 
 
 AUTHOR = "(SELECT u.email FROM users u WHERE u.id = {column})"
+TRIAGE = f"""
+    SELECT t.failure_category, r.review_state, r.reason, r.human_category,
+      (SELECT coalesce(json_agg(json_build_object('id', l.id, 'name', l.name, 'color', l.color,
+                                                  'description', l.description, 'trials', 0)
+                                ORDER BY lower(l.name)), '[]'::json)
+       FROM trial_labels tl JOIN labels l ON l.organization_id = tl.organization_id AND l.id = tl.label_id
+       WHERE tl.organization_id = t.organization_id AND tl.evaluation_trial_id = t.id) AS labels,
+      (SELECT coalesce(json_agg(json_build_object('id', n.id, 'step', n.step, 'body', n.body,
+                                                  'author_user_id', n.author_user_id,
+                                                  'author', {AUTHOR.format(column="n.author_user_id")},
+                                                  'created_at', n.created_at, 'updated_at', n.updated_at)
+                                ORDER BY n.step NULLS FIRST, n.id), '[]'::json)
+       FROM trial_notes n WHERE n.organization_id = t.organization_id AND n.evaluation_trial_id = t.id) AS notes,
+      (SELECT coalesce(json_agg(json_build_object('at', a.at, 'actor', a.actor, 'action', a.action,
+                                                  'before', a.before, 'after', a.after) ORDER BY a.id DESC),
+                       '[]'::json)
+       FROM (SELECT a.id, a.at, {AUTHOR.format(column="a.actor_user_id")} AS actor, a.action, a.before, a.after
+             FROM trial_audit a WHERE a.organization_id = t.organization_id AND a.evaluation_trial_id = t.id
+             ORDER BY a.id DESC LIMIT :limit) a) AS audit
+    FROM evaluation_trials t
+    LEFT JOIN trial_reviews r ON r.organization_id = t.organization_id AND r.evaluation_trial_id = t.id
+    WHERE t.id = :id
+"""
+
+
+def _moment(value: str) -> datetime:
+    return datetime.fromisoformat(value)
 
 
 def trial_triage(session: Session, trial_id: uuid.UUID, *, audit_limit: int = 200) -> Triage | None:
-    """The trial's labels, review, notes and newest audit entries; None when the trial is not the organization's."""
-    head = session.execute(
-        text(
-            """
-            SELECT t.failure_category, r.review_state, r.reason, r.human_category
-            FROM evaluation_trials t
-            LEFT JOIN trial_reviews r ON r.organization_id = t.organization_id AND r.evaluation_trial_id = t.id
-            WHERE t.id = :id
-            """
-        ),
-        {"id": trial_id},
-    ).first()
-    if head is None:
+    """The trial's labels, review, notes and newest audit entries (one statement); None when the trial is not the
+    organization's."""
+    row = session.execute(text(TRIAGE), {"id": trial_id, "limit": audit_limit}).first()
+    if row is None:
         return None
-    labels = session.execute(
-        text(
-            """
-            SELECT l.id, l.name, l.color, l.description, 0 AS trials
-            FROM trial_labels tl JOIN labels l ON l.organization_id = tl.organization_id AND l.id = tl.label_id
-            WHERE tl.evaluation_trial_id = :id ORDER BY lower(l.name)
-            """
-        ),
-        {"id": trial_id},
-    )
-    notes = session.execute(
-        text(
-            f"""
-            SELECT n.id, n.step, n.body, n.author_user_id, {AUTHOR.format(column="n.author_user_id")} AS author,
-                   n.created_at, n.updated_at
-            FROM trial_notes n WHERE n.evaluation_trial_id = :id ORDER BY n.step NULLS FIRST, n.id
-            """
-        ),
-        {"id": trial_id},
-    )
-    audit = session.execute(
-        text(
-            f"""
-            SELECT a.at, {AUTHOR.format(column="a.actor_user_id")} AS actor, a.action, a.before, a.after
-            FROM trial_audit a WHERE a.evaluation_trial_id = :id ORDER BY a.id DESC LIMIT :limit
-            """
-        ),
-        {"id": trial_id, "limit": audit_limit},
-    )
     return Triage(
-        labels=all_by_name(LabelRow, labels),
-        review_state=head.review_state or "unreviewed",
-        reason=head.reason or "",
-        human_category=head.human_category,
-        verifier_category=head.failure_category,
-        notes=all_by_name(NoteRow, notes),
-        audit=all_by_name(AuditRow, audit),
+        labels=[LabelRow(**{**label, "id": uuid.UUID(label["id"])}) for label in row.labels],
+        review_state=row.review_state or "unreviewed",
+        reason=row.reason or "",
+        human_category=row.human_category,
+        verifier_category=row.failure_category,
+        notes=[
+            NoteRow(
+                id=uuid.UUID(note["id"]),
+                step=note["step"],
+                body=note["body"],
+                author_user_id=uuid.UUID(note["author_user_id"]) if note["author_user_id"] else None,
+                author=note["author"],
+                created_at=_moment(note["created_at"]),
+                updated_at=_moment(note["updated_at"]),
+            )
+            for note in row.notes
+        ],
+        audit=[AuditRow(**{**entry, "at": _moment(entry["at"])}) for entry in row.audit],
     )
 
 

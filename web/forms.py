@@ -16,6 +16,18 @@ from wtforms.validators import DataRequired, EqualTo, Length, Optional
 from domain.accounts import MIN_PASSWORD_LENGTH
 from domain.rules import one_of
 from domain.scoring import ATTEMPT_COUNT
+from domain.triage import (
+    HUMAN_CATEGORY,
+    LABEL_COLOR,
+    LABEL_DESCRIPTION,
+    LABEL_DESCRIPTION_CHARS,
+    LABEL_NAME,
+    LABEL_NAME_CHARS,
+    NOTE_BODY,
+    REASON,
+    REASON_CHARS,
+    REVIEW_STATE,
+)
 from domain.vocabulary import RESETS, ROLES
 from web.fields import BoundedText, Follows, PageForm, SubmissionKeyField, UUIDField, WholeNumberField
 
@@ -85,6 +97,36 @@ class ResetForm(PageForm):
 
     mode = BoundedText(40, validators=[Follows(one_of(*RESETS), "mode")])
     submission_key = SubmissionKeyField()
+
+
+class LabelForm(PageForm):
+    """A new label of the organization's set: a name, a colour of the palette, a description."""
+
+    name = BoundedText(LABEL_NAME_CHARS * 4, validators=[Follows(LABEL_NAME, "Name")])
+    color = BoundedText(20, validators=[Optional(), Follows(LABEL_COLOR, "Colour")])  # blank: gray
+    description = BoundedText(LABEL_DESCRIPTION_CHARS * 2, validators=[Follows(LABEL_DESCRIPTION, "Description")])
+
+
+class TrialLabelForm(PageForm):
+    """A label of the set to put on a trial."""
+
+    label_id = UUIDField(validators=[DataRequired("Choose a label.")])
+
+
+class ReviewForm(PageForm):
+    """A trial's review state (excluded needs a reason: writes.triage answers 422) and human failure category
+    (blank: the verifier's)."""
+
+    review_state = BoundedText(20, validators=[Follows(REVIEW_STATE, "Review state")], default="unreviewed")
+    reason = BoundedText(REASON_CHARS * 2, validators=[Follows(REASON, "Reason")])
+    human_category = BoundedText(200, validators=[Optional(), Follows(HUMAN_CATEGORY, "Human category")])
+
+
+class NoteForm(PageForm):
+    """A note's text (its length is writes.triage's rule, 422 past NOTE_CHARS) and, for a new note, its step."""
+
+    body = StringField(default="", validators=[Follows(NOTE_BODY, "Note")])
+    step = WholeNumberField(validators=[Optional()])
 
 
 def csrf_field() -> Markup:

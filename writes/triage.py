@@ -131,9 +131,8 @@ def change_labels(
         adding = {i: n for i, n in wanted.items() if i not in before}
         removing = {i: n for i, n in before.items() if i not in wanted}
     else:
-        known = dict(
-            session.execute(select(Label.id, Label.name).where(Label.id.in_([*(add or []), *(remove or [])]))).tuples()
-        )
+        named = session.execute(select(Label.id, Label.name).where(Label.id.in_([*(add or []), *(remove or [])])))
+        known = {row.id: row.name for row in named}
         unknown = [i for i in [*(add or []), *(remove or [])] if i not in known]
         if unknown:
             raise NotFoundInOrg(f"no label {unknown[0]}")

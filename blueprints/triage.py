@@ -1,0 +1,155 @@
+"""Triage pages: the organization's label set (/settings/labels), and on the trial page its labels, review state,
+human failure category and notes. Members and owners write; viewers read (403). A refused change re-renders the
+page with the reason (422) and writes nothing; every change is audited (writes.triage)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from flask import Blueprint, flash, url_for
+from sqlalchemy.orm import Session
+
+from blueprints.auth import current_reviewer, require_role
+from blueprints.trials import trial_page
+from domain.errors import DomainError
+from domain.triage import LABEL_PALETTE
+from domain.vocabulary import LABEL_COLORS
+from queries.triage import list_labels
+from web.database import request_session
+from web.forms import LabelForm, NoteForm, ReviewForm, TrialLabelForm
+from web.htmx import redirect_after_write, render
+from writes.triage import add_note, change_labels, create_label, delete_label, delete_note, edit_note, set_review
+
+bp = Blueprint("triage", __name__)
+
+
+def _labels_page(status: int = 200, error: str | None = None, form: LabelForm | None = None):
+    return render(
+        "settings/labels.html",
+        status=status,
+        labels=list_labels(request_session()),
+        palette=LABEL_PALETTE,
+        colors=LABEL_COLORS,
+        error=error,
+        form=form or LabelForm(formdata=None),
+        can_write=current_reviewer().role != "viewer",
+    )
+
+
+@bp.get("/settings/labels")
+def labels():
+    """The organization's labels, with their counts of trials (everyone reads; members and owners add and delete)."""
+    return _labels_page()
+
+
+@bp.post("/settings/labels")
+def create_label_view():
+    """Add a label: a name (unique whatever its case), a colour of the palette, a description."""
+    require_role("member")
+    form = LabelForm()
+    if not form.validate():
+        return _labels_page(422, form.error, form)
+    session = request_session()
+    try:
+        create_label(session, current_reviewer(), form.name.data, form.color.data or "gray", form.description.data)
+    except DomainError as error:
+        session.rollback()
+        return _labels_page(error.status, str(error), form)
+    session.commit()
+    flash(f"Label {form.name.data} added.")
+    return redirect_after_write(url_for("triage.labels"))
+
+
+@bp.post("/settings/labels/<uuid:label_id>/delete")
+def delete_label_view(label_id: uuid.UUID):
+    """Delete a label: it leaves every trial it was on."""
+    require_role("member")
+    session = request_session()
+    name = delete_label(session, label_id)  # NotFoundInOrg: 404
+    session.commit()
+    flash(f"Label {name} deleted.")
+    return redirect_after_write(url_for("triage.labels"))
+
+
+def _change(trial_id: uuid.UUID, change: Callable[[Session], Any], done: str, anchor: str = "triage"):
+    """Make a change to the trial's triage; a refusal re-renders the trial page with the reason and writes nothing."""
+    require_role("member")
+    session = request_session()
+    try:
+        change(session)
+    except DomainError as error:
+        session.rollback()
+        if error.status == 404:
+            raise
+        return trial_page(trial_id, status=error.status, triage_error=str(error))
+    session.commit()
+    flash(done)
+    return redirect_after_write(url_for("trials.show", trial_id=trial_id, _anchor=anchor))
+
+
+def _refused(trial_id: uuid.UUID, form: Any):
+    require_role("member")
+    return trial_page(trial_id, status=422, triage_error=form.error)
+
+
+@bp.post("/trials/<uuid:trial_id>/labels")
+def add_label(trial_id: uuid.UUID):
+    """Put a label of the set on the trial."""
+    form = TrialLabelForm()
+    label_id = form.label_id.data if form.validate() else None
+    if label_id is None:
+        return _refused(trial_id, form)
+    add = [label_id]
+    return _change(trial_id, lambda s: change_labels(s, current_reviewer(), trial_id, add=add), "Label added.")
+
+
+@bp.post("/trials/<uuid:trial_id>/labels/<uuid:label_id>/remove")
+def remove_label(trial_id: uuid.UUID, label_id: uuid.UUID):
+    """Take a label off the trial."""
+    remove = [label_id]
+    return _change(trial_id, lambda s: change_labels(s, current_reviewer(), trial_id, remove=remove), "Label removed.")
+
+
+@bp.post("/trials/<uuid:trial_id>/review")
+def review(trial_id: uuid.UUID):
+    """Set the review state (excluded needs a reason) and the human failure category (blank: the verifier's)."""
+    form = ReviewForm()
+    if not form.validate():
+        return _refused(trial_id, form)
+    state, reason, category = form.review_state.data, form.reason.data, form.human_category.data or None
+    said = {"reviewed": "Marked reviewed.", "excluded": "Excluded from training exports.", "unreviewed": "Saved."}
+    return _change(
+        trial_id,
+        lambda s: set_review(s, current_reviewer(), trial_id, state=state, reason=reason, human_category=category),
+        said[state],
+    )
+
+
+@bp.post("/trials/<uuid:trial_id>/notes")
+def add_note_view(trial_id: uuid.UUID):
+    """Add a plain-text note to the trial, or to one of its steps."""
+    form = NoteForm()
+    if not form.validate():
+        return _refused(trial_id, form)
+    body, step = form.body.data, form.step.data
+    return _change(trial_id, lambda s: add_note(s, current_reviewer(), trial_id, body, step), "Note added.", "notes")
+
+
+@bp.post("/trials/<uuid:trial_id>/notes/<uuid:note_id>")
+def edit_note_view(trial_id: uuid.UUID, note_id: uuid.UUID):
+    """Change a note's text (its author or an owner)."""
+    form = NoteForm()
+    if not form.validate():
+        return _refused(trial_id, form)
+    body = form.body.data
+    return _change(
+        trial_id, lambda s: edit_note(s, current_reviewer(), trial_id, note_id, body), "Note saved.", "notes"
+    )
+
+
+@bp.post("/trials/<uuid:trial_id>/notes/<uuid:note_id>/delete")
+def delete_note_view(trial_id: uuid.UUID, note_id: uuid.UUID):
+    """Delete a note (its author or an owner)."""
+    return _change(trial_id, lambda s: delete_note(s, current_reviewer(), trial_id, note_id), "Note deleted.", "notes")
