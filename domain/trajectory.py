@@ -13,6 +13,11 @@ the tool a step is filed under, the call as text, the observation capped at
 `durationMs` is how long the tool took, `latencyMs` how long the model took to answer the turn (when an agent
 says so: the openai-chat agent does), `tokens` what that turn used.
 
+A result that is an error says so: `"isError": true` (MCP's word; the worker writes it for a call the environment
+refused, arguments that are no JSON object, and an MCP tool's `isError` result), or `"exitCode"`, a command's exit
+status, other than 0. That is the one rule (`ToolResult.is_error`, `Step.is_error`); a result's text is never read
+to guess it, so a step stored before the flag was written (its content starting "error: ") is not marked.
+
 `source` is "agent" (its message, reasoning and tool calls), "environment"
 (the environment or harness acting on its own: an MCP server's `initialize`
 and `tools/list`), "user" (the task given mid-trajectory) or "system" (a
@@ -197,6 +202,13 @@ class ToolResult:
         """The content as text (see content_text)."""
         return content_text(self.content)
 
+    @property
+    def is_error(self) -> bool:
+        """Whether this result is an error: stored `isError` true, or a nonzero integer `exitCode` (the module's
+        text has the rule); kept in `other` as stored."""
+        code = self.other.get("exitCode")
+        return self.other.get("isError") is True or (_is_int(code) and code != 0)
+
 
 def _calls(stored: list[dict[str, Any]]) -> tuple[ToolCall, ...]:
     return tuple(ToolCall.from_stored(call) for call in stored)
@@ -260,6 +272,11 @@ class Step:
             fields["results"] = _results(fields["results"])
         return cls(**fields, missing=frozenset(key for key in SEED_KEYS if key not in stored))
 
+    @property
+    def is_error(self) -> bool:
+        """Whether any of the step's results is an error (ToolResult.is_error)."""
+        return any(result.is_error for result in self.results or ())
+
     def to_stored(self) -> dict[str, Any]:
         """The step as it is stored: JSON-ready, the same dict from_stored read."""
         typed = replace(
@@ -294,7 +311,7 @@ def step(
 ) -> Step:
     """One step: the seed's four fields plus what is known of the structured record (unknown fields left out).
 
-    `calls` are `{"id", "name", "arguments"}`, `results` `{"callId"?, "content"}` (content capped here).
+    `calls` are `{"id", "name", "arguments"}`, `results` `{"callId"?, "content", "isError"?}` (content capped here).
     """
     capped = [{**r, "content": cap_content(r.get("content") or "")} for r in results or []]
     return Step(
@@ -324,9 +341,11 @@ def tool_step(
     content: Content,
     *,
     call_id: str | None = None,
+    is_error: bool = False,
     **more: Any,
 ) -> Step:
-    """An agent's tool call and its result: filed under the real tool name, arguments kept as JSON."""
+    """An agent's tool call and its result: filed under the real tool name, arguments kept as JSON; `is_error`:
+    the result is an error (stored as `"isError": true`)."""
     call_id = call_id or f"call_{number}"
     return step(
         number,
@@ -334,7 +353,7 @@ def tool_step(
         tool=name,
         command=command_text(name, args),
         calls=[{"id": call_id, "name": name, "arguments": args}],
-        results=[{"callId": call_id, "content": content}],
+        results=[{"callId": call_id, "content": content, **({"isError": True} if is_error else {})}],
         **more,
     )
 

@@ -1,4 +1,5 @@
-// The trial page's transcript: j/k move between steps, "Expand all" / "Collapse all" toggle every <details>.
+// The trial page's transcript: j/k move between steps, e to the first step with an error (then the next, round
+// again after the last), "Expand all" / "Collapse all" toggle every <details>.
 // Loaded on every page (htmx-boosted navigation swaps only the body), so it listens on the document and acts
 // only where a #transcript is present. Without JavaScript the page reads the same: each <details> toggles alone.
 (function () {
@@ -43,6 +44,17 @@
     if (item.id && history.replaceState) history.replaceState(history.state, "", "#" + item.id);
   }
 
+  // e: the first error step, or the one after the error step the reader is on (the first again after the last).
+  function nextError(root) {
+    var errors = Array.prototype.slice.call(root.querySelectorAll("li.step.has-error"));
+    if (!errors.length) return null;
+    var active = document.activeElement;
+    var holder = active && active.closest ? active.closest("li.step") : null;
+    var at = errors.indexOf(holder);
+    if (at === -1) at = errors.indexOf(root.querySelector("li.current"));
+    return errors[(at + 1) % errors.length];
+  }
+
   function typing(target) {
     if (!target || !target.closest) return false;
     return Boolean(target.isContentEditable || target.closest("input, textarea, select"));
@@ -51,6 +63,13 @@
   document.addEventListener("keydown", function (event) {
     var root = transcript();
     if (!root || event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey || typing(event.target)) {
+      return;
+    }
+    if (event.key === "e") {
+      var error = nextError(root);
+      if (!error) return;
+      event.preventDefault();
+      go(root, error);
       return;
     }
     if (event.key !== "j" && event.key !== "k") return;

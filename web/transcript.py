@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.json_depth import loads
-from domain.trajectory import Step, command_text
+from domain.trajectory import Step, ToolResult, command_text
 from domain.trial_log import log_lines
 
 FOLD_LINES = 8  # a folded text shows this many lines…
@@ -27,12 +27,14 @@ HARNESS_TOOL = "model"  # an environment step the agent reported (its harness's 
 @dataclass(frozen=True)
 class Text:
     """A text as the transcript shows it: `shown`, then `rest` behind a fold ("" when nothing is folded), and
-    the parsed JSON when the text is a JSON object or array worth a tree."""
+    the parsed JSON when the text is a JSON object or array worth a tree; `error`: a result that is an error
+    (domain.trajectory's rule), shown as one."""
 
     text: str
     shown: str
     rest: str = ""
     tree: Any = None
+    error: bool = False
 
     @property
     def rest_lines(self) -> int:
@@ -109,10 +111,16 @@ class StepView:
     latency_ms: float | None
     tokens: dict[str, Any] | None
     signature: str | None  # the calls, as compared to find repeats; None for a step that called nothing
+    error: bool = False  # a result of the step is an error (Step.is_error)
 
     @property
     def anchor(self) -> str:
         return f"step-{self.number}"
+
+    @property
+    def errors(self) -> list[int]:
+        """Its number when its result is an error (as Repeats.errors)."""
+        return [self.number] if self.error else []
 
     @property
     def party(self) -> str:
@@ -143,12 +151,27 @@ class Repeats:
     def last(self) -> int:
         return self.steps[-1].number
 
+    @property
+    def errors(self) -> list[int]:
+        """The numbers of its steps whose result is an error."""
+        return [view.number for view in self.steps if view.error]
+
 
 @dataclass(frozen=True)
 class Transcript:
     """The steps in order, identical consecutive calls grouped."""
 
     entries: list[StepView | Repeats] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[int]:
+        """The numbers of the steps whose result is an error, in order (grouped ones too)."""
+        return [number for entry in self.entries for number in entry.errors]
+
+    @property
+    def first_error(self) -> int | None:
+        """The number of the first step whose result is an error; None when none is."""
+        return next(iter(self.errors), None)
 
 
 def _number(value: Any) -> float | None:
@@ -174,11 +197,17 @@ def step_name(step: Step) -> str | None:
     return step.tool or None
 
 
+def _result(result: ToolResult) -> Text:
+    """A result as the transcript shows it, marked when it is an error."""
+    shown = readable(result.text)
+    return replace(shown, error=True) if result.is_error else shown
+
+
 def _calls(step: Step) -> tuple[list[Call], list[Text]]:
     calls, results = step.tool_calls or (), step.results or ()
     if not calls:
         if results:
-            return [], [readable(result.text) for result in results]
+            return [], [_result(result) for result in results]
         return [], [readable(step.observation)] if step.observation else []
     by_id = {result.call_id: result for result in results if result.call_id is not None}
     claimed: set[int] = set()
@@ -195,10 +224,10 @@ def _calls(step: Step) -> tuple[list[Call], list[Text]]:
             Call(
                 name,
                 command or command_text(name, call.arguments or {}),
-                readable(result.text) if result is not None else None,
+                _result(result) if result is not None else None,
             )
         )
-    rest = [readable(result.text) for result in results if id(result) not in claimed]
+    rest = [_result(result) for result in results if id(result) not in claimed]
     if not results and step.observation:
         rest = [readable(step.observation)]
     return shaped, rest
@@ -226,6 +255,7 @@ def step_view(step: Step) -> StepView:
         latency_ms=_number(step.latency_ms),
         tokens=step.tokens,
         signature=signature,
+        error=step.is_error,
     )
 
 

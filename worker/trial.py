@@ -186,12 +186,13 @@ def _episode(
                 break
             called_at, clock = datetime.now(UTC), time.monotonic()
             content: Content
+            failed = False  # the result is an error: recorded as such (domain.trajectory's rule)
             try:
                 if action.error:  # arguments that are no JSON object: the error is the result, no call is made
                     raise environments.ToolError(action.error)
                 content = env.call(action.tool, action.args)  # text, or content parts (MCP: text, image, resource…)
-            except environments.ToolError as error:
-                content = f"error: {error}"
+            except environments.ToolError as error:  # refused, or an MCP tool's isError result
+                content, failed = f"error: {error}", True
             observation = content_text(content)  # the agent reads text; the step keeps the parts
             elapsed_ms = round((time.monotonic() - clock) * 1000, 3)
             steps.append(
@@ -201,6 +202,7 @@ def _episode(
                     action.args,
                     masker.data(content),  # masked before the step caps it
                     call_id=action.call_id,
+                    is_error=failed,
                     started_at=called_at.isoformat(),
                     duration_ms=elapsed_ms,
                     message=action.message,

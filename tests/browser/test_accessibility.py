@@ -56,7 +56,8 @@ def clean_database():
 
 def chatty_outcome(number: int, seed: int) -> TrialOutcome:
     """A failed trial as an agent with words and long output records it: messages, reasoning, tokens, a 3 KB
-    JSON observation, a long unbroken identifier, a long log line and a line of the agent's stderr."""
+    JSON observation, a long unbroken identifier, a call refused as an error, a long log line and a line of the
+    agent's stderr."""
     inventory = {"items": [{"sku": f"SKU-{i:04d}", "name": f"widget {i}", "quantity": i * 3} for i in range(60)]}
     steps = [
         message_step(1, "I will list the inventory first.", reasoning="The task asks for restocking."),
@@ -69,7 +70,8 @@ def chatty_outcome(number: int, seed: int) -> TrialOutcome:
             tokens={"prompt": 1210, "completion": 33},
             latency_ms=640.0,
         ),
-        message_step(4, "Done: restocked SKU-0007."),
+        tool_step(4, "checkout", {}, "error: checkout needs order_id", is_error=True),  # marked "Error"
+        message_step(5, "Done: restocked SKU-0007."),
     ]
     return TrialOutcome(
         status="failed",

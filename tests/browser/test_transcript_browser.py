@@ -1,12 +1,14 @@
 """The transcript in a real browser (Debian's chromium, as tests/browser/test_browser.py): j/k move between steps, a
-group of repeats is one stop until opened, Expand all / Collapse all toggle every fold, the download has its name."""
+group of repeats is one stop until opened, Expand all / Collapse all toggle every fold, the download has its name,
+e goes from error to error."""
 
 from __future__ import annotations
 
+from domain.trajectory import message_step, tool_step
 from tests.browser.test_browser import browser_page, live_server  # noqa: F401 (fixtures)
 from tests.browser_support import BROWSER_MARKS, log_in, shot
 from tests.factories import make_catalog
-from tests.integration.trials.test_transcript import outcome, record, twelve_steps
+from tests.integration.trials.test_transcript import INVENTORY, outcome, record, twelve_steps
 
 pytestmark = BROWSER_MARKS  # drives chromium
 
@@ -88,3 +90,44 @@ def test_the_outline_stacks_above_the_transcript_on_a_phone(
     assert outline["y"] + outline["height"] <= steps["y"]  # above, not beside
     assert outline["width"] > 300
     shot(page, "14-transcript-390")
+
+
+def test_e_goes_to_the_first_error_then_the_next_opening_a_group_and_round_again(
+    live_server,  # noqa: F811
+    browser_page,  # noqa: F811
+    database,
+    make_member,
+):
+    member = make_member("ann@acme.test", "Acme RL", "member")
+    catalog = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=1)
+    steps = [tool_step(1, "list_inventory", {}, INVENTORY)]
+    steps.append(tool_step(2, "restock", {"sku": "SKU-2"}, "error: restock needs quantity", is_error=True))
+    steps += [tool_step(n, "inspect", {}, "error: unknown tool 'inspect'", is_error=True) for n in range(3, 6)]
+    steps.append(message_step(6, "I give up."))
+    trial = record(database, catalog, outcome(steps))
+    page = browser_page
+    log_in(page, live_server, member.email, member.password)
+
+    page.goto(f"{live_server}/trials/{trial}")
+    page.wait_for_selector(".transcript-tools:not([hidden])")
+    assert "e next error" in page.locator(".transcript-tools").inner_text()
+    assert page.locator("#steps-3-5 > details[open]").count() == 0  # the second error's group starts closed
+    page.keyboard.press("e")
+    assert focused_step(page) == "step-2" and page.url.endswith("#step-2")
+    page.keyboard.press("e")
+    assert focused_step(page) == "step-3" and page.url.endswith("#step-3")
+    assert page.locator("#steps-3-5 > details[open]").count() == 1  # opened to show it
+    shot(page, "15-transcript-error")
+    page.keyboard.press("e")
+    page.keyboard.press("e")
+    assert focused_step(page) == "step-5"
+    page.keyboard.press("e")
+    assert focused_step(page) == "step-2"  # round again after the last
+    page.keyboard.press("j")
+    assert focused_step(page) == "steps-3-5"  # j and k go on from where e left
+    page.locator("#step-6").focus()
+    page.keyboard.press("e")
+    assert focused_step(page) == "step-2"  # from a step without an error: the first
+
+    page.click("text=Jump to first error (step 2)")
+    assert page.url.endswith("#step-2") and page.locator("#step-2").is_visible()

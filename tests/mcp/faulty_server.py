@@ -1,6 +1,7 @@
-"""An MCP server that fails on purpose: faulty_server.py nostart|mute|sluggish|die|slow|garbage|fine|parts.
+"""An MCP server that fails on purpose: faulty_server.py nostart|mute|sluggish|die|slow|garbage|fine|parts|snag.
 
-mute never answers; sluggish takes 2 s to start, then serves; parts answers poke with text, an image and text.
+mute never answers; sluggish takes 2 s to start, then serves; parts answers poke with text, an image and text;
+snag answers poke with an isError result.
 """
 
 import json
@@ -10,6 +11,7 @@ import time
 from typing import Any
 
 from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 mode = sys.argv[1]
 if mode == "mute":  # started, but never answers a message
@@ -42,6 +44,8 @@ def poke() -> Any:
     if mode == "slow":
         time.sleep(30)
     poked.append(1)
+    if mode == "snag":
+        raise ToolError("the snag held")
     if mode == "parts":
         return ["before the picture", Image(data=PIXEL, format="png"), "after the picture"]
     return "poked"

@@ -11,7 +11,8 @@ from domain.trajectory import Step
 
 
 class ToolError(Exception):
-    """A tool call the environment refuses (unknown tool, missing or bad argument); the agent sees the message."""
+    """A tool call the environment refuses (unknown tool, missing or bad argument) or that failed (an MCP tool's
+    isError result); the agent sees the message and the step records an error."""
 
 
 @dataclass(frozen=True)

@@ -254,9 +254,10 @@ class MCPEnvironment:
         return self.tool_list
 
     def call(self, tool: str, args: dict[str, Any]) -> Content:
-        """Forward one call of a tool the agent was offered and return its content parts in order; a tool error is
-        text the agent sees. A call of any other tool (the verifier's, one the server never listed) is refused here
-        as a tool error: the server never receives it."""
+        """Forward one call of a tool the agent was offered and return its content parts in order; a result the
+        server marks `isError` is a ToolError of its text (the agent reads `error: <text>`, the step records an
+        error). A call of any other tool (the verifier's, one the server never listed) is refused here as a tool
+        error: the server never receives it."""
         offered = [t["name"] for t in self.tool_list]
         if tool not in offered:
             self.tool_errors += 1
@@ -269,7 +270,7 @@ class MCPEnvironment:
         parts = _parts(result)
         if result.is_error:
             self.tool_errors += 1
-            return f"error: {content_text(parts)}"
+            raise ToolError(content_text(parts))
         return parts
 
     def score(self) -> dict[str, float]:

@@ -282,6 +282,15 @@ def test_tool_results_keep_their_content_parts_in_order_and_the_agent_reads_text
     assert poke["observation"] == "before the picture\n[image image/png]\nafter the picture"
 
 
+def test_a_tool_result_the_server_marks_is_error_is_recorded_as_an_error():
+    outcome = first_tool(faulty("snag"))
+    poke = outcome.steps[2]
+    assert poke.is_error and poke.to_stored()["results"][0]["isError"] is True
+    assert poke.observation == "error: Error executing tool poke: the snag held"  # what the agent read
+    assert not any(step.is_error for step in outcome.steps[:2])  # the handshake
+    assert first_tool(faulty("parts")).steps[2].is_error is False
+
+
 def test_a_verifier_tool_takes_its_arguments_from_the_spec():
     outcome = first_tool(faulty("fine", verifier={"tool": "score", "arguments": {"weight": 0.25}}))
     assert outcome.stages == {"stage_poked": 0.25}

@@ -24,7 +24,8 @@ from worker.trial import run_trial
 from writes.runs import enqueue_run, record_trial
 
 FIXTURES = TESTS / "fixtures"
-# recorded-steps.json and imported-steps.json: what the code before Step recorded of the trials below (commit 301bff4)
+# recorded-steps.json and imported-steps.json: what the code before Step recorded of the trials below (commit 301bff4),
+# and since then `"isError": true` on the worker's error results (a refused call, arguments that are no JSON object)
 EXPECTED = FIXTURES / "recorded-steps.json"
 SECRET = "sekret-token-value"
 AGENT = {"kind": "scripted", "skill": 1.0, "env": {"TOKEN": SECRET}}  # the env: what the trial masks
