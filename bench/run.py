@@ -25,6 +25,7 @@ from bench import load as load_bench
 from bench import pages, recording
 from bench import sandbox as sandbox_bench
 from bench import search as search_bench
+from bench import trial_diff as trial_diff_bench
 from bench.generate import (
     ATTEMPTS,
     BENCH_PASSWORD,
@@ -132,6 +133,7 @@ def main() -> None:
     members = load_bench.member_emails(email)
     ensure_members(database, org_id, members)
     loaded = load_bench.run_load(members, BENCH_PASSWORD, load_urls)
+    diffed = trial_diff_bench.measure_diff(app, database)
 
     worst_p95 = max(t.p95 for t in large.values())
     worst_ratio = max(large[p].median / small[p].median for p in pages.AGGREGATE_PAGES)
@@ -269,6 +271,7 @@ def main() -> None:
         *load_bench.summary(loaded, load_urls),
         "",
         *sandbox_bench.section(sandbox_bench.measure()),
+        *trial_diff_bench.section(diffed),
     ]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -10,6 +10,7 @@ from flask import Blueprint, Response, abort, g, url_for
 
 from domain.triage import LABEL_PALETTE
 from domain.vocabulary import REVIEW_STATES
+from queries.attempts import other_attempts
 from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
 from queries.triage import list_labels, trial_triage
 from queries.trials import (
@@ -27,6 +28,7 @@ from web.limits import expensive, searching
 from web.params import given_args, query_text
 from web.security import PRIVATE
 from web.transcript import log_view, transcript
+from web.trial_diff import TrialDiffQuery, diff_view
 from web.trial_filters import FILTER_PARAMS, TRIAL_FILTERS, TrialListQuery, filter_chips
 from web.urls import export_links
 from web.validation import Invalid, parse
@@ -156,3 +158,33 @@ def index():
         q=query.q,
         snippets=found,
     )
+
+
+@bp.get("/trials/diff")
+def diff():
+    """Two trials side by side (`a` and `b`, trial ids): outcomes and stages above, then the steps aligned by tool
+    call with the first divergence marked (domain.trajectory_diff). 400 when an id is missing or malformed, 404
+    when either is not a trial of this organization."""
+    try:
+        query = parse(TrialDiffQuery, given_args())
+    except Invalid as error:
+        abort(400, description=error.detail)
+    session = request_session()
+    a, b = trial_detail(session, query.a), trial_detail(session, query.b)
+    for trial_id, found in ((query.a, a), (query.b, b)):
+        if found is None:
+            abort(404, description=f"No trial {trial_id} in this organization.")
+    assert a is not None and b is not None
+    return render("trials/diff.html", a=a, b=b, view=diff_view(a, b))
+
+
+@bp.get("/trials/<uuid:trial_id>/attempts")
+def attempts(trial_id: uuid.UUID):
+    """The other attempts of a trial's task (its environment version, the same task text), newest first, each a
+    link to the trial diff with this trial as A."""
+    found = other_attempts(request_session(), trial_id)
+    if found is None:
+        abort(404, description=f"No trial {trial_id} in this organization.")
+    trial = found.trial
+    explorer = explorer_url({"environmentVersionId": str(trial.version_id), "task": trial.task_key})
+    return render("trials/attempts.html", attempts=found, explorer=explorer)

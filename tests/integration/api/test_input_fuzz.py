@@ -40,6 +40,8 @@ TARGETS = [
     ("GET", "/trials", "query", "finishedAfter"),
     ("GET", "/trials", "query", "finishedBefore"),
     ("GET", "/trials", "query", "sort"),
+    ("GET", "/trials/diff", "query", "a"),
+    ("GET", "/trials/diff", "query", "b"),
     ("GET", "/api/v1/trials", "query", "stagePassed"),
     ("GET", "/api/v1/trials", "query", "minReward"),
     ("GET", "/api/v1/trials", "query", "finishedAfter"),
