@@ -37,6 +37,7 @@ from writes.accounts import add_membership, create_organization, create_user
 from writes.invitations import invite
 from writes.runs import complete_run, enqueue_run, record_trial, trial_seed
 from writes.tokens import create_token
+from writes.triage import Reviewer, add_note, change_labels, create_label, set_review
 
 pytestmark = BROWSER_MARKS
 
@@ -139,6 +140,18 @@ def site(app, cleaner_engine) -> Site:
             {"r": chatty_run},
         ).scalar()
 
+    with database.session(org.id) as session, session.begin():  # the trial page's review panel, filled in
+        reviewer = Reviewer(org.id, owner.id, "owner")
+        for name, color in (("flaky-verifier", "red"), ("wrong-customer", "orange"), ("good-recovery", "green")):
+            create_label(session, reviewer, name, color, f"{name} (a label of every palette colour's kind)")
+        change_labels(session, reviewer, chatty_trial, names=["flaky-verifier", "wrong-customer"])
+        set_review(session, reviewer, chatty_trial, state="excluded", reason="the verifier crashed")
+        add_note(session, reviewer, chatty_trial, "Step 1 asked for the wrong customer.", 1)
+        other_trial = session.execute(
+            text("SELECT id FROM evaluation_trials WHERE evaluation_run_id = :r AND trial_number = 2"),
+            {"r": chatty_run},
+        ).scalar()
+
     paths = {
         "login": "/login",
         "invitation": f"/invitations/{invitation_token}",
@@ -159,6 +172,9 @@ def site(app, cleaner_engine) -> Site:
         "compare-picker": "/compare",
         "members": "/settings/members",
         "tokens": "/settings/tokens",
+        "labels": "/settings/labels",
+        "trial-diff": f"/trials/diff?a={chatty_trial}&b={other_trial}",
+        "trial-attempts": f"/trials/{chatty_trial}/attempts",
     }
     return Site(paths, org.id, admin)
 
@@ -183,6 +199,9 @@ PAGES = [
     "compare-picker",
     "members",
     "tokens",
+    "labels",
+    "trial-diff",
+    "trial-attempts",
 ]
 
 
