@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, flash, url_for
+from flask import Blueprint, flash, request, url_for
 from sqlalchemy.orm import Session
 
 from blueprints.auth import current_reviewer, require_role
@@ -86,7 +86,9 @@ def _change(trial_id: uuid.UUID, change: Callable[[Session], Any], done: str, an
         return trial_page(trial_id, status=error.status, triage_error=str(error))
     session.commit()
     flash(done)
-    return redirect_after_write(url_for("trials.show", trial_id=trial_id, _anchor=anchor))
+    # Back to the trial with the list it was opened from (its previous and next match stay).
+    carried: dict[str, Any] = request.args.to_dict()
+    return redirect_after_write(url_for("trials.show", trial_id=trial_id, **carried, _anchor=anchor))
 
 
 def _refused(trial_id: uuid.UUID, form: Any):

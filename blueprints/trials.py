@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, abort, g, url_for
@@ -18,6 +19,7 @@ from queries.trials import (
     UnknownCursor,
     explorer_choices,
     list_trials,
+    neighbour_ids,
     trajectory_file,
     trial_detail,
 )
@@ -86,6 +88,39 @@ def show(trial_id: uuid.UUID):
     return trial_page(trial_id)
 
 
+@dataclass(frozen=True)
+class Matches:
+    """The explorer's list a trial was opened from: its previous and next match, the list, and its filters."""
+
+    previous_url: str | None
+    next_url: str | None
+    list_url: str
+    filters: list[str]
+
+
+def _matches(trial_id: uuid.UUID) -> Matches | None:
+    """Previous and next match when the trial page was opened from a filtered or sorted list (its parameters are
+    carried in the trial's URL); None otherwise."""
+    args: dict[str, Any] = {
+        name: value for name, value in given_args().items() if name in FILTER_PARAMS or name == "sort"
+    }
+    if not args:
+        return None
+    query = parsed_query(args)
+    session = request_session()
+    try:
+        before, after = neighbour_ids(session, query.filters(), trial_id, query.sort)
+    except UnknownCursor:
+        return None
+    choices = explorer_choices(session)
+    return Matches(
+        url_for("trials.show", trial_id=before, **args) if before else None,
+        url_for("trials.show", trial_id=after, **args) if after else None,
+        explorer_url(args),
+        [chip.label for chip in filter_chips(args, choices)],
+    )
+
+
 def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | None = None):
     """The trial page (`status` and the refusal of a triage change, when one was refused: the panel says why)."""
     session = request_session()
@@ -110,6 +145,7 @@ def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | No
         review_states=REVIEW_STATES,
         can_triage=g.membership.role != "viewer",
         triage_error=triage_error,
+        matches=_matches(trial_id),
     )
 
 
@@ -140,6 +176,7 @@ def index():
     choices = explorer_choices(session)
     found = snippets(session, [t.id for t in trials], query.q) if query.q else {}
     filter_args = {name: value for name, value in args.items() if name in FILTER_PARAMS}
+    trail = {**filter_args, "sort": query.sort}  # carried to trial pages: their previous and next match
     return render(
         "trials/index.html",
         "explorer",
@@ -147,6 +184,7 @@ def index():
         cursor=cursor,
         query=query,
         args=filter_args,
+        trail=trail,
         sort=query.sort,
         sorts=SORT_LABELS,
         choices=choices,

@@ -188,10 +188,32 @@ def list_trials(
     return trials, trials[-1].id if len(ids) > page_size and trials else None
 
 
+def neighbour_ids(
+    session: Session, filters: TrialFilters, trial_id: uuid.UUID, sort: str = "failed"
+) -> tuple[uuid.UUID | None, uuid.UUID | None]:
+    """The trials just before and just after `trial_id` in the list `filters` and `sort` make (the explorer's), or
+    None at either end: the trial page's previous and next match. Raises UnknownCursor for a trial not visible."""
+    if filters.q:
+        plan_each_search(session)
+    where = filters.conditions("t").also("t.organization_id = :org", org=session.info["org_id"])
+    ranks = filters.ranks()
+    before = _page_ids(session, where, ranks, trial_id, sort, 1, backwards=True)
+    after = _page_ids(session, where, ranks, trial_id, sort, 1)
+    return (before[0] if before else None), (after[0] if after else None)
+
+
 def _page_ids(
-    session: Session, where: Conditions, ranks: tuple[int, ...], after: uuid.UUID | None, sort: str, limit: int
+    session: Session,
+    where: Conditions,
+    ranks: tuple[int, ...],
+    after: uuid.UUID | None,
+    sort: str,
+    limit: int,
+    *,
+    backwards: bool = False,
 ) -> list[uuid.UUID]:
-    """The ids of one page, in order: one index range scan per order (per failure rank for the default order)."""
+    """The ids of one page, in order: one index range scan per order (per failure rank for the default order).
+    `backwards`: the trials before `after` instead, nearest first."""
     key = RANK if sort == "failed" else SORT_KEYS.get(sort.lstrip("-"))
     cursor = None
     if after is not None:
@@ -203,20 +225,22 @@ def _page_ids(
     params = {**where.params, "limit": limit, "after": after, "cursor_key": cursor[0] if cursor else None}
     if sort == "failed":
         branches = []
-        for rank in ranks:
-            if cursor is not None and rank > cursor[0]:
+        # Forwards: this rank's older trials, then the lower ranks; backwards: this rank's newer ones, then higher.
+        for rank in reversed(ranks) if backwards else ranks:
+            if cursor is not None and (rank < cursor[0] if backwards else rank > cursor[0]):
                 continue
-            keyset = " AND t.id < :after" if cursor is not None and rank == cursor[0] else ""
+            same = cursor is not None and rank == cursor[0]
+            keyset = (" AND t.id > :after" if backwards else " AND t.id < :after") if same else ""
             branches.append(
                 f"(SELECT t.id FROM evaluation_trials t WHERE {where.sql} AND {RANK} = {rank}{keyset} "
-                "ORDER BY t.id DESC LIMIT :limit)"
+                f"ORDER BY t.id {'ASC' if backwards else 'DESC'} LIMIT :limit)"
             )
         if not branches:
             return []
         # Append runs the branches in order and stops once the limit is reached: failures first, each newest first.
         sql = "SELECT id FROM (" + " UNION ALL ".join(branches) + ") page LIMIT :limit"
     else:
-        descending = sort.startswith("-") or sort == "newest"
+        descending = (sort.startswith("-") or sort == "newest") != backwards
         direction, compare = ("DESC", "<") if descending else ("ASC", ">")
         keyset = ""
         if cursor is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from urllib.parse import urlsplit
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -88,7 +89,7 @@ def api(shared_explorer):
 def page_ids(body: str) -> list[str]:
     """The ids of the trials the page links to (a link's href is /trials/<id>), in order."""
     hrefs = [attr(a, "href") for a in parse(body).select("a[href]")]
-    return [match.group(1) for href in hrefs if (match := TRIAL_HREF.fullmatch(href))]
+    return [match.group(1) for href in hrefs if (match := TRIAL_HREF.fullmatch(urlsplit(href).path))]
 
 
 # (query string, the same filter in independent SQL over evaluation_trials t)
