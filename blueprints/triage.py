@@ -8,18 +8,19 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, flash, request, url_for
+from flask import Blueprint, abort, flash, request, url_for
 from sqlalchemy.orm import Session
 
 from blueprints.auth import current_reviewer, require_role
 from blueprints.trials import trial_page
-from domain.errors import DomainError
+from domain.errors import DomainError, NotFoundInOrg
 from domain.triage import LABEL_PALETTE
 from domain.vocabulary import LABEL_COLORS
 from queries.triage import list_labels
 from web.database import request_session
 from web.forms import LabelForm, NoteForm, ReviewForm, TrialLabelForm
 from web.htmx import redirect_after_write, render
+from web.params import parse_uuid
 from writes.triage import add_note, change_labels, create_label, delete_label, delete_note, edit_note, set_review
 
 bp = Blueprint("triage", __name__)
@@ -67,7 +68,10 @@ def delete_label_view(label_id: uuid.UUID):
     """Delete a label: it leaves every trial it was on."""
     require_role("member")
     session = request_session()
-    name = delete_label(session, label_id)  # NotFoundInOrg: 404
+    try:
+        name = delete_label(session, label_id)
+    except NotFoundInOrg as error:
+        abort(404, description=str(error))
     session.commit()
     flash(f"Label {name} deleted.")
     return redirect_after_write(url_for("triage.labels"))
@@ -82,7 +86,7 @@ def _change(trial_id: uuid.UUID, change: Callable[[Session], Any], done: str, an
     except DomainError as error:
         session.rollback()
         if error.status == 404:
-            raise
+            abort(404, description=str(error))
         return trial_page(trial_id, status=error.status, triage_error=str(error))
     session.commit()
     flash(done)
@@ -155,3 +159,44 @@ def edit_note_view(trial_id: uuid.UUID, note_id: uuid.UUID):
 def delete_note_view(trial_id: uuid.UUID, note_id: uuid.UUID):
     """Delete a note (its author or an owner)."""
     return _change(trial_id, lambda s: delete_note(s, current_reviewer(), trial_id, note_id), "Note deleted.", "notes")
+
+
+BULK_MOST = 200  # trials one bulk action may change (the explorer shows 50 a page)
+
+
+@bp.post("/trials/bulk")
+def bulk():
+    """Label, mark reviewed or exclude (with a reason) the trials selected in the explorer, all or none; then back
+    to the same list. An unknown or foreign trial answers 404 and changes nothing."""
+    require_role("member")
+    carried: dict[str, Any] = request.args.to_dict()
+    back = url_for("trials.index", **carried)
+    ids = [parse_uuid(value) for value in request.form.getlist("trial_id")[: BULK_MOST + 1]]
+    action = request.form.get("action", "")
+    if not ids or any(i is None for i in ids) or len(ids) > BULK_MOST:
+        abort(400, description=f"Select 1 to {BULK_MOST} trials (trial_id must be trial UUIDs).")
+    chosen = [i for i in ids if i is not None]
+    reviewer, session = current_reviewer(), request_session()
+    try:
+        if action == "label":
+            name = request.form.get("label", "")
+            for trial_id in chosen:
+                change_labels(session, reviewer, trial_id, add_names=[name])
+            done = f"Labelled {len(chosen)} trial{'s' if len(chosen) != 1 else ''} {name}."
+        elif action in ("reviewed", "excluded"):
+            reason = request.form.get("reason", "")
+            for trial_id in chosen:
+                set_review(session, reviewer, trial_id, state=action, reason=reason)
+            trials = f"{len(chosen)} trial{'s' if len(chosen) != 1 else ''}"
+            done = f"Marked {trials} reviewed." if action == "reviewed" else f"Excluded {trials} from training exports."
+        else:
+            abort(400, description="action must be one of label, reviewed, excluded.")
+    except DomainError as error:
+        session.rollback()
+        if error.status == 404:
+            abort(404, description=str(error))
+        flash(f"Nothing changed: {error}")
+        return redirect_after_write(back)
+    session.commit()
+    flash(done)
+    return redirect_after_write(back)

@@ -186,6 +186,8 @@ def index():
         args=filter_args,
         trail=trail,
         sort=query.sort,
+        palette=LABEL_PALETTE,
+        can_triage=g.membership.role != "viewer",
         sorts=SORT_LABELS,
         choices=choices,
         filters=TRIAL_FILTERS,

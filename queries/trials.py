@@ -141,6 +141,8 @@ class TrialRow(TrialOutcome):
     agent_steps: int
     imported: bool
     environment_version_id: uuid.UUID
+    review_state: str  # unreviewed, reviewed or excluded; failure_category is a reviewer's over the verifier's
+    labels: list[dict[str, str]]  # each label's name and palette colour, by name
 
     @property
     def run_label(self) -> str:
@@ -149,12 +151,18 @@ class TrialRow(TrialOutcome):
 
 
 ROWS = f"""
-    SELECT t.id, t.trial_number, er.attempt_count, t.status, t.reward, t.failure_category,
+    SELECT t.id, t.trial_number, er.attempt_count, t.status, t.reward,
+           coalesce(tr.human_category, t.failure_category) AS failure_category,
            t.evaluation_run_id AS run_id, c.name AS evaluator_name, c.agent ->> 'kind' AS agent_kind,
            e.id AS environment_id, e.name AS environment_name, v.id AS version_id, v.version,
            {SORT_KEYS["steps"]} AS agent_steps, t.started_at, t.finished_at, t.external_id IS NOT NULL AS imported,
-           t.environment_version_id
+           t.environment_version_id, coalesce(tr.review_state, 'unreviewed') AS review_state,
+           (SELECT coalesce(json_agg(json_build_object('name', l.name, 'color', l.color) ORDER BY lower(l.name)),
+                            '[]'::json)
+            FROM trial_labels tl JOIN labels l ON l.organization_id = tl.organization_id AND l.id = tl.label_id
+            WHERE tl.organization_id = t.organization_id AND tl.evaluation_trial_id = t.id) AS labels
     FROM evaluation_trials t
+    LEFT JOIN trial_reviews tr ON tr.organization_id = t.organization_id AND tr.evaluation_trial_id = t.id
     JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
     JOIN evaluator_configs c ON c.organization_id = er.organization_id AND c.id = er.evaluator_config_id
     JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id

@@ -121,18 +121,23 @@ def change_labels(
     add: list[uuid.UUID] | None = None,
     remove: list[uuid.UUID] | None = None,
     names: list[str] | None = None,
+    add_names: list[str] | None = None,
 ) -> list[str]:
-    """Add and remove labels on a trial (by id), or with `names` make its labels exactly those; return its label names
-    after, sorted. Unknown label ids answer NotFoundInOrg; another reviewer's concurrent change is kept."""
+    """Add and remove labels on a trial (by id), add labels by name (`add_names`), or with `names` make its labels
+    exactly those; return its label names after, sorted. Unknown label ids answer NotFoundInOrg; another
+    reviewer's concurrent change is kept."""
     rank = _lock_trial(session, trial_id)
     before = _labels_on(session, trial_id)
-    if names is not None:
+    if add_names is not None:
+        adding = {i: n for i, n in _labels_named(session, add_names).items() if i not in before}
+        removing: dict[uuid.UUID, str] = {}
+    elif names is not None:
         wanted = _labels_named(session, names)
         adding = {i: n for i, n in wanted.items() if i not in before}
         removing = {i: n for i, n in before.items() if i not in wanted}
     else:
-        named = session.execute(select(Label.id, Label.name).where(Label.id.in_([*(add or []), *(remove or [])])))
-        known = {row.id: row.name for row in named}
+        rows = session.execute(select(Label.id, Label.name).where(Label.id.in_([*(add or []), *(remove or [])])))
+        known = {row.id: row.name for row in rows}
         unknown = [i for i in [*(add or []), *(remove or [])] if i not in known]
         if unknown:
             raise NotFoundInOrg(f"no label {unknown[0]}")

@@ -375,7 +375,9 @@ class TrialSummary(ApiModel):
     trial_number: int = Field(ge=1)
     status: str
     reward: float | None
-    failure_category: str | None
+    failure_category: str | None = Field(description="A reviewer's humanCategory when set, else the verifier's")
+    review_state: ReviewState
+    labels: list[str]
     snippets: list[TrialSnippet] | None = None
 
 

@@ -40,6 +40,7 @@ def list_trials_api():
             TrialSummary.of(
                 t,
                 evaluation_run_id=t.run_id,
+                labels=[label["name"] for label in t.labels],
                 snippets=[
                     TrialSnippet.of(snippet, matches=[run for run, hit in snippet.segments if hit])
                     for snippet in found.get(t.id, [])

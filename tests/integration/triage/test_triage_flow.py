@@ -3,13 +3,15 @@ the explorer's list, in its order, both ways; a triage change keeps the list it 
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from tests.conftest import ApiClient
 from tests.factories import finish_runs, make_catalog
-from tests.helpers import api_ids, attr, one, parse
+from tests.helpers import api_ids, attr, one, parse, table_counts
 from tests.worlds import shared_world
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
@@ -27,7 +29,8 @@ def shared_flow(request):
 
 def walk(api, first_url: str, rel: str) -> list[str]:
     """The trial ids visited from `first_url` following the page's `rel` match link to its end."""
-    visited, url = [], first_url
+    visited: list[str] = []
+    url: str | None = first_url
     while url:
         page = parse(api.get(url).text)
         visited.append(urlsplit(url).path.rsplit("/", 1)[1])
@@ -70,3 +73,57 @@ def test_a_triage_change_returns_to_the_trial_with_its_list(shared_flow):
     )
     assert response.status_code == 303
     assert response.headers["Location"] == f"/trials/{trial}?status=failed#triage"
+
+
+def test_bulk_actions_change_exactly_the_selected_trials_and_return_to_the_list(shared_flow):
+    api = shared_flow["api"]
+    assert api.post("/api/v1/labels", {"name": "flaky"}).status_code == 201
+    failed = api_ids(api, "status=failed")
+    chosen = failed[:3]
+    page = api.get("/trials?status=failed").text
+    assert attr(one(page, "form#bulk"), "action") == "/trials/bulk?status=failed&sort=failed"
+    assert len(parse(page).select('input[type=checkbox][name=trial_id][form="bulk"]')) == len(failed)
+    fields = {"csrf_token": api.token, "trial_id": chosen}
+    labelled = api.client.post("/trials/bulk?status=failed", data={**fields, "action": "label", "label": "flaky"})
+    assert labelled.status_code == 303 and labelled.headers["Location"] == "/trials?status=failed"
+    assert sorted(api_ids(api, "label=flaky")) == sorted(chosen)
+    excluded = api.client.post("/trials/bulk", data={**fields, "action": "excluded", "reason": "verifier noise"})
+    assert excluded.status_code == 303
+    assert sorted(api_ids(api, "reviewState=excluded")) == sorted(chosen)
+    rows = parse(api.get("/trials?status=failed").text).select("table.trials tbody tr")
+    reviews = {
+        attr(one(r, "input[name=trial_id]"), "value"): one(r, "td.review").get_text(" ", strip=True) for r in rows
+    }
+    assert {i: reviews[i] for i in chosen} == {i: "excluded flaky" for i in chosen}
+    assert all(reviews[i] == "" for i in failed[3:])
+
+
+@pytest.mark.bad_input
+def test_a_bulk_action_without_a_reason_or_with_a_foreign_trial_changes_nothing(shared_flow, make_member, count_rows):
+    api, org = shared_flow["api"], shared_flow["member"].org.id
+    chosen = api_ids(api, "status=failed")[:2]
+    before = table_counts(count_rows, org)
+    fields = {"csrf_token": api.token, "trial_id": chosen}
+    refused = api.client.post("/trials/bulk", data={**fields, "action": "excluded", "reason": ""})
+    assert refused.status_code == 303 and table_counts(count_rows, org) == before
+    assert "Nothing changed" in one(api.get("/trials").text, ".flashes").get_text()
+    foreign = api.client.post(
+        "/trials/bulk", data={**fields, "trial_id": [*chosen, str(uuid.uuid4())], "action": "reviewed"}
+    )
+    assert foreign.status_code == 404 and table_counts(count_rows, org) == before
+    bad_fields: list[dict[str, Any]] = [{"trial_id": ["x"]}, {"trial_id": []}, {"action": "delete"}]
+    for bad in bad_fields:
+        assert api.client.post("/trials/bulk", data={**fields, "action": "reviewed", **bad}).status_code == 400
+    assert table_counts(count_rows, org) == before
+
+
+def test_unreviewed_failures_are_one_click_from_environments_and_each_version(shared_flow, database):
+    api = shared_flow["api"]
+    link = one(api.get("/environments").text, "p.page-actions a")
+    assert link.get_text() == "Unreviewed failures"
+    assert sorted(api_ids(api, urlsplit(attr(link, "href")).query)) == sorted(api_ids(api, "status=failed"))
+    environment = api_ids(api)  # any trial's environment page lists its version with the same link
+    detail = api.get(f"/api/v1/trials/{environment[0]}").json
+    version_page = api.get(f"/environments/{detail['environmentId']}").text
+    version_link = one(version_page, "a[href*='reviewState=unreviewed']")
+    assert "environmentVersionId=" in attr(version_link, "href") and "rewardBand=failed" in attr(version_link, "href")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from urllib.parse import urlsplit
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from bs4 import NavigableString, Tag
@@ -215,12 +215,17 @@ def test_rows_show_environment_run_agent_trial_n_of_n_steps_and_duration(api, wo
     body = api.get(f"/trials?environmentVersionId={world['admin'].version_id}&sort=newest").text
     rows = [tr for tr in parse(body).select("table.trials > tbody > tr") if not tr.has_attr("class")]
     assert rows and "Trial 8 of 8" in trial_links(body)
-    environments = {(" ".join(tr("td")[1].get_text().split()), one(tr("td")[1], "a").get_text()) for tr in rows}
+    columns = texts(body, "table.trials > thead th")
+
+    def cells(name: str) -> list[Any]:
+        return [tr("td")[columns.index(name)] for tr in rows]
+
+    environments = {(" ".join(td.get_text().split()), one(td, "a").get_text()) for td in cells("Environment")}
     assert environments == {("admin-console v1", "admin-console")}  # the environment links, then its version
     run = world["runs"][1]
-    assert f"novice · run {run.hex[-6:]}" in [tr("td")[2].get_text() for tr in rows]
-    assert "scripted" in [tr("td")[3].get_text() for tr in rows]
-    assert "2" in [tr("td")[7].get_text() for tr in rows]  # two agent steps per trial
+    assert f"novice · run {run.hex[-6:]}" in [td.get_text() for td in cells("Run")]
+    assert "scripted" in [td.get_text() for td in cells("Agent")]
+    assert "2" in [td.get_text() for td in cells("Steps")]  # two agent steps per trial
     durations = [t.removesuffix(" s") for t in texts(body, "td.num") if t.endswith(" s")]
     assert [d for d in durations if d and set(d) <= set("0123456789.")]
     imported = api.get("/trials?source=imported").text

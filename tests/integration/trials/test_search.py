@@ -249,7 +249,7 @@ def test_the_trials_list_searches_and_shows_escaped_snippets_linking_the_matchin
     body = page.get_data(as_text=True)
     listed = [link.split()[1] for link in trial_links(body)]
     assert listed.count("1") == 1 and "4" in listed and "6" not in listed
-    assert one(body, f'a[href="/trials/{trials["hostile"]}?q=%22permission+denied%22#step-2"]')
+    assert one(body, f'a[href="/trials/{trials["hostile"]}?q=%22permission+denied%22&sort=failed#step-2"]')
     snippets = [marked(snippet) for snippet in parse(body).select("tr.snippets span.snippet")]
     assert any("[permission] [denied]" in snippet for snippet in snippets), snippets
     main = one(body, "main")
