@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bench.generate import BENCH_PASSWORD, ENVIRONMENTS
+from bench.triage import TRIAGE_QUERIES
 
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "60"))
 AGGREGATE_PAGES = (
@@ -121,6 +122,7 @@ def explorer_pages(ids: dict[str, Any]) -> list[tuple[str, str, dict | None]]:
             f"environmentId={ids['environment']}&failureCategory=gave_up&stageFailed={ids['stage']}"
         ),
     }
+    queries.update(TRIAGE_QUERIES)  # labels and review states (bench/triage.py seeds them)
     pages = [(f"/trials?{label}", f"/trials?{query}", None) for label, query in queries.items()]
     return [*pages, ("/api/v1/trials?rewardBand=failed", "/api/v1/trials?rewardBand=failed", None)]
 

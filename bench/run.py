@@ -35,6 +35,7 @@ from bench.generate import (
     ensure_members,
     generate_runs,
 )
+from bench.triage import seed_triage
 from db.cluster import drop_embedded_database, start_embedded_cluster
 from db.urls import sqlalchemy_url
 
@@ -107,9 +108,10 @@ def main() -> None:
     email = ORGS[0][1]
 
     generated_small = grow_to(database, SMALL)
-    vacuum_analyze(database)
     org_id, _ = ensure_catalog(database, *ORGS[0])
     org_ids = [ensure_catalog(database, *o)[0] for o in ORGS]
+    seed_triage(database, org_ids)
+    vacuum_analyze(database)
     small_trials = trial_count(database, org_ids)
     ids_small = pages.sample_ids(database, org_id)
     small = pages.measure_all(app, email, ids_small)
@@ -118,6 +120,7 @@ def main() -> None:
     matches_small = search_bench.matching_trials(database, org_id)
 
     generated_large = grow_to(database, LARGE)
+    seed_triage(database, org_ids)
     vacuum_analyze(database)
     large_trials = trial_count(database, org_ids)
     rollups_ok = check_rollups(database) == []

@@ -15,9 +15,12 @@ columns only trials have are read on the trial a query joins (`trials`).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Literal, get_args
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
 
 from queries.conditions import Conditions
 from queries.search import search_conditions
@@ -62,6 +65,7 @@ class TrialFilters:
     q: str | None = None  # a full-text search (queries.search) over the trial's task, steps and log
     task: str | None = None  # md5 of the task text, 32 lowercase hex digits (the task key compare groups by)
     label: tuple[str, ...] = ()  # label names (compared whatever the case): trials carrying every one
+    label_ids: tuple[uuid.UUID | None, ...] | None = None  # `label` resolved (for_session): None, not yet
     review_state: str | None = None  # unreviewed, reviewed or excluded (queries/triage.py)
     human_category: str | None = None  # the failure category a reviewer set over the verifier's
 
@@ -87,6 +91,21 @@ class TrialFilters:
             or self.review_state
             or self.human_category
         )
+
+    def for_session(self, session: Session) -> TrialFilters:
+        """The filters ready for one read in `session`: label names resolved to ids (one statement), so PostgreSQL
+        plans each label by its own frequency, and statements planned for their own values when a filter's
+        selectivity lies in its value (a search, a label, a review state), not one generic plan for every value."""
+        if self.q or self.label or self.review_state or self.human_category:
+            session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+        if not self.label or self.label_ids is not None:
+            return self
+        rows = session.execute(
+            text("SELECT lower(name) AS key, id FROM labels WHERE lower(name) = ANY(:keys)"),
+            {"keys": [name.lower() for name in self.label]},
+        )
+        found = {row.key: row.id for row in rows}
+        return replace(self, label_ids=tuple(found.get(name.lower()) for name in self.label))
 
     def ranks(self) -> tuple[int, ...]:
         """The FAILED_RANK values the reward filters leave, highest first."""
@@ -187,11 +206,19 @@ class TrialFilters:
         trial_stages (migration 0032): a label's trials, or the reviewed or excluded ones, in failed-first rank."""
         rank = FAILED_RANK.format(t=t)
         for number, name in enumerate(self.label):
+            if self.label_ids is not None and self.label_ids[number] is None:
+                conditions = conditions.also("FALSE")  # no label of that name: no trial carries it
+                continue
+            label = (
+                f":label_{number}"
+                if self.label_ids is not None
+                else f"(SELECT l.id FROM labels l WHERE lower(l.name) = :label_{number})"
+            )
             conditions = conditions.also(
                 f"EXISTS (SELECT 1 FROM trial_labels tl WHERE tl.organization_id = {t}.organization_id "
-                f"AND tl.label_id = (SELECT l.id FROM labels l WHERE lower(l.name) = :label_{number}) "
-                f"AND tl.failed_rank = {rank}{in_ranks.format(a='tl')} AND tl.evaluation_trial_id = {t}.id)",
-                **{f"label_{number}": name.lower()},
+                f"AND tl.label_id = {label} AND tl.failed_rank = {rank}{in_ranks.format(a='tl')} "
+                f"AND tl.evaluation_trial_id = {t}.id)",
+                **{f"label_{number}": self.label_ids[number] if self.label_ids is not None else name.lower()},
             )
         review = (
             f"FROM trial_reviews tr WHERE tr.organization_id = {t}.organization_id AND tr.evaluation_trial_id = {t}.id"

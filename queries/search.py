@@ -96,16 +96,6 @@ def search_conditions(q: str | None, rows: str = "t") -> Conditions:
     return Conditions().also(f"{rows}.search_vector @@ {query.sql}", **query.params)
 
 
-def plan_each_search(session: Session) -> None:
-    """Plan this transaction's statements for their own parameters: a search's selectivity is in its `q`.
-
-    psycopg prepares a statement run five times, and PostgreSQL may then keep one generic plan for every `q`;
-    planned for a common word (walk trials newest first), a rare one walks them all (seconds at 1M trials).
-    A list that adds search_conditions calls this first.
-    """
-    session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
-
-
 @dataclass(frozen=True)
 class Snippet:
     """Where a trial matched (its task, a step, its log) and the text around the match, split into runs.

@@ -45,16 +45,6 @@ def list_labels(session: Session) -> list[LabelRow]:
     return all_by_name(LabelRow, rows)
 
 
-def label_ids_named(session: Session, names: tuple[str, ...]) -> list[uuid.UUID | None]:
-    """The id of each name's label (compared whatever the case), None for a name the organization has no label of."""
-    rows = session.execute(
-        text("SELECT lower(name) AS key, id FROM labels WHERE lower(name) = ANY(:keys)"),
-        {"keys": [name.lower() for name in names]},
-    )
-    found = {row.key: row.id for row in rows}
-    return [found.get(name.lower()) for name in names]
-
-
 @dataclass(frozen=True)
 class NoteRow:
     """A note on a trial (or on its step `step`), with its author's email (None once they left the organization)."""

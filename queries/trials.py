@@ -17,7 +17,6 @@ from queries.filters import FAILED_RANK, TrialFilters
 from queries.outcomes import TrialOutcome
 from queries.rows import by_name
 from queries.runs import stages_of, version_stages_passed_sql
-from queries.search import plan_each_search
 
 PAGE_SIZE = 50
 
@@ -185,8 +184,7 @@ def list_trials(
     Raises UnknownCursor when `after` names no trial the organization can see.
     """
     page_size = PAGE_SIZE
-    if filters.q:
-        plan_each_search(session)
+    filters = filters.for_session(session)
     conditions = filters.conditions("t").with_(where or Conditions())
     conditions = conditions.also("t.organization_id = :org", org=session.info["org_id"])
     ids = _page_ids(session, conditions, filters.ranks(), after, sort, page_size + 1)
@@ -201,8 +199,7 @@ def neighbour_ids(
 ) -> tuple[uuid.UUID | None, uuid.UUID | None]:
     """The trials just before and just after `trial_id` in the list `filters` and `sort` make (the explorer's), or
     None at either end: the trial page's previous and next match. Raises UnknownCursor for a trial not visible."""
-    if filters.q:
-        plan_each_search(session)
+    filters = filters.for_session(session)
     where = filters.conditions("t").also("t.organization_id = :org", org=session.info["org_id"])
     ranks = filters.ranks()
     before = _page_ids(session, where, ranks, trial_id, sort, 1, backwards=True)

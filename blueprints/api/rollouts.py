@@ -29,7 +29,6 @@ from queries.exports import (
     select_rollouts,
     stream_rows,
 )
-from queries.search import plan_each_search
 from queries.training_formats import atif_document, trl_conversation, trl_preference
 from web.database import get_database, request_session
 from web.limits import expensive
@@ -68,8 +67,7 @@ def export_rollouts():
     try:
         # One REPEATABLE READ transaction: the cursor header and the streamed lines see the same snapshot.
         session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        if filters.q:
-            plan_each_search(session)
+        filters = filters.for_session(session)
         headers = {**PRIVATE, "Content-Disposition": f"attachment; filename={export_filename(kind, export_format)}"}
         after_seq = None
         if after is not None:
