@@ -34,6 +34,7 @@ from models import (
 from models.base import new_id
 from writes.invitations import invite
 from writes.tokens import create_token
+from writes.triage import Reviewer, add_note, change_labels, create_label, set_review
 
 
 @dataclass
@@ -158,6 +159,12 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
         if user_id is not None:
             create_token(session, org_id, user_id, "seeded")
         invite(session, org_id, f"invitee-{org_id}@seed.test", "viewer", user_id)
+    with database.session(org_id) as session, session.begin():  # triage: a row in each of its tables
+        reviewer = Reviewer(org_id, user_id, "owner")
+        create_label(session, reviewer, "seeded", "gray", "a row of labels")
+        change_labels(session, reviewer, ids.trial_id, names=["seeded"])
+        set_review(session, reviewer, ids.trial_id, state="excluded", reason="seeded", human_category="seeded")
+        add_note(session, reviewer, ids.trial_id, "a seeded note")
     return ids
 
 

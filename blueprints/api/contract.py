@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import functools
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -227,10 +229,17 @@ def build_document(app: Flask, prefix: str = "/api/v1") -> dict[str, Any]:
         definitions[name] = _hoist(schema, definitions)
     ceiling = app.config.get("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", DEFAULT_MAX_TRIAL_TIMEOUT_S)
     definitions["EvaluatorConfigCreate"]["properties"]["timeoutS"]["maximum"] = ceiling
+    inlined: set[str] = set()
     for entry in (entry for methods in paths.values() for entry in methods.values()):
         body = entry.get("requestBody", {}).get("content", {}).get("application/json")
         if body is not None:  # request bodies inline, so a reader sees the fields where the operation is
-            body["schema"] = definitions.pop(body["schema"]["$ref"].removeprefix(REF.format(model="")))
+            name = body["schema"]["$ref"].removeprefix(REF.format(model=""))
+            body["schema"] = copy.deepcopy(definitions[name])
+            inlined.add(name)
+    for name in inlined:  # a body model nothing else refers to leaves the components (TrialLabels, also a reply, stays)
+        others = {key: value for key, value in definitions.items() if key != name}
+        if f'"{REF.format(model=name)}"' not in json.dumps([paths, others]):
+            del definitions[name]
     return {
         "openapi": "3.1.0",
         "info": {

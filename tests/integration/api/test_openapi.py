@@ -79,6 +79,8 @@ def test_the_document_is_served_publicly_and_names_every_api_route(app, client):
         .replace("run_id", "runId")
         .replace("rollout_id", "rolloutId")
         .replace("artifact_id", "artifactId")
+        .replace("trial_id", "trialId")
+        .replace("note_id", "noteId")
         for r in routes
     }
     assert as_names == documented

@@ -207,6 +207,45 @@ def test_a_generated_client_calls_every_operation(served, generated, runner, mak
     assert compared.parsed.a.pass_at_k["1"].value is None
     assert compared.parsed.warnings == [] and compared.parsed.tasks == [] and compared.parsed.tests.paired_tasks == 0
 
+    label = call(
+        "create_label", body=models.CreateLabelLabelCreate.from_dict({"name": "flaky-verifier", "color": "red"})
+    )
+    assert label.status_code == 201 and label.parsed.name == "flaky-verifier" and label.parsed.trials == 0
+    twice = call("create_label", body=models.CreateLabelLabelCreate(name="FLAKY-verifier"))
+    assert twice.status_code == 422 and twice.parsed.error == "invalid name"
+    trial_id = trials.parsed.trials[0].id
+    put = call("set_trial_labels", trial_id=trial_id, body=models.TrialLabels(labels=["flaky-verifier"]))
+    assert put.status_code == 200 and put.parsed.labels == ["flaky-verifier"]
+    assert [label.trials for label in call("list_labels").parsed] == [1]
+    reviewed = call(
+        "review_trial",
+        trial_id=trial_id,
+        body=models.ReviewTrialTrialReviewChange.from_dict(
+            {"reviewState": "excluded", "reason": "verifier crashed", "humanCategory": "wrong_customer"}
+        ),
+    )
+    assert reviewed.status_code == 200 and reviewed.parsed.review_state == "excluded"
+    assert reviewed.parsed.failure_category == "wrong_customer" and reviewed.parsed.verifier_category == "wrong_answer"
+    note = call("add_trial_note", trial_id=trial_id, body=models.AddTrialNoteNoteCreate(body="look at step 1", step=1))
+    assert note.status_code == 201 and note.parsed.step == 1 and note.parsed.author == "olga@acme.test"
+    edited = call(
+        "edit_trial_note", trial_id=trial_id, note_id=note.parsed.id, body=models.EditTrialNoteNoteEdit(body="step 1")
+    )
+    assert edited.status_code == 200 and edited.parsed.body == "step 1"
+    detail = call("get_trial", trial_id=trial_id)
+    assert detail.status_code == 200 and detail.parsed.labels == ["flaky-verifier"]
+    assert [entry.action for entry in detail.parsed.audit] == [
+        "note_edited",
+        "note_added",
+        "human_category",
+        "review",
+        "labels",
+    ]
+    assert call("delete_trial_note", trial_id=trial_id, note_id=note.parsed.id).status_code == 204
+    assert call("export_rollouts", kind=models.ExportRolloutsKind.FAILED).parsed == b""  # the trial is excluded
+    included = call("export_rollouts", kind=models.ExportRolloutsKind.FAILED, include_excluded=True)
+    assert json.loads(included.parsed.decode())["reviewState"] == "excluded"
+
     document = call("openapi")
     assert document.status_code == 200 and document.parsed["openapi"] == "3.1.0"
 
