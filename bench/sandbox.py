@@ -12,7 +12,6 @@ overhead" section of BENCHMARKS.md; `make bench` runs it with the rest.
 
 from __future__ import annotations
 
-import re
 import statistics
 import sys
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
+from bench.sections import write_section
 from worker.sandbox import Launch, SandboxSettings, TrialSandbox
 from worker.trial import run_trial
 
@@ -104,20 +104,10 @@ def section(result: SandboxResult) -> list[str]:
     ]
 
 
-def replace_section(text: str, lines: list[str]) -> str:
-    """`text` with its sandbox section replaced by `lines` (appended when it has none)."""
-    block = "\n".join(lines)
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        return pattern.sub(lambda _: block + "\n", text)
-    return text.rstrip("\n") + "\n\n" + block + "\n"
-
-
 def main() -> None:
     """Measure and update BENCHMARKS.md."""
     lines = section(measure())
-    path = ROOT / "BENCHMARKS.md"
-    path.write_text(replace_section(path.read_text() if path.exists() else "", lines))
+    write_section(lines)
     print("\n".join(lines))
 
 

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
 
 from bench.generate import ORGS, ensure_catalog
 from bench.pages import REQUESTS, Timing, login, measure, percentile_timing
+from bench.sections import write_section
 from db.session import Database
 from domain.outcome import TrialOutcome
 from domain.trajectory import Step, message_step, tool_step
@@ -30,7 +29,6 @@ from domain.trajectory_diff import align
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from writes.runs import complete_run, enqueue_run, record_trial
 
-ROOT = Path(__file__).resolve().parent.parent
 STEPS = 200
 ALIKE = 100  # the steps both trials share before they part ways
 TARGET_MS = 100.0
@@ -141,23 +139,13 @@ def section(result: DiffResult) -> list[str]:
     ]
 
 
-def replace_section(text: str, lines: list[str]) -> str:
-    """`text` with its trial diff section replaced by `lines` (appended when it has none)."""
-    block = "\n".join(lines)
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        return pattern.sub(lambda _: block + "\n", text)
-    return text.rstrip("\n") + "\n\n" + block + "\n"
-
-
 def main() -> None:
     """Measure and update BENCHMARKS.md."""
     from app import create_app
 
     app = create_app()
     lines = section(measure_diff(app, app.extensions["agentforge_db"]))
-    path = ROOT / "BENCHMARKS.md"
-    path.write_text(replace_section(path.read_text() if path.exists() else "", lines).rstrip("\n") + "\n")
+    write_section(lines)
     print("\n".join(lines))
 
 

@@ -50,17 +50,17 @@ def create_label_view():
     """Add a label: a name (unique whatever its case), a colour of the palette, a description."""
     require_role("member")
     form = LabelForm()
-    if not form.validate():
-        return _labels_page(422, form.error, form)
-    session = request_session()
-    try:
-        create_label(session, current_reviewer(), form.name.data, form.color.data or "gray", form.description.data)
-    except DomainError as error:
-        session.rollback()
-        return _labels_page(error.status, str(error), form)
-    session.commit()
-    flash(f"Label {form.name.data} added.")
-    return redirect_after_write(url_for("triage.labels"))
+    if form.validate():
+        session = request_session()
+        try:
+            create_label(session, current_reviewer(), form.name.data, form.color.data or "gray", form.description.data)
+        except DomainError as error:
+            session.rollback()
+            return _labels_page(error.status, str(error), form)
+        session.commit()
+        flash(f"Label {form.name.data} added.")
+        return redirect_after_write(url_for("triage.labels"))
+    return _labels_page(422, form.error, form)
 
 
 @bp.post("/settings/labels/<uuid:label_id>/delete")

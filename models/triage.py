@@ -22,7 +22,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 
 from domain.outcome import FAILURE_CATEGORY_CHARS
 from domain.triage import LABEL_DESCRIPTION_CHARS, LABEL_NAME_CHARS, NOTE_CHARS, REASON_CHARS
@@ -39,6 +39,12 @@ def _trial_fk(table: str) -> ForeignKeyConstraint:
     )
 
 
+LABEL_KEY = (["organization_id", "label_id"], ["labels.organization_id", "labels.id"])  # a label of the trial's org
+TRIAL_LABEL_KEY = ("organization_id", "label_id", "failed_rank", "evaluation_trial_id")  # as the explorer walks
+HUMAN_SET = text("human_category IS NOT NULL")
+HUMAN_CATEGORY_KEY = ("organization_id", "human_category", "evaluation_trial_id")
+
+
 def _by(table: str, column: str) -> Any:
     return mapped_column(ForeignKey("users.id", name=f"fk_{table}_users_{column}"), nullable=True)
 
@@ -47,7 +53,17 @@ def _now() -> Any:
     return mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
-class Label(Base):
+class Added:
+    """Who added the row (a user; null once their account is gone) and when."""
+
+    @declared_attr
+    def created_by_user_id(cls) -> Mapped[uuid.UUID | None]:
+        return _by(cls.__tablename__, "created_by_user_id")  # type: ignore[attr-defined]
+
+    created_at: Mapped[datetime] = _now()
+
+
+class Label(Added, Base):
     """A label of the organization's set: a name unique whatever its case, a colour of the palette, a description."""
 
     __tablename__ = "labels"
@@ -59,39 +75,28 @@ class Label(Base):
         Index("uq_labels_org_name", "organization_id", text("lower(name)"), unique=True),
     )
 
-    organization_id: Mapped[uuid.UUID] = mapped_column()
+    organization_id: Mapped[uuid.UUID]
     id: Mapped[uuid.UUID] = mapped_column(default=new_id)
     name: Mapped[str] = mapped_column(String(LABEL_NAME_CHARS))
     color: Mapped[str] = mapped_column(String(16), server_default="gray")
     description: Mapped[str] = mapped_column(String(LABEL_DESCRIPTION_CHARS), server_default="")
-    created_by_user_id: Mapped[uuid.UUID | None] = _by("labels", "created_by_user_id")
-    created_at: Mapped[datetime] = _now()
 
 
-class TrialLabel(Base):
+class TrialLabel(Added, Base):
     """A label on a trial, keyed like the explorer walks it: a label's trials in failed-first rank, newest last."""
 
     __tablename__ = "trial_labels"
     __table_args__ = (
         _trial_fk("trial_labels"),
-        ForeignKeyConstraint(
-            ["organization_id", "label_id"],
-            ["labels.organization_id", "labels.id"],
-            name="fk_trial_labels_labels",
-            ondelete="CASCADE",
-        ),
-        PrimaryKeyConstraint(
-            "organization_id", "label_id", "failed_rank", "evaluation_trial_id", name="pk_trial_labels"
-        ),
+        ForeignKeyConstraint(*LABEL_KEY, name="fk_trial_labels_labels", ondelete="CASCADE"),
+        PrimaryKeyConstraint(*TRIAL_LABEL_KEY, name="pk_trial_labels"),
         Index("ix_trial_labels_trial", "organization_id", "evaluation_trial_id", "label_id", unique=True),
     )
 
-    organization_id: Mapped[uuid.UUID] = mapped_column()
-    label_id: Mapped[uuid.UUID] = mapped_column()
+    organization_id: Mapped[uuid.UUID]
+    label_id: Mapped[uuid.UUID]
     failed_rank: Mapped[int] = mapped_column(SmallInteger)  # trial_failed_rank(reward), kept by a trigger
-    evaluation_trial_id: Mapped[uuid.UUID] = mapped_column()
-    created_by_user_id: Mapped[uuid.UUID | None] = _by("trial_labels", "created_by_user_id")
-    created_at: Mapped[datetime] = _now()
+    evaluation_trial_id: Mapped[uuid.UUID]
 
 
 class TrialReview(Base):
@@ -104,17 +109,11 @@ class TrialReview(Base):
         CheckConstraint("review_state <> 'excluded' OR btrim(reason) <> ''", name="ck_trial_reviews_reason"),
         PrimaryKeyConstraint("organization_id", "evaluation_trial_id", name="pk_trial_reviews"),
         Index("ix_trial_reviews_state", "organization_id", "review_state", "failed_rank", "evaluation_trial_id"),
-        Index(
-            "ix_trial_reviews_human_category",
-            "organization_id",
-            "human_category",
-            "evaluation_trial_id",
-            postgresql_where=text("human_category IS NOT NULL"),
-        ),
+        Index("ix_trial_reviews_human_category", *HUMAN_CATEGORY_KEY, postgresql_where=HUMAN_SET),
     )
 
-    organization_id: Mapped[uuid.UUID] = mapped_column()
-    evaluation_trial_id: Mapped[uuid.UUID] = mapped_column()
+    organization_id: Mapped[uuid.UUID]
+    evaluation_trial_id: Mapped[uuid.UUID]
     review_state: Mapped[str] = mapped_column(String(16), server_default="unreviewed")
     reason: Mapped[str] = mapped_column(String(REASON_CHARS), server_default="")
     human_category: Mapped[str | None] = mapped_column(String(FAILURE_CATEGORY_CHARS))
@@ -135,9 +134,9 @@ class TrialNote(Base):
         Index("ix_trial_notes_trial", "organization_id", "evaluation_trial_id", "id"),
     )
 
-    organization_id: Mapped[uuid.UUID] = mapped_column()
+    organization_id: Mapped[uuid.UUID]
     id: Mapped[uuid.UUID] = mapped_column(default=new_id)
-    evaluation_trial_id: Mapped[uuid.UUID] = mapped_column()
+    evaluation_trial_id: Mapped[uuid.UUID]
     step: Mapped[int | None] = mapped_column(Integer)
     body: Mapped[str] = mapped_column(Text)
     author_user_id: Mapped[uuid.UUID | None] = _by("trial_notes", "author_user_id")
@@ -155,9 +154,9 @@ class TrialAuditEntry(Base):
         Index("ix_trial_audit_trial", "organization_id", "evaluation_trial_id", "id"),
     )
 
-    organization_id: Mapped[uuid.UUID] = mapped_column()
+    organization_id: Mapped[uuid.UUID]
     id: Mapped[uuid.UUID] = mapped_column(default=new_id)
-    evaluation_trial_id: Mapped[uuid.UUID] = mapped_column()
+    evaluation_trial_id: Mapped[uuid.UUID]
     actor_user_id: Mapped[uuid.UUID | None] = _by("trial_audit", "actor_user_id")
     at: Mapped[datetime] = _now()
     action: Mapped[str] = mapped_column(String(32))

@@ -226,14 +226,10 @@ class TrialFilters:
         if self.review_state == "unreviewed":
             conditions = conditions.also(f"NOT EXISTS (SELECT 1 {review} AND tr.review_state <> 'unreviewed')")
         elif self.review_state is not None:
-            conditions = conditions.also(
-                f"EXISTS (SELECT 1 {review} AND tr.review_state = :review_state "
-                f"AND tr.failed_rank = {rank}{in_ranks.format(a='tr')})",
-                review_state=self.review_state,
-            )
+            ranked = f"tr.failed_rank = {rank}{in_ranks.format(a='tr')}"
+            reviewed = f"EXISTS (SELECT 1 {review} AND tr.review_state = :review_state AND {ranked})"
+            conditions = conditions.also(reviewed, review_state=self.review_state)
         if self.human_category is not None:
-            conditions = conditions.also(
-                f"EXISTS (SELECT 1 {review} AND tr.human_category = :human_category)",
-                human_category=self.human_category,
-            )
+            human = f"EXISTS (SELECT 1 {review} AND tr.human_category = :human_category)"
+            conditions = conditions.also(human, human_category=self.human_category)
         return conditions

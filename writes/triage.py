@@ -41,14 +41,8 @@ def create_label(session: Session, reviewer: Reviewer, name: str, color: str = "
         raise TriageRefused(
             f"name: a label named {taken!r} already exists (names compare whatever the case)", field="name"
         )
-    label = Label(
-        organization_id=reviewer.org_id,
-        id=new_id(),
-        name=name,
-        color=color,
-        description=description,
-        created_by_user_id=reviewer.user_id,
-    )
+    label = Label(name=name, color=color, description=description, created_by_user_id=reviewer.user_id)
+    label.organization_id, label.id = reviewer.org_id, new_id()
     session.add(label)
     session.flush()
     return label
