@@ -149,28 +149,25 @@ STAGES = """
 """
 
 # What reviewers recorded on the rollout's trial (migration 0032): its review row, its label names and its notes.
-TRIAGE = """
-    LEFT JOIN trial_reviews tr
-           ON tr.organization_id = r.organization_id AND tr.evaluation_trial_id = r.evaluation_trial_id
-    CROSS JOIN LATERAL (
-        SELECT coalesce(json_agg(l.name ORDER BY lower(l.name)), '[]'::json) AS labels
-        FROM trial_labels tl JOIN labels l ON l.organization_id = tl.organization_id AND l.id = tl.label_id
-        WHERE tl.organization_id = r.organization_id AND tl.evaluation_trial_id = r.evaluation_trial_id
-    ) lb
-    CROSS JOIN LATERAL (
-        SELECT coalesce(json_agg(json_build_object('step', n.step, 'body', n.body) ORDER BY n.id), '[]'::json) AS notes
-        FROM trial_notes n WHERE n.organization_id = r.organization_id AND n.evaluation_trial_id = r.evaluation_trial_id
-    ) nt
-"""
-TRIAGE_COLUMNS = """coalesce(tr.human_category, t.failure_category) AS failure_category,
-    t.failure_category AS verifier_category, tr.human_category, coalesce(tr.review_state, 'unreviewed') AS review_state,
-    lb.labels, nt.notes"""
+# What reviewers recorded on the rollout's trial, as scalar subqueries of the line: each one probe of an
+# (organization_id, trial) index, evaluated on the lines in the export's order (joins of these tables let PostgreSQL
+# hash them and then sort the finished lines on disk).
+_OF_TRIAL = "WHERE {a}.organization_id = r.organization_id AND {a}.evaluation_trial_id = r.evaluation_trial_id"
+HUMAN = f"(SELECT rv.human_category FROM trial_reviews rv {_OF_TRIAL.format(a='rv')})"
+REVIEW_STATE = f"coalesce((SELECT rv.review_state FROM trial_reviews rv {_OF_TRIAL.format(a='rv')}), 'unreviewed')"
+LABELS = f"""coalesce((SELECT json_agg(l.name ORDER BY lower(l.name))
+    FROM trial_labels tl JOIN labels l ON l.organization_id = tl.organization_id AND l.id = tl.label_id
+    {_OF_TRIAL.format(a="tl")}), '[]'::json)"""
+NOTES = f"""coalesce((SELECT json_agg(json_build_object('step', n.step, 'body', n.body) ORDER BY n.id)
+    FROM trial_notes n {_OF_TRIAL.format(a="n")}), '[]'::json)"""
+TRIAGE_COLUMNS = f"""coalesce({HUMAN}, t.failure_category) AS failure_category, t.failure_category AS verifier_category,
+    {HUMAN} AS human_category, {REVIEW_STATE} AS review_state, {LABELS} AS labels, {NOTES} AS notes"""
 
-ROLLOUT_FIELDS = """'rolloutId', r.id, 'seed', r.seed, 'reward', r.reward, 'evaluationRunId', r.evaluation_run_id,
+ROLLOUT_FIELDS = f"""'rolloutId', r.id, 'seed', r.seed, 'reward', r.reward, 'evaluationRunId', r.evaluation_run_id,
     'environmentVersionId', r.environment_version_id, 'trialNumber', t.trial_number,
-    'failureCategory', coalesce(tr.human_category, t.failure_category), 'verifierCategory', t.failure_category,
-    'humanCategory', tr.human_category, 'reviewState', coalesce(tr.review_state, 'unreviewed'),
-    'labels', lb.labels, 'notes', nt.notes, 'stages', m.stages"""
+    'failureCategory', coalesce({HUMAN}, t.failure_category), 'verifierCategory', t.failure_category,
+    'humanCategory', {HUMAN}, 'reviewState', {REVIEW_STATE}, 'labels', {LABELS}, 'notes', {NOTES},
+    'stages', m.stages"""
 
 # Steps stored nested deeper than MAX_STORED_JSON_DEPTH (before JSON that comes in was held to MAX_JSON_DEPTH, or
 # written by hand) are left out of the line, which says so in `trajectoryOmitted`: every line stays JSON that any
@@ -189,9 +186,7 @@ ATIF_SHAPED_LINE = f"""
 
 def rollout_lines_sql(kind: str, selection: Selection, newest_first: bool) -> str:
     """SQL whose single column is one finished atif-shaped NDJSON line per rollout."""
-    return (
-        f"SELECT {ATIF_SHAPED_LINE} {selection.source(STAGES + TRIAGE, with_trial=True)} {ordering(kind, newest_first)}"
-    )
+    return f"SELECT {ATIF_SHAPED_LINE} {selection.source(STAGES, with_trial=True)} {ordering(kind, newest_first)}"
 
 
 EVALUATOR = """
@@ -210,7 +205,7 @@ def rollout_rows_sql(kind: str, selection: Selection, newest_first: bool) -> str
     columns = f"""r.id, r.seed, r.reward, r.evaluation_run_id, r.environment_version_id, t.trial_number,
         {TRIAGE_COLUMNS}, m.stages, t.steps, t.tools, t.task, c.name AS evaluator_name,
         c.agent ->> 'kind' AS agent_kind, r.created_at, ta.body AS atif_body"""
-    source = selection.source(STAGES + TRIAGE + EVALUATOR + ORIGINAL_ATIF, with_trial=True)
+    source = selection.source(STAGES + EVALUATOR + ORIGINAL_ATIF, with_trial=True)
     return f"SELECT {columns} {source} {ordering(kind, newest_first)}"
 
 
@@ -358,7 +353,6 @@ def rollout_detail(session: Session, rollout_id: uuid.UUID) -> RolloutDetail | N
                       t.trial_number, {TRIAGE_COLUMNS}, t.trajectory_artifact_id
                FROM rollouts r
                JOIN evaluation_trials t ON t.organization_id = r.organization_id AND t.id = r.evaluation_trial_id
-               {TRIAGE}
                WHERE r.id = :id"""
         ),
         {"id": rollout_id},
