@@ -15,19 +15,23 @@ NOTE_CHARS = 10_000
 REASON_CHARS = 1_000
 
 
+# A label name: 1 to LABEL_NAME_CHARS characters, no control character or comma (the filter's list separator), not
+# starting or ending with a space. One pattern for the rule, the JSON schema and the comma-separated filter.
+_NAME_CHAR = "[^\\u0000-\\u001f\\u007f-\\u009f,]"
+_NAME_EDGE = "[^\\s\\u0000-\\u001f\\u007f-\\u009f,]"
+NAME_PATTERN = f"{_NAME_EDGE}(?:{_NAME_CHAR}{{0,{LABEL_NAME_CHARS - 2}}}{_NAME_EDGE})?"
+_NAME = re.compile(NAME_PATTERN)
+
+
 def _label_name(value: object) -> bool:
-    """Some text besides spaces, at most LABEL_NAME_CHARS once stripped, and no control character (a tab or a newline
-    in a name would break the chips and the filter's comma-free value)."""
-    if not isinstance(value, str) or not value.strip() or len(value.strip()) > LABEL_NAME_CHARS:
-        return False
-    return not any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value) and "," not in value
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None
 
 
 LABEL_NAME = Rule(
-    f"must be a name of 1 to {LABEL_NAME_CHARS} characters without control characters or commas",
+    f"must be a name of 1 to {LABEL_NAME_CHARS} characters without control characters or commas, not starting or "
+    "ending with a space",
     _label_name,
-    {"maxLength": LABEL_NAME_CHARS, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f,]+$"},
-    parse=str.strip,
+    {"maxLength": LABEL_NAME_CHARS, "pattern": f"^{NAME_PATTERN}$"},
 )
 LABEL_COLOR = one_of(*LABEL_COLORS)
 LABEL_DESCRIPTION = text(LABEL_DESCRIPTION_CHARS, what="a description")
@@ -81,7 +85,7 @@ MAX_LABEL_FILTERS = 8
 
 
 def _label_names(value: object) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in value.split(",")) if isinstance(value, str) else ()
+    names = tuple(value.split(",")) if isinstance(value, str) else ()
     if not names or len(names) > MAX_LABEL_FILTERS or not all(_label_name(name) for name in names):
         raise ValueError(value)
     return names
@@ -90,5 +94,5 @@ def _label_names(value: object) -> tuple[str, ...]:
 LABEL_NAMES = Rule(
     f"must be up to {MAX_LABEL_FILTERS} comma-separated label names",
     parse=_label_names,
-    schema={"type": "string"},
+    schema={"type": "string", "pattern": f"^{NAME_PATTERN}(?:,{NAME_PATTERN}){{0,{MAX_LABEL_FILTERS - 1}}}$"},
 )
