@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from domain.triage import LABEL_PALETTE, Swatch, effective_category
+from domain.triage import effective_category
 from queries.rows import all_by_name, by_name
 
 
@@ -24,10 +24,6 @@ class LabelRow:
     color: str
     description: str
     trials: int
-
-    @property
-    def swatch(self) -> Swatch:
-        return LABEL_PALETTE.get(self.color, LABEL_PALETTE["gray"])
 
 
 def list_labels(session: Session) -> list[LabelRow]:
@@ -90,10 +86,6 @@ class Triage:
         """The failure category pages and exports use (the reviewer's over the verifier's)."""
         return effective_category(self.verifier_category, self.human_category)
 
-    def notes_on(self, step: int | None) -> list[NoteRow]:
-        """The notes on step `step` (None: on the trial as a whole)."""
-        return [note for note in self.notes if note.step == step]
-
 
 AUTHOR = "(SELECT u.email FROM users u WHERE u.id = {column})"
 TRIAGE = f"""
@@ -123,6 +115,11 @@ TRIAGE = f"""
 
 def _moment(value: str) -> datetime:
     return datetime.fromisoformat(value)
+
+
+def has_trial(session: Session, trial_id: uuid.UUID) -> bool:
+    """Whether the organization has this trial (one index probe)."""
+    return session.execute(text("SELECT 1 FROM evaluation_trials WHERE id = :id"), {"id": trial_id}).first() is not None
 
 
 def trial_triage(session: Session, trial_id: uuid.UUID, *, audit_limit: int = 200) -> Triage | None:

@@ -51,3 +51,11 @@ def shared_world(build: Callable[[pytest.FixtureRequest], Any]) -> Any:
 
     world.__doc__ = build.__doc__
     return world
+
+
+def world_or(request: pytest.FixtureRequest, world: str, part: str, otherwise: Callable[[], Any]) -> Any:
+    """`part` of the fixture `world` (a shared world's dict) in a test that uses it; else `otherwise()`, for a test
+    that builds rows of its own (a module's `member`, `api` or `page`)."""
+    if world in request.fixturenames:
+        return request.getfixturevalue(world)[part]
+    return otherwise()

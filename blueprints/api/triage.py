@@ -23,7 +23,7 @@ from blueprints.api.schemas import (
     validated,
 )
 from blueprints.auth import current_reviewer
-from queries.triage import Triage, label_row, list_labels, trial_triage
+from queries.triage import Triage, has_trial, label_row, list_labels, trial_triage
 from queries.trials import trial_detail
 from web.database import request_session
 from writes.triage import UNCHANGED, add_note, change_labels, create_label, delete_note, edit_note, set_review
@@ -75,7 +75,7 @@ def _review(triage: Triage) -> dict[str, Any]:
 
 def _known(trial_id: uuid.UUID) -> None:
     """Answer 404 for a trial the organization does not have, before reading the body (as every route does)."""
-    if trial_triage(request_session(), trial_id, audit_limit=0) is None:
+    if not has_trial(request_session(), trial_id):
         raise ApiError(404, "not found", f"no trial {trial_id}")
 
 

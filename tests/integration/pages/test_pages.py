@@ -19,7 +19,7 @@ from queries.runs import run_label_sql
 from tests.conftest import AuthActions
 from tests.factories import finish_runs, make_catalog, typed_steps
 from tests.helpers import attr, counting_queries, is_fragment, is_whole_page, one, parse, texts, trial_links
-from tests.worlds import shared_world
+from tests.worlds import shared_world, world_or
 from writes.runs import enqueue_run, record_trial
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
@@ -51,18 +51,20 @@ def world(shared_pages):
 @pytest.fixture
 def member(request, make_member):
     """The world's member in a test on the world; else a member of a new, empty Acme RL."""
-    if "world" in request.fixturenames:
-        return request.getfixturevalue("world")["member"]
-    return make_member("ann@acme.test", request.getfixturevalue("acme"), "member")
+    return world_or(
+        request, "world", "member", lambda: make_member("ann@acme.test", request.getfixturevalue("acme"), "member")
+    )
 
 
 @pytest.fixture
 def page(request, client, auth, member):
     """A client logged in as `member`."""
-    if "world" in request.fixturenames:
-        return request.getfixturevalue("world")["page"]
-    auth.login(member.email)
-    return client
+
+    def logged_in():
+        auth.login(member.email)
+        return client
+
+    return world_or(request, "world", "page", logged_in)
 
 
 def page_urls(world) -> dict[str, str]:

@@ -15,7 +15,7 @@ from tests.conftest import ApiClient
 from tests.factories import finish_runs, make_catalog, seed_org_rows, writable_copy
 from tests.helpers import api_ids, import_ndjson, line, ndjson, sql_ids
 from tests.integration.importers.test_harbor_import import FIXTURE, JOB, import_harbor
-from tests.worlds import shared_world
+from tests.worlds import shared_world, world_or
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 PASSED = "(t.metrics ->> :key)::float8 = 1"
@@ -45,17 +45,18 @@ def written_every_way(shared_stages):
 @pytest.fixture
 def member(request, make_member):
     """The member who reads `written_every_way` in a test on it; else a member of a new, empty Acme RL."""
-    if "written_every_way" in request.fixturenames:
-        return request.getfixturevalue("shared_stages")["member"]
-    return make_member("ann@acme.test", request.getfixturevalue("acme"), "member")
+    return world_or(
+        request,
+        "written_every_way",
+        "member",
+        lambda: make_member("ann@acme.test", request.getfixturevalue("acme"), "member"),
+    )
 
 
 @pytest.fixture
 def api(request, client, member):
     """`member` logged in."""
-    if "written_every_way" in request.fixturenames:
-        return request.getfixturevalue("shared_stages")["api"]
-    return ApiClient(client, member)
+    return world_or(request, "written_every_way", "api", lambda: ApiClient(client, member))
 
 
 @pytest.mark.parametrize(
