@@ -18,6 +18,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
@@ -219,6 +220,8 @@ class EvaluationTrial(OrgScoped, Base):
     seed: Mapped[int] = mapped_column(Integer)
     status: Mapped[TrialStatus] = mapped_column(String(20))
     reward: Mapped[float | None]
+    # The verifier's, or a reviewer's human category over it (migration 0033; the verifier's then stays in
+    # trial_reviews.verifier_category): every page, count and export reads this one.
     failure_category: Mapped[str | None] = mapped_column(String(FAILURE_CATEGORY_CHARS))
     metrics: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
     trajectory_artifact_id: Mapped[uuid.UUID | None]
@@ -233,6 +236,8 @@ class EvaluationTrial(OrgScoped, Base):
     atif_artifact_id: Mapped[uuid.UUID | None]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    # A reviewer recorded something on the trial (migration 0033): exports read the triage tables for these only.
+    triaged: Mapped[bool] = mapped_column(server_default=false(), default=False)
 
 
 class TrialStage(Base):

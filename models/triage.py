@@ -117,6 +117,9 @@ class TrialReview(Base):
     review_state: Mapped[str] = mapped_column(String(16), server_default="unreviewed")
     reason: Mapped[str] = mapped_column(String(REASON_CHARS), server_default="")
     human_category: Mapped[str | None] = mapped_column(String(FAILURE_CATEGORY_CHARS))
+    # The verifier's category, kept from when the row was written (the trial's failure_category is then the
+    # reviewer's whenever human_category is set; migration 0033).
+    verifier_category: Mapped[str | None] = mapped_column(String(FAILURE_CATEGORY_CHARS))
     failed_rank: Mapped[int] = mapped_column(SmallInteger)
     updated_by_user_id: Mapped[uuid.UUID | None] = _by("trial_reviews", "updated_by_user_id")
     updated_at: Mapped[datetime] = _now()

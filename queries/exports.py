@@ -148,24 +148,40 @@ STAGES = """
     ) m
 """
 
-# What reviewers recorded on the rollout's trial (migration 0032): its review row, its label names and its notes.
-# What reviewers recorded on the rollout's trial, as scalar subqueries of the line: each one probe of an
-# (organization_id, trial) index, evaluated on the lines in the export's order (joins of these tables let PostgreSQL
-# hash them and then sort the finished lines on disk).
+# What reviewers recorded on the rollout's trial (migration 0032), as scalar subqueries of the line, each one probe
+# of an (organization_id, trial) index evaluated on the lines in the export's order (joins of these tables let
+# PostgreSQL hash them and then sort the finished lines on disk). Only a triaged trial (migration 0033) is probed:
+# an untouched one answers its defaults without reading a triage table. The trial's failure_category already is the
+# reviewer's when one was set.
 _OF_TRIAL = "WHERE {a}.organization_id = r.organization_id AND {a}.evaluation_trial_id = r.evaluation_trial_id"
-HUMAN = f"(SELECT rv.human_category FROM trial_reviews rv {_OF_TRIAL.format(a='rv')})"
-REVIEW_STATE = f"coalesce((SELECT rv.review_state FROM trial_reviews rv {_OF_TRIAL.format(a='rv')}), 'unreviewed')"
-LABELS = f"""coalesce((SELECT json_agg(l.name ORDER BY lower(l.name))
+
+
+def _if_triaged(subquery: str, otherwise: str = "NULL") -> str:
+    return f"CASE WHEN t.triaged THEN coalesce({subquery}, {otherwise}) ELSE {otherwise} END"
+
+
+_REVIEW = "(SELECT rv.{column} FROM trial_reviews rv " + _OF_TRIAL.format(a="rv") + ")"
+HUMAN = _if_triaged(_REVIEW.format(column="human_category"))
+VERIFIER = f"""CASE WHEN t.triaged AND {_REVIEW.format(column="evaluation_trial_id")} IS NOT NULL
+    THEN {_REVIEW.format(column="verifier_category")} ELSE t.failure_category END"""
+REVIEW_STATE = _if_triaged(_REVIEW.format(column="review_state"), "'unreviewed'")
+LABELS = _if_triaged(
+    f"""(SELECT json_agg(l.name ORDER BY lower(l.name))
     FROM trial_labels tl JOIN labels l ON l.organization_id = tl.organization_id AND l.id = tl.label_id
-    {_OF_TRIAL.format(a="tl")}), '[]'::json)"""
-NOTES = f"""coalesce((SELECT json_agg(json_build_object('step', n.step, 'body', n.body) ORDER BY n.id)
-    FROM trial_notes n {_OF_TRIAL.format(a="n")}), '[]'::json)"""
-TRIAGE_COLUMNS = f"""coalesce({HUMAN}, t.failure_category) AS failure_category, t.failure_category AS verifier_category,
-    {HUMAN} AS human_category, {REVIEW_STATE} AS review_state, {LABELS} AS labels, {NOTES} AS notes"""
+    {_OF_TRIAL.format(a="tl")})""",
+    "'[]'::json",
+)
+NOTES = _if_triaged(
+    f"""(SELECT json_agg(json_build_object('step', n.step, 'body', n.body) ORDER BY n.id)
+    FROM trial_notes n {_OF_TRIAL.format(a="n")})""",
+    "'[]'::json",
+)
+TRIAGE_COLUMNS = f"""t.failure_category, {VERIFIER} AS verifier_category, {HUMAN} AS human_category,
+    {REVIEW_STATE} AS review_state, {LABELS} AS labels, {NOTES} AS notes"""
 
 ROLLOUT_FIELDS = f"""'rolloutId', r.id, 'seed', r.seed, 'reward', r.reward, 'evaluationRunId', r.evaluation_run_id,
     'environmentVersionId', r.environment_version_id, 'trialNumber', t.trial_number,
-    'failureCategory', coalesce({HUMAN}, t.failure_category), 'verifierCategory', t.failure_category,
+    'failureCategory', t.failure_category, 'verifierCategory', {VERIFIER},
     'humanCategory', {HUMAN}, 'reviewState', {REVIEW_STATE}, 'labels', {LABELS}, 'notes', {NOTES},
     'stages', m.stages"""
 

@@ -13,7 +13,7 @@ from sqlalchemy import func, literal_column, select, text
 from sqlalchemy.orm import Session
 
 from domain.specs import pipeline_order
-from models import Environment, EnvironmentVersion, EvaluationRun, EvaluationTrial, EvaluatorConfig, TrialReview
+from models import Environment, EnvironmentVersion, EvaluationRun, EvaluationTrial, EvaluatorConfig
 from queries.outcomes import TrialOutcome
 from queries.rows import by_name
 
@@ -204,17 +204,11 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
             EvaluationTrial.trial_number,
             EvaluationTrial.status,
             EvaluationTrial.reward,
-            # a reviewer's failure category over the verifier's (queries.triage), as every page shows it
-            func.coalesce(TrialReview.human_category, EvaluationTrial.failure_category).label("failure_category"),
+            EvaluationTrial.failure_category,  # a reviewer's over the verifier's (migration 0033)
             EvaluationTrial.metrics,
             EvaluationTrial.trajectory_artifact_id,
             EvaluationTrial.started_at,
             EvaluationTrial.finished_at,
-        )
-        .outerjoin(
-            TrialReview,
-            (TrialReview.organization_id == EvaluationTrial.organization_id)
-            & (TrialReview.evaluation_trial_id == EvaluationTrial.id),
         )
         .where(EvaluationTrial.organization_id == run.organization_id, EvaluationTrial.evaluation_run_id == run.id)
         .order_by(EvaluationTrial.trial_number)

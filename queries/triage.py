@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from domain.triage import effective_category
 from queries.rows import all_by_name, by_name
 
 
@@ -78,18 +77,16 @@ class Triage:
     reason: str
     human_category: str | None
     verifier_category: str | None
+    category: str | None  # the trial's failure category as pages and exports use it: the reviewer's, if set
     notes: list[NoteRow]
     audit: list[AuditRow]
-
-    @property
-    def category(self) -> str | None:
-        """The failure category pages and exports use (the reviewer's over the verifier's)."""
-        return effective_category(self.verifier_category, self.human_category)
 
 
 AUTHOR = "(SELECT u.email FROM users u WHERE u.id = {column})"
 TRIAGE = f"""
-    SELECT t.failure_category, r.review_state, r.reason, r.human_category,
+    SELECT t.failure_category,
+      CASE WHEN r.evaluation_trial_id IS NULL THEN t.failure_category ELSE r.verifier_category END
+        AS verifier_category, r.review_state, r.reason, r.human_category,
       (SELECT coalesce(json_agg(json_build_object('id', l.id, 'name', l.name, 'color', l.color,
                                                   'description', l.description, 'trials', 0)
                                 ORDER BY lower(l.name)), '[]'::json)
@@ -133,7 +130,8 @@ def trial_triage(session: Session, trial_id: uuid.UUID, *, audit_limit: int = 20
         review_state=row.review_state or "unreviewed",
         reason=row.reason or "",
         human_category=row.human_category,
-        verifier_category=row.failure_category,
+        verifier_category=row.verifier_category,
+        category=row.failure_category,
         notes=[
             NoteRow(
                 id=uuid.UUID(note["id"]),

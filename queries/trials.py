@@ -151,7 +151,7 @@ class TrialRow(TrialOutcome):
 
 ROWS = f"""
     SELECT t.id, t.trial_number, er.attempt_count, t.status, t.reward,
-           coalesce(tr.human_category, t.failure_category) AS failure_category,
+           t.failure_category,
            t.evaluation_run_id AS run_id, c.name AS evaluator_name, c.agent ->> 'kind' AS agent_kind,
            e.id AS environment_id, e.name AS environment_name, v.id AS version_id, v.version,
            {SORT_KEYS["steps"]} AS agent_steps, t.started_at, t.finished_at, t.external_id IS NOT NULL AS imported,

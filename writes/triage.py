@@ -1,8 +1,10 @@
 """Triage writes: the organization's labels, and on a trial its labels, review state, human failure category and
 notes, each change kept in the audit trail (trial_audit) in the same transaction.
 
-Changes to one trial's triage take a transaction-scoped advisory lock on the trial, so two reviewers' edits
-serialise: each adds or removes what it names against what the other left, and neither is lost.
+Changes to one trial's triage lock the trial's row for the transaction, so two reviewers' edits serialise: each
+adds or removes what it names against what the other left, and neither is lost. A human failure category is
+written onto the trial itself (evaluation_trials.failure_category, migration 0033), so the capability-gap counts,
+the failureCategory filter and the exports follow it; the verifier's stays in trial_reviews.verifier_category.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from domain.errors import Forbidden, NotFoundInOrg, TriageRefused
-from domain.triage import NOTE_CHARS
+from domain.triage import NOTE_CHARS, effective_category
 from domain.vocabulary import ReviewState
 from models.base import new_id
 from models.triage import Label, TrialAuditEntry, TrialLabel, TrialNote, TrialReview
@@ -56,16 +58,30 @@ def delete_label(session: Session, label_id: uuid.UUID) -> str:
     return name
 
 
-def _lock_trial(session: Session, trial_id: uuid.UUID) -> int:
-    """Lock the trial's triage for this transaction and return its failed-first rank; NotFoundInOrg when the trial
-    is not the organization's."""
-    rank = session.execute(
-        text("SELECT trial_failed_rank(reward) FROM evaluation_trials WHERE id = :id"), {"id": trial_id}
-    ).scalar()
-    if rank is None:
+@dataclass(frozen=True)
+class LockedTrial:
+    """A trial locked for a triage change: its failed-first rank and its failure category as pages show it."""
+
+    rank: int
+    category: str | None
+
+
+def _lock_trial(session: Session, trial_id: uuid.UUID) -> LockedTrial:
+    """Lock the trial's row for this transaction (two reviewers' changes to one trial serialise), mark it triaged
+    (exports then read its triage) and return its rank and category; NotFoundInOrg when the trial is not the
+    organization's."""
+    row = session.execute(
+        text(
+            "SELECT trial_failed_rank(reward) AS rank, failure_category, triaged FROM evaluation_trials "
+            "WHERE id = :id FOR NO KEY UPDATE"
+        ),
+        {"id": trial_id},
+    ).first()
+    if row is None:
         raise NotFoundInOrg(f"no trial {trial_id}")
-    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"triage:{trial_id}"})
-    return int(rank)
+    if not row.triaged:
+        session.execute(text("UPDATE evaluation_trials SET triaged = true WHERE id = :id"), {"id": trial_id})
+    return LockedTrial(int(row.rank), row.failure_category)
 
 
 def _audit(session: Session, reviewer: Reviewer, trial_id: uuid.UUID, action: str, before: Any, after: Any) -> None:
@@ -120,7 +136,7 @@ def change_labels(
     """Add and remove labels on a trial (by id), add labels by name (`add_names`), or with `names` make its labels
     exactly those; return its label names after, sorted. Unknown label ids answer NotFoundInOrg; another
     reviewer's concurrent change is kept."""
-    rank = _lock_trial(session, trial_id)
+    rank = _lock_trial(session, trial_id).rank
     before = _labels_on(session, trial_id)
     if add_names is not None:
         adding = {i: n for i, n in _labels_named(session, add_names).items() if i not in before}
@@ -175,7 +191,7 @@ def set_review(
 ) -> TrialReview:
     """Set a trial's review state (excluded needs a reason; another state clears it) and/or its human failure
     category (None clears it); audit what changed. TriageRefused when excluded has no reason."""
-    rank = _lock_trial(session, trial_id)
+    trial = _lock_trial(session, trial_id)
     review = session.get(TrialReview, (reviewer.org_id, trial_id))
     old = (review.review_state, review.reason, review.human_category) if review else ("unreviewed", "", None)
     new_state = old[0] if state is UNCHANGED else state
@@ -185,11 +201,22 @@ def set_review(
             "reason: excluding a trial needs a reason (what makes it unfit for training)", field="reason"
         )
     new_category = old[2] if human_category is UNCHANGED else human_category or None
-    if review is None:
-        review = TrialReview(organization_id=reviewer.org_id, evaluation_trial_id=trial_id, failed_rank=rank)
+    if review is None:  # the trial's category is still the verifier's: keep it beside the reviewer's
+        review = TrialReview(
+            organization_id=reviewer.org_id,
+            evaluation_trial_id=trial_id,
+            failed_rank=trial.rank,
+            verifier_category=trial.category,
+        )
         session.add(review)
     review.review_state, review.reason, review.human_category = new_state, new_reason, new_category
     review.updated_by_user_id, review.updated_at = reviewer.user_id, func.now()
+    shown = effective_category(review.verifier_category, new_category)
+    if shown != trial.category:  # the category rollups follow (migration 0033's trigger)
+        session.execute(
+            text("UPDATE evaluation_trials SET failure_category = :category WHERE id = :id"),
+            {"category": shown, "id": trial_id},
+        )
     if (new_state, new_reason) != old[:2]:
         _audit(session, reviewer, trial_id, "review", _state(old[0], old[1]), _state(new_state, new_reason))
     if new_category != old[2]:
