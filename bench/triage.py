@@ -45,13 +45,19 @@ def seed_triage(database: Database, org_ids: list[uuid.UUID]) -> None:
                 session.execute(
                     text(
                         f"""INSERT INTO trial_reviews (organization_id, evaluation_trial_id, review_state, reason,
-                                                       failed_rank)
-                        SELECT t.organization_id, t.id, :state, :reason, trial_failed_rank(t.reward)
+                                                       failed_rank, verifier_category)
+                        SELECT t.organization_id, t.id, :state, :reason, trial_failed_rank(t.reward),
+                               t.failure_category
                         FROM evaluation_trials t WHERE {SHARE.format(every=every)}
                         ON CONFLICT DO NOTHING"""
                     ),
                     {"state": state, "reason": "bench" if state == "excluded" else ""},
                 )
+            # as writes.triage marks the trials it changes (exports read triage for these only)
+            shares = " OR ".join(
+                f"({where} AND {SHARE.format(every=every)})" for _, _, every, where in LABELS
+            ) + "".join(f" OR {SHARE.format(every=every)}" for every in (REVIEWED_EVERY, EXCLUDED_EVERY))
+            session.execute(text(f"UPDATE evaluation_trials t SET triaged = true WHERE NOT t.triaged AND ({shares})"))
 
 
 TRIAGE_QUERIES = {

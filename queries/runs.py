@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, literal_column, select, text
+from sqlalchemy import literal_column, select, text
 from sqlalchemy.orm import Session
 
 from domain.specs import pipeline_order

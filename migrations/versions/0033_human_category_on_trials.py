@@ -109,9 +109,7 @@ END $$
 def upgrade() -> None:
     """Add the two columns and the rollup trigger, then carry existing reviews over."""
     op.add_column("trial_reviews", sa.Column("verifier_category", sa.String(64), nullable=True))
-    op.add_column(
-        "evaluation_trials", sa.Column("triaged", sa.Boolean(), nullable=False, server_default=sa.false())
-    )
+    op.add_column("evaluation_trials", sa.Column("triaged", sa.Boolean(), nullable=False, server_default=sa.false()))
     op.execute(ROLLUP_FUNCTION)
     op.execute(CARRY_OVER)
 

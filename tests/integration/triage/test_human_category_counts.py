@@ -8,10 +8,9 @@ import json
 import uuid
 
 import pytest
-from sqlalchemy import text
 
 from tests.factories import finish_runs, make_catalog
-from tests.helpers import api_ids, migrate, parse, rows, texts
+from tests.helpers import api_ids, attr, migrate, one, parse, rows, texts
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 NEW = "wrong_customer_seen_by_a_human"
@@ -28,7 +27,7 @@ def gap(api, query: str = "") -> dict[str, int]:
     """The capability-gap page's overall table: failure category → failed trials."""
     page = parse(api.client.get(f"/capability-gap{query}").text)
     return {
-        row.find("td").get_text(strip=True): int(row.find("a").get_text(strip=True))
+        one(row, "td").get_text(strip=True): int(one(row, "a").get_text(strip=True))
         for row in page.select("table.gap tbody tr")
     }
 
@@ -91,9 +90,10 @@ def test_a_human_category_moves_the_capability_gap_and_the_filter_and_clearing_i
 
     # The gap page's link for the new category opens the explorer on exactly that trial.
     page = parse(api.client.get("/capability-gap").text)
-    link = next(a["href"] for a in page.select("table.gap a") if f"failureCategory={NEW}" in a["href"])
+    link = next(attr(a, "href") for a in page.select("table.gap a") if f"failureCategory={NEW}" in attr(a, "href"))
     explorer = parse(api.client.get(link).text)
-    assert {a["href"].split("?")[0] for a in explorer.select("tbody a[href^='/trials/']")} == {f"/trials/{trial_id}"}
+    opened = {attr(a, "href").split("?")[0] for a in explorer.select("tbody a[href^='/trials/']")}
+    assert opened == {f"/trials/{trial_id}"}
 
     # The trial page shows the reviewer's, and the verifier's beside it.
     trial_page = api.client.get(f"/trials/{trial_id}").text
@@ -128,7 +128,9 @@ def test_exports_carry_the_reviewers_category_and_keep_the_verifiers(world, api,
     trial_id, verifier = failed_trial(database, member.org.id)
     patch(api, trial_id, {"humanCategory": NEW, "reviewState": "reviewed"})
     lines = [json.loads(line) for line in api.get("/api/v1/rollouts?kind=failed").text.splitlines()]
-    rollout_of = {str(r.evaluation_trial_id): str(r.id) for r in rows(database, member.org.id, "SELECT * FROM rollouts")}
+    rollout_of = {
+        str(r.evaluation_trial_id): str(r.id) for r in rows(database, member.org.id, "SELECT * FROM rollouts")
+    }
     mine = next(line for line in lines if line["rolloutId"] == rollout_of[str(trial_id)])
     assert (mine["failureCategory"], mine["verifierCategory"], mine["humanCategory"]) == (NEW, verifier, NEW)
     assert mine["reviewState"] == "reviewed"
