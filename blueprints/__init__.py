@@ -8,6 +8,7 @@ def register_blueprints(app: Flask) -> None:
     from blueprints import (
         api,
         auth,
+        catalog,
         compare,
         environments,
         health,
@@ -23,6 +24,7 @@ def register_blueprints(app: Flask) -> None:
     auth.login_manager.init_app(app)
     app.register_blueprint(health.bp)
     app.register_blueprint(environments.bp)
+    app.register_blueprint(catalog.bp)
     app.register_blueprint(runs.bp)
     app.register_blueprint(trials.bp)
     app.register_blueprint(insights.bp)

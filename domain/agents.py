@@ -18,6 +18,7 @@ from domain.errors import AgentConfigError
 from domain.json_depth import json_object
 from domain.limits import SandboxLimits
 from domain.rules import NETWORK, Config, Env, Flag, JsonObject, Rule, Strings, Text, integer_from, number_from, refusal
+from domain.specs import config_size_refusal
 
 
 class AgentModel(Config):
@@ -142,6 +143,9 @@ def validate_agent(agent: Any) -> dict[str, Any]:
     if model is None:
         kinds = ", ".join(repr(kind) for kind in AGENTS)
         raise AgentConfigError(f"agent.kind must be one of {kinds}, not {agent.get('kind')!r}")
+    too_big = config_size_refusal(agent, "agent")
+    if too_big:
+        raise AgentConfigError(too_big)
     try:
         checked = model.model_validate(agent)
     except ValidationError as error:

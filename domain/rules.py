@@ -294,7 +294,10 @@ Strings = Annotated[
     Field(min_length=1),
     Rule("must be a non-empty list of strings", _strings, show_value=False),
 ]
-Text = Annotated[str, Rule("must be text", lambda v: isinstance(v, str), show_value=False)]
+# Free text (a task, a system prompt): contentMediaType says so in the schema, and forms give it a text area.
+Text = Annotated[
+    str, Rule("must be text", lambda v: isinstance(v, str), {"contentMediaType": "text/plain"}, show_value=False)
+]
 Flag = Annotated[bool, Rule("must be true or false", lambda v: isinstance(v, bool), show_value=False)]
 
 

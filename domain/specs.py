@@ -205,10 +205,24 @@ def _model_of(spec: dict[str, Any]) -> type[BaseModel]:
     raise SpecError(f"{KINDS}, not {spec.get('kind')!r}")
 
 
+MAX_CONFIG_BYTES = 64 * 1024  # a spec's or an agent config's JSON, at most (imported results' specs are kept whole)
+
+
+def config_size_refusal(config: dict[str, Any], where: str) -> str | None:
+    """Why a spec or agent config is too big to keep (its compact JSON over MAX_CONFIG_BYTES), None when it fits."""
+    size = len(json.dumps(config, ensure_ascii=False, separators=(",", ":")).encode())
+    if size <= MAX_CONFIG_BYTES:
+        return None
+    return f"{where} is {size / 1024:.1f} KB of JSON; it may hold at most {MAX_CONFIG_BYTES // 1024} KB"
+
+
 def validate_spec(spec: Any) -> dict[str, Any]:
     """Return the normalised spec (defaults filled in) or raise SpecError saying what is wrong."""
     spec = json_object(spec, "spec", SpecError)
     model = _model_of(spec)
+    too_big = None if model is ExternalSpec else config_size_refusal(spec, "spec")
+    if too_big:
+        raise SpecError(too_big)
     try:
         checked = model.model_validate(spec)
     except ValidationError as error:

@@ -7,11 +7,13 @@ from typing import Any
 
 from sqlalchemy import (
     CheckConstraint,
+    Index,
     Integer,
     LargeBinary,
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -20,14 +22,27 @@ from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS
 from models.base import Base, OrgRoot, OrgScoped, Timestamped, org_fk
 
 
+def once_per_submission(table: str) -> Index:
+    """One row per submitted page form: a second POST with the form's key finds the first one's row (migration
+    0034; writes.once)."""
+    return Index(
+        f"ux_{table}_org_submission_key",
+        "organization_id",
+        "submission_key",
+        unique=True,
+        postgresql_where=text("submission_key IS NOT NULL"),
+    )
+
+
 class Environment(OrgRoot, Timestamped, Base):
     """A task world agents are evaluated in (e.g. admin-console); its behaviour lives in its versions."""
 
     __tablename__ = "environments"
-    __table_args__ = (UniqueConstraint("organization_id", "name"),)
+    __table_args__ = (UniqueConstraint("organization_id", "name"), once_per_submission("environments"))
 
     name: Mapped[str] = mapped_column(String(200))
     description: Mapped[str] = mapped_column(Text, default="")
+    submission_key: Mapped[uuid.UUID | None]
 
 
 class EnvironmentVersion(OrgScoped, Timestamped, Base):
@@ -42,6 +57,7 @@ class EnvironmentVersion(OrgScoped, Timestamped, Base):
         CheckConstraint("version >= 1", name="version_positive"),
         CheckConstraint("spec_sha256 ~ '^[0-9a-f]{64}$'", name="spec_sha256_hex"),
         org_fk("environment_id", "environments"),
+        once_per_submission("environment_versions"),
     )
 
     environment_id: Mapped[uuid.UUID]
@@ -49,6 +65,7 @@ class EnvironmentVersion(OrgScoped, Timestamped, Base):
     spec: Mapped[dict[str, Any]] = mapped_column(JSONB)
     spec_sha256: Mapped[str] = mapped_column(String(64))
     secret_env: Mapped[bytes | None] = mapped_column(LargeBinary)
+    submission_key: Mapped[uuid.UUID | None]
 
     environment: Mapped[Environment] = relationship(viewonly=True, lazy="raise")
 
@@ -66,6 +83,7 @@ class EvaluatorConfig(OrgRoot, Timestamped, Base):
         CheckConstraint(f"attempt_count BETWEEN {MIN_ATTEMPTS} AND {MAX_ATTEMPTS}", name="attempt_count_range"),
         CheckConstraint("max_steps >= 1", name="max_steps_positive"),
         CheckConstraint("timeout_s > 0", name="timeout_positive"),
+        once_per_submission("evaluator_configs"),
     )
 
     name: Mapped[str] = mapped_column(String(200))
@@ -74,3 +92,4 @@ class EvaluatorConfig(OrgRoot, Timestamped, Base):
     max_steps: Mapped[int] = mapped_column(Integer, default=30)
     timeout_s: Mapped[float] = mapped_column(default=60.0)
     secret_env: Mapped[bytes | None] = mapped_column(LargeBinary)
+    submission_key: Mapped[uuid.UUID | None]

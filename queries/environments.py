@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from db.session import secrets_key_of
 from domain.agents import ran_elsewhere as agent_ran_elsewhere
 from domain.secret_env import open_env, row_name
 from domain.specs import ran_elsewhere as spec_ran_elsewhere
-from models import Environment, EnvironmentVersion, EvaluatorConfig
+from models import Environment, EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.rows import all_by_name
 from queries.runs import run_label_sql
 
@@ -222,6 +222,11 @@ class EnvironmentDetail:
         return next((v.id for v in self.versions if v.id not in self.imported_ids), None)
 
     @property
+    def imported_only(self) -> bool:
+        """The newest version holds imported results (its versions come from another harness, not from a form)."""
+        return bool(self.versions) and spec_ran_elsewhere(self.versions[0].spec)
+
+    @property
     def default_evaluator_id(self) -> uuid.UUID | None:
         """The evaluator the start form preselects: the first (by name) a worker can run."""
         return next((c.id for c in self.evaluators if c.id not in self.imported_ids), None)
@@ -344,3 +349,34 @@ def runnable_agent(session: Session, config: EvaluatorConfig) -> dict[str, Any]:
     """The configuration's agent with its env values in plaintext, for the worker to run."""
     row = row_name("evaluator_configs", config.organization_id, config.id)
     return open_env(config.agent, config.secret_env, secrets_key_of(session), row)
+
+
+def versions_of(session: Session, environment_id: uuid.UUID) -> list[EnvironmentVersion]:
+    """The environment's versions, oldest first."""
+    return list(
+        session.scalars(
+            select(EnvironmentVersion)
+            .where(EnvironmentVersion.environment_id == environment_id)
+            .order_by(EnvironmentVersion.version)
+        )
+    )
+
+
+@dataclass(frozen=True)
+class EvaluatorRow:
+    """An evaluator configuration as the evaluators page lists it, with how many runs it has."""
+
+    config: EvaluatorConfig
+    runs: int
+
+
+def list_evaluators(session: Session) -> list[EvaluatorRow]:
+    """The organization's evaluator configurations by name, each with its number of runs."""
+    runs = (
+        select(func.count())
+        .select_from(EvaluationRun)
+        .where(EvaluationRun.evaluator_config_id == EvaluatorConfig.id)
+        .scalar_subquery()
+    )
+    rows = session.execute(select(EvaluatorConfig, runs).order_by(EvaluatorConfig.name)).all()
+    return [EvaluatorRow(config, count) for config, count in rows]

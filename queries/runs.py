@@ -233,11 +233,6 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
     )
 
 
-def run_for_submission(session: Session, submission_key: uuid.UUID) -> EvaluationRun | None:
-    """The run a form submission with `submission_key` queued in the session's organization, or None."""
-    return session.scalar(select(EvaluationRun).where(EvaluationRun.submission_key == submission_key))
-
-
 def recorded_trial_numbers(session: Session, run: EvaluationRun) -> set[int]:
     """Trial numbers already written for `run` (a resumed run only runs the others)."""
     rows = session.scalars(

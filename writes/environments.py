@@ -24,15 +24,21 @@ from models.base import new_id
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 
 
-def create_environment(session: Session, org_id: uuid.UUID, name: str, description: str = "") -> Environment:
-    """Add an environment to the organization."""
-    environment = Environment(organization_id=org_id, id=new_id(), name=name, description=description)
+def create_environment(
+    session: Session, org_id: uuid.UUID, name: str, description: str = "", *, submission_key: uuid.UUID | None = None
+) -> Environment:
+    """Add an environment to the organization (`submission_key`: the page form's, see writes.once)."""
+    environment = Environment(
+        organization_id=org_id, id=new_id(), name=name, description=description, submission_key=submission_key
+    )
     session.add(environment)
     session.flush()
     return environment
 
 
-def create_environment_version(session: Session, environment: Environment, spec: Any) -> EnvironmentVersion:
+def create_environment_version(
+    session: Session, environment: Environment, spec: Any, *, submission_key: uuid.UUID | None = None
+) -> EnvironmentVersion:
     """Pin a new immutable version of `environment` (numbered after the newest); SpecError when `spec` is invalid."""
     normalised = validate_spec(spec)
     if hidden_env_names(normalised):
@@ -53,6 +59,7 @@ def create_environment_version(session: Session, environment: Environment, spec:
         spec=shown,
         spec_sha256=spec_sha256(normalised, key),
         secret_env=sealed,
+        submission_key=submission_key,
     )
     session.add(version)
     session.flush()
@@ -68,6 +75,7 @@ def create_evaluator_config(
     *,
     max_steps: int = 30,
     timeout_s: float = 60.0,
+    submission_key: uuid.UUID | None = None,
 ) -> EvaluatorConfig:
     """Add an evaluator configuration: the agent (validated, env values sealed), attemptCount and budgets."""
     normalised = validate_agent(agent)
@@ -84,6 +92,7 @@ def create_evaluator_config(
         attempt_count=attempt_count,
         max_steps=max_steps,
         timeout_s=timeout_s,
+        submission_key=submission_key,
     )
     session.add(config)
     session.flush()

@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import func, select, text, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from domain.agents import ran_elsewhere as agent_ran_elsewhere
@@ -25,7 +24,7 @@ from domain.vocabulary import RESETS
 from models.base import new_id
 from models.environments import EnvironmentVersion, EvaluatorConfig
 from models.evaluations import EvaluationRun, EvaluationTrial, Rollout
-from queries.runs import run_for_submission
+from writes.once import once
 
 RUNS_CHANNEL = "agentforge_runs"
 SEED_SPACE = 2**31
@@ -139,30 +138,11 @@ def check_resettable(run: EvaluationRun) -> None:
         raise RunNotResettable(f"This run is still {run.status}: reset it once it has finished (completed or failed).")
 
 
-SUBMISSION_INDEX = "ux_evaluation_runs_org_submission_key"
-
-
 def queue_once(
     session: Session, submission_key: uuid.UUID | None, queue: Callable[[], EvaluationRun]
 ) -> tuple[EvaluationRun, bool]:
-    """Queue a run with `queue()` unless a submission with the same key already did: (the run, True if new).
-
-    Two concurrent POSTs with one key both try to insert; the second waits on the unique index until the first
-    commits, then its savepoint rolls back and it answers with the first one's run."""
-    if submission_key is not None:
-        earlier = run_for_submission(session, submission_key)
-        if earlier is not None:
-            return earlier, False
-    try:
-        with session.begin_nested():
-            return queue(), True
-    except IntegrityError as error:
-        if submission_key is None or SUBMISSION_INDEX not in str(error.orig):
-            raise
-    earlier = run_for_submission(session, submission_key)
-    if earlier is None:  # pragma: no cover - the index said it exists
-        raise RunError("this form was already submitted; reload the page and try again")
-    return earlier, False
+    """Queue a run with `queue()` unless a submission with the same key already did: (the run, True if new)."""
+    return once(session, EvaluationRun, submission_key, queue)
 
 
 def report_progress(

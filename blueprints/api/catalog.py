@@ -10,17 +10,10 @@ from sqlalchemy.exc import IntegrityError
 
 from blueprints.api import ApiError, bp, json_object
 from blueprints.api.contract import Reply, created, operation, write
-from blueprints.api.schemas import (
-    Environment,
-    EnvironmentCreate,
-    EnvironmentVersion,
-    EnvironmentVersionCreate,
-    EvaluatorConfig,
-    EvaluatorConfigCreate,
-    validated,
-)
+from blueprints.api.schemas import Environment, EnvironmentVersion, EvaluatorConfig, validated
 from models import Environment as EnvironmentRow
 from queries.environments import list_environments as environment_summaries
+from web.catalog_bodies import EnvironmentCreate, EnvironmentVersionCreate, EvaluatorConfigCreate
 from web.database import request_session
 from writes.environments import create_environment, create_environment_version, create_evaluator_config
 

@@ -10,16 +10,13 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, WithJsonSchema
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from blueprints.api import ApiError
-from domain.agents import AGENT_JSON_SCHEMA, validate_agent
-from domain.errors import AgentConfigError, SpecError
-from domain.limits import DEFAULT_MAX_TRIAL_TIMEOUT_S
-from domain.rules import FLAG, UUID_RULE, Refused, integer_from, number_from, one_of, text
+from domain.agents import AGENT_JSON_SCHEMA
+from domain.rules import FLAG, UUID_RULE, integer_from, one_of
 from domain.scoring import ATTEMPT_COUNT
-from domain.specs import SPEC_JSON_SCHEMA, validate_spec
+from domain.specs import SPEC_JSON_SCHEMA
 from domain.triage import HUMAN_CATEGORY, LABEL_COLOR, LABEL_DESCRIPTION, LABEL_NAME, NOTE_BODY, REASON, REVIEW_STATE
 from domain.vocabulary import RESETS, LabelColor, ReviewState
 from importers.ingest import IngestTrial
@@ -32,71 +29,12 @@ ImportLine = IngestTrial  # one line of POST /evaluation-runs/import
 __all__ = ["REPORT_MISSING", "ApiModel", "CompareQuery", "TrialFilterQuery", "TrialListQuery"]
 
 
-def _refuse(detail: str) -> PydanticCustomError:
-    """A validation error whose message is `detail` as it is (a spec's or agent's whole sentence)."""
-    return PydanticCustomError("api", "{detail}", {"detail": detail})
-
-
-def _timeout_s(value: Any, info: ValidationInfo) -> float:
-    """Seconds per trial, above 0 and at most the operator's AGENTFORGE_MAX_TRIAL_TIMEOUT_S."""
-    ceiling = (info.context or {}).get("max_trial_timeout_s", DEFAULT_MAX_TRIAL_TIMEOUT_S)
-    rule = number_from(0, ceiling, above=True, says=f"must be a number of seconds from 0 to {ceiling:g}")
-    try:
-        return float(rule.apply(value))
-    except Refused as refused:
-        raise PydanticCustomError("rule", "{says}", {"says": refused.says}) from None
-
-
-def _spec(value: Any) -> dict[str, Any]:
-    try:
-        return validate_spec(value)
-    except SpecError as error:
-        raise _refuse(str(error)) from None
-
-
-def _agent(value: Any) -> dict[str, Any]:
-    try:
-        return validate_agent(value)
-    except AgentConfigError as error:
-        raise _refuse(str(error)) from None
-
-
-Spec = Annotated[dict[str, Any], BeforeValidator(_spec), WithJsonSchema(SPEC_JSON_SCHEMA)]
-Agent = Annotated[dict[str, Any], BeforeValidator(_agent), WithJsonSchema(AGENT_JSON_SCHEMA)]
 StoredSpec = Annotated[dict[str, Any], WithJsonSchema(SPEC_JSON_SCHEMA)]
 StoredAgent = Annotated[dict[str, Any], WithJsonSchema(AGENT_JSON_SCHEMA)]
-Name = Annotated[str, text(200, required=True)]
 Stages = dict[str, float]
 
 
 # Requests
-
-
-class EnvironmentCreate(ApiModel):
-    """POST /environments: a new environment of the organization."""
-
-    name: Name
-    description: Annotated[str, text(2000)] = ""
-
-
-class EnvironmentVersionCreate(ApiModel):
-    """POST /environments/{environmentId}/versions: the spec a new immutable version pins."""
-
-    spec: Annotated[Spec, REPORT_MISSING]
-
-
-class EvaluatorConfigCreate(ApiModel):
-    """POST /evaluator-configs: an agent and how many attempts, steps and seconds each run gives it."""
-
-    name: Name
-    attempt_count: Annotated[int, ATTEMPT_COUNT]
-    max_steps: Annotated[int, integer_from(1, 500)] = 30
-    timeout_s: Annotated[
-        float,
-        BeforeValidator(_timeout_s),
-        Field(gt=0, json_schema_extra={"maximum": DEFAULT_MAX_TRIAL_TIMEOUT_S}, description="Seconds per trial"),
-    ] = 60
-    agent: Agent
 
 
 class EvaluationRunCreate(ApiModel):

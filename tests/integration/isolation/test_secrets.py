@@ -428,13 +428,19 @@ def test_the_migration_seals_values_stored_in_plaintext_before_it(database, data
             config.attributes["secrets_key"] = database.secrets_key
             command.downgrade(config, before)
         with database.session(org.id) as session, session.begin():  # rows as the older schema wrote them
-            env = create_environment(session, org.id, "secret-mcp")
+            env_id = uuid.uuid4()
+            session.execute(
+                text(
+                    "INSERT INTO environments (organization_id, id, name, description) VALUES (:org, :id, 'secret-mcp', '')"
+                ),
+                {"org": org.id, "id": env_id},
+            )
             session.execute(
                 text(
                     "INSERT INTO environment_versions (organization_id, id, environment_id, version, spec, spec_sha256)"
                     " VALUES (:org, :id, :env, 1, CAST(:spec AS jsonb), :sha)"
                 ),
-                {"org": org.id, "id": uuid.uuid4(), "env": env.id, "spec": json.dumps(SECRET_SPEC), "sha": "0" * 64},
+                {"org": org.id, "id": uuid.uuid4(), "env": env_id, "spec": json.dumps(SECRET_SPEC), "sha": "0" * 64},
             )
             session.execute(
                 text(
@@ -443,10 +449,10 @@ def test_the_migration_seals_values_stored_in_plaintext_before_it(database, data
                 ),
                 {"org": org.id, "id": uuid.uuid4(), "agent": json.dumps(LEAKY_AGENT)},
             )
+    finally:  # back at the newest schema, whatever happened (the database serves the other tests)
         with engine.begin() as conn:
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
-    finally:
         engine.dispose()
     assert_not_stored(owner_engine, org.id, SECRET, QUOTED, SERVER_TOKEN)
     with database.session(org.id) as session:

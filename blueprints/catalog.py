@@ -1,0 +1,304 @@
+"""Create in the browser: an environment from a template, a new version of one, and evaluator configurations.
+
+Each form is generated from the models the API validates with (web.catalog_forms), goes through the same
+validation and writes (writes.environments), and is refused in place (422, nothing written) in the API's words.
+Owners and members create; viewers get 403. A form's submission key makes a second POST of it (a double click)
+answer with the first one's row (writes.once).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import uuid
+from typing import Any
+
+from flask import Blueprint, abort, current_app, flash, g, request, url_for
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from blueprints.auth import require_role
+from db.session import secrets_key_of
+from domain.agents import validate_agent
+from domain.errors import AgentConfigError, SpecError
+from domain.secret_env import hide_env
+from domain.specs import spec_sha256, validate_spec
+from models import Environment, EnvironmentVersion, EvaluatorConfig
+from queries.environments import find_environment, list_evaluators, runnable_spec, versions_of
+from web.catalog_bodies import EnvironmentCreate, EvaluatorConfigCreate
+from web.catalog_forms import (
+    AGENT_TEMPLATES,
+    SPEC_TEMPLATES,
+    CatalogForm,
+    Template,
+    posted_values,
+    template_of_spec,
+    values_under,
+)
+from web.database import request_session
+from web.htmx import redirect_after_write, render
+from web.params import parse_uuid
+from web.validation import Invalid, parse
+from writes.environments import create_environment, create_environment_version, create_evaluator_config
+from writes.once import once
+
+bp = Blueprint("catalog", __name__)
+SCRIPTED = {"kind": "scripted"}  # stands in for the agent while the body's own fields are checked
+
+
+def _template(templates: dict[str, Template], default: str) -> Template:
+    key = request.args.get("template", default)
+    if key not in templates:
+        abort(404, description=f"No template {key!r}: choose one of {', '.join(templates)}.")
+    return templates[key]
+
+
+def _submission_key() -> uuid.UUID | None:
+    return parse_uuid(str(request.form.get("submission_key", "")))
+
+
+def _body_fields(form: CatalogForm, body: dict[str, Any], model: type, stand_in: Any = None, **context: Any) -> Any:
+    """The body's own fields checked by the API's model, the nested config (checked apart) replaced by `stand_in`
+    when the model needs one; None with the refusal kept."""
+    top = {key: value for key, value in body.items() if key != form.nested_key}
+    if stand_in is not None:
+        top[form.nested_key] = stand_in
+    try:
+        return parse(model, top, **context)
+    except Invalid as invalid:
+        form.refuse(invalid.detail)
+        return None
+
+
+def _config_json(form: CatalogForm, values: dict[str, Any], example: dict[str, Any]) -> str:
+    if request.method == "POST" and "config_json" in request.form:
+        return str(request.form["config_json"])
+    return json.dumps(example, indent=2, ensure_ascii=False)
+
+
+@bp.route("/environments/new", methods=["GET", "POST"])
+def new_environment():
+    """A new environment with its first version, from a template's form (or its JSON view)."""
+    require_role("member")
+    template = _template(SPEC_TEMPLATES, "admin-console")
+    form = CatalogForm.of(EnvironmentCreate, "spec", template)
+    if request.method == "GET":
+        values = values_under(template.example, "spec.", form.nested)
+        return _environment_page(template, form, values, uuid.uuid4())
+    values, key = posted_values(form.fields, request.form), _submission_key()
+    body = form.body(request.form)
+    session = request_session()
+    spec = None
+    if body is not None:
+        checked = _body_fields(form, body, EnvironmentCreate)
+        try:
+            spec = validate_spec(body["spec"])
+        except SpecError as error:
+            form.refuse(str(error), json_view=request.form.get("source") == "json")
+        if checked is not None and session.scalar(select(Environment.id).where(Environment.name == checked.name)):
+            earlier = session.scalar(select(Environment).where(Environment.submission_key == key)) if key else None
+            if earlier is not None:  # this very form was submitted before
+                return redirect_after_write(url_for("environments.show", environment_id=earlier.id))
+            form.refuse(f"name: an environment named {checked.name!r} already exists", path="name")
+    if form.errors or body is None or spec is None:
+        return _environment_page(template, form, values, key or uuid.uuid4(), status=422)
+
+    def create() -> Environment:
+        environment = create_environment(session, g.org_id, checked.name, checked.description, submission_key=key)
+        create_environment_version(session, environment, spec)
+        return environment
+
+    try:
+        environment, new = once(session, Environment, key, create)
+    except SpecError as error:
+        form.refuse(str(error), json_view=request.form.get("source") == "json")
+        return _environment_page(template, form, values, key or uuid.uuid4(), status=422)
+    except IntegrityError:
+        session.rollback()
+        form.refuse(f"name: an environment named {checked.name!r} already exists", path="name")
+        return _environment_page(template, form, values, key or uuid.uuid4(), status=422)
+    session.commit()
+    if new:
+        flash(f"Created {environment.name} with version 1. Next: an evaluator, then start a run.")
+    return redirect_after_write(url_for("environments.show", environment_id=environment.id))
+
+
+def _environment_page(template: Template, form: CatalogForm, values: dict[str, Any], key: uuid.UUID, status=200):
+    return render(
+        "catalog/environment_new.html",
+        status=status,
+        chosen=template,
+        templates=SPEC_TEMPLATES.values(),
+        form=form,
+        values=values,
+        submission_key=key,
+        config_json=_config_json(form, values, template.example),
+    )
+
+
+@bp.route("/environments/<uuid:environment_id>/versions/new", methods=["GET", "POST"])
+def new_version(environment_id: uuid.UUID):
+    """A new immutable version from the newest one: its spec pre-filled; Preview shows the diff and the new
+    sha256; an unchanged spec says which version it already is; secret values left empty are kept."""
+    require_role("member")
+    session = request_session()
+    environment = find_environment(session, environment_id)
+    if environment is None:
+        abort(404, description=f"No environment {environment_id} in this organization.")
+    versions = versions_of(session, environment_id)
+    latest = versions[-1] if versions else None
+    template = template_of_spec(latest.spec) if latest else _template(SPEC_TEMPLATES, "admin-console")
+    if template is None:
+        abort(409, description=f"{environment.name} holds imported results: its versions come from its harness.")
+    form = CatalogForm.of(EnvironmentCreate, "spec", template)
+    form.top = []  # a version has no name of its own
+    kept_values = runnable_spec(session, latest).get("env", {}) if latest else {}
+    page: dict[str, Any] = {
+        "environment": environment,
+        "latest": latest,
+        "kept": sorted(kept_values),
+        "chosen": template,
+    }
+    if request.method == "GET":
+        values = values_under(latest.spec if latest else template.example, "spec.", form.nested)
+        example = latest.spec if latest else template.example
+        return render(
+            "catalog/version_new.html",
+            form=form,
+            values=values,
+            submission_key=uuid.uuid4(),
+            config_json=json.dumps(example, indent=2, ensure_ascii=False),
+            preview=None,
+            **page,
+        )
+    values, key = posted_values(form.fields, request.form), _submission_key()
+    body = form.body(request.form, kept_values)
+    preview = None
+    spec = None
+    if body is not None:
+        try:
+            spec = validate_spec(body["spec"])
+        except SpecError as error:
+            form.refuse(str(error), json_view=request.form.get("source") == "json")
+    if spec is not None:
+        preview = _preview(session, versions, spec, kept_values)
+        if request.form.get("action") == "save" and preview["same_as"] is None:
+            try:
+                version, _ = once(
+                    session,
+                    EnvironmentVersion,
+                    key,
+                    lambda: create_environment_version(session, environment, spec, submission_key=key),
+                )
+            except SpecError as error:
+                form.refuse(str(error), json_view=request.form.get("source") == "json")
+            else:
+                session.commit()
+                flash(f"Created v{version.version} of {environment.name} (sha256 {version.spec_sha256[:12]}…).")
+                return redirect_after_write(url_for("environments.show", environment_id=environment.id))
+    status = 422 if form.errors or (request.form.get("action") == "save" and preview and preview["same_as"]) else 200
+    return render(
+        "catalog/version_new.html",
+        status=status,
+        form=form,
+        values=values,
+        submission_key=key or uuid.uuid4(),
+        config_json=str(request.form.get("config_json", "")),
+        preview=preview,
+        **page,
+    )
+
+
+def _preview(session, versions: list[EnvironmentVersion], spec: dict[str, Any], kept: dict[str, str]) -> dict[str, Any]:
+    """What saving would pin: the diff against the newest version, the new sha256, the version it already is."""
+    sha = spec_sha256(spec, secrets_key_of(session))
+    same = next((v.version for v in versions if v.spec_sha256 == sha), None)
+    before = json.dumps(versions[-1].spec, indent=2, sort_keys=True).splitlines() if versions else []
+    after = json.dumps(hide_env(spec), indent=2, sort_keys=True).splitlines()
+    diff = list(
+        difflib.unified_diff(before, after, f"v{versions[-1].version}" if versions else "none", "new", lineterm="")
+    )
+    env = spec.get("env") or {}
+    secrets = sorted(name for name in env if name in kept and env[name] != kept[name]) + sorted(
+        name for name in env if name not in kept
+    )
+    return {"sha256": sha, "same_as": same, "diff": diff, "changed_secrets": secrets}
+
+
+@bp.get("/evaluators")
+def evaluators():
+    """The organization's evaluator configurations: agent kind, attemptCount, budgets and runs."""
+    return render("catalog/evaluators.html", evaluators=list_evaluators(request_session()))
+
+
+@bp.route("/evaluators/new", methods=["GET", "POST"])
+def new_evaluator():
+    """A new evaluator configuration of one agent kind, from its form (or its JSON view)."""
+    require_role("member")
+    template = _template(AGENT_TEMPLATES, "scripted")
+    form = CatalogForm.of(EvaluatorConfigCreate, "agent", template)
+    if request.method == "GET":
+        values = values_under(template.example, "agent.", form.nested) | {"attemptCount": 4}
+        return _evaluator_page(template, form, values, uuid.uuid4())
+    values, key = posted_values(form.fields, request.form), _submission_key()
+    body = form.body(request.form)
+    session = request_session()
+    ceiling = current_app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"]
+    checked = agent = None
+    if body is not None:
+        checked = _body_fields(form, body, EvaluatorConfigCreate, SCRIPTED, max_trial_timeout_s=ceiling)
+        try:
+            agent = validate_agent(body["agent"])
+        except AgentConfigError as error:
+            form.refuse(str(error), json_view=request.form.get("source") == "json")
+        if checked is not None and session.scalar(
+            select(EvaluatorConfig.id).where(EvaluatorConfig.name == checked.name)
+        ):
+            earlier = (
+                session.scalar(select(EvaluatorConfig).where(EvaluatorConfig.submission_key == key)) if key else None
+            )
+            if earlier is not None:
+                return redirect_after_write(url_for("catalog.evaluators"))
+            form.refuse(f"name: an evaluator configuration named {checked.name!r} already exists", path="name")
+    if form.errors or checked is None or agent is None:
+        return _evaluator_page(template, form, values, key or uuid.uuid4(), status=422)
+    try:
+        config, new = once(
+            session,
+            EvaluatorConfig,
+            key,
+            lambda: create_evaluator_config(
+                session,
+                g.org_id,
+                checked.name,
+                agent,
+                checked.attempt_count,
+                max_steps=checked.max_steps,
+                timeout_s=checked.timeout_s,
+                submission_key=key,
+            ),
+        )
+    except AgentConfigError as error:
+        form.refuse(str(error), json_view=request.form.get("source") == "json")
+        return _evaluator_page(template, form, values, key or uuid.uuid4(), status=422)
+    except IntegrityError:
+        session.rollback()
+        form.refuse(f"name: an evaluator configuration named {checked.name!r} already exists", path="name")
+        return _evaluator_page(template, form, values, key or uuid.uuid4(), status=422)
+    session.commit()
+    if new:
+        flash(f"Created the evaluator {config.name}. Start a run of it from an environment's page.")
+    return redirect_after_write(url_for("catalog.evaluators"))
+
+
+def _evaluator_page(template: Template, form: CatalogForm, values: dict[str, Any], key: uuid.UUID, status=200):
+    return render(
+        "catalog/evaluator_new.html",
+        status=status,
+        chosen=template,
+        templates=AGENT_TEMPLATES.values(),
+        form=form,
+        values=values,
+        submission_key=key,
+        config_json=_config_json(form, values, template.example),
+    )

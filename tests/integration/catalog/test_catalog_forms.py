@@ -1,0 +1,323 @@
+"""Creating in the browser: an environment from a template, a new version with its diff, evaluator configurations.
+
+The forms are generated from the API's models and refuse exactly what the API refuses: the same configurations go
+through both, and each is created by both or refused by both in the same words (the page answers 422 with the
+refusal next to the input it names, nothing written).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from sqlalchemy import select
+
+from models import EnvironmentVersion
+from queries.environments import runnable_spec
+from tests.helpers import attr, one, parse, texts
+
+
+def form_post(api, url: str, data: dict, **kwargs):
+    return api.client.post(url, data=data, headers={"X-CSRFToken": api.token}, **kwargs)
+
+
+def environment_form(name: str, **spec_inputs: str) -> dict:
+    return {"name": name, "description": "", "submission_key": str(uuid.uuid4()), "source": "fields", **spec_inputs}
+
+
+def refusal_at(html: str, input_id: str) -> str:
+    """The refusal shown under an input (its id + -error), which the input's aria-describedby names."""
+    page = parse(html)
+    assert f"{input_id}-error" in attr(one(page, f"#{input_id}"), "aria-describedby")
+    return one(page, f"#{input_id}-error").get_text()
+
+
+def test_a_member_creates_an_admin_console_environment_from_its_form(api, count_rows):
+    page = parse(api.get("/environments/new").text)
+    assert attr(one(page, "#f-spec-params-skus"), "value") == "8"
+    assert "from 3 to 20" in one(page, "#f-spec-params-skus-help").get_text()
+    made = form_post(
+        api, "/environments/new?template=admin-console", environment_form("shop", **{"spec.params.skus": "12"})
+    )
+    assert made.status_code == 303
+    shown = api.get(made.headers["Location"]).text
+    assert "Created shop with version 1" in shown
+    listed = api.get("/api/v1/environments").json
+    assert [(e["name"], e["latestVersion"]) for e in listed] == [("shop", 1)]
+    assert count_rows("environment_versions", api.org) == 1
+    # the version is what the API pins for the same spec: same normalised spec, same sha256
+    other = api.post("/api/v1/environments", {"name": "shop-api"}).json
+    by_api = api.post(
+        f"/api/v1/environments/{other['id']}/versions",
+        {"spec": {"environment": "admin-console", "params": {"skus": 12}}},
+    ).json
+    with api_session(api) as session:
+        version = session.scalar(
+            select(EnvironmentVersion).where(
+                EnvironmentVersion.version == 1, EnvironmentVersion.environment_id != uuid.UUID(other["id"])
+            )
+        )
+        assert (version.spec, version.spec_sha256) == (by_api["spec"], by_api["specSha256"])
+
+
+def api_session(api):
+    return api.client.application.extensions["agentforge_db"].session(api.org.id)
+
+
+def test_a_refused_input_is_shown_in_place_with_422_and_nothing_is_written(api, count_rows):
+    answer = form_post(
+        api, "/environments/new?template=admin-console", environment_form("shop", **{"spec.params.skus": "50"})
+    )
+    assert answer.status_code == 422
+    assert "spec.params.skus must be an integer from 3 to 20, not 50" in refusal_at(answer.text, "f-spec-params-skus")
+    assert attr(one(answer.text, "#f-name"), "value") == "shop"  # the form is kept
+    assert attr(one(answer.text, "#f-spec-params-skus"), "value") == "50"
+    not_a_number = form_post(api, "/environments/new", environment_form("shop", **{"spec.params.skus": "many"}))
+    assert not_a_number.status_code == 422
+    assert "not 'many'" in refusal_at(not_a_number.text, "f-spec-params-skus")
+    nameless = form_post(api, "/environments/new", environment_form(""))
+    assert nameless.status_code == 422 and "name" in refusal_at(nameless.text, "f-name")
+    too_long = form_post(api, "/environments/new", environment_form("x" * 201))
+    assert too_long.status_code == 422 and "name" in refusal_at(too_long.text, "f-name")
+    assert (count_rows("environments", api.org), count_rows("environment_versions", api.org)) == (0, 0)
+
+
+def test_an_mcp_environment_with_a_secret_from_its_form(api, count_rows):
+    data = environment_form(
+        "git",
+        **{
+            "spec.command": "python\n-m\nmcp_server_git",
+            "spec.verifier.tool": "git_status",
+            "spec.verifier.arguments": '{"repo_path": "."}',
+            "spec.env.name.0": "GIT_TOKEN",
+            "spec.env.value.0": "s3cret-value",
+            "spec.limits.memoryMb": "2048",
+        },
+    )
+    made = form_post(api, "/environments/new?template=mcp", data)
+    assert made.status_code == 303, made.text
+    env_id = made.headers["Location"].rsplit("/", 1)[-1]
+    page = api.get(f"/environments/{env_id}").text
+    assert "s3cret-value" not in page and "GIT_TOKEN" in page
+    with api_session(api) as session:
+        version = session.scalar(select(EnvironmentVersion))
+        assert version.spec["command"] == ["python", "-m", "mcp_server_git"]
+        assert version.spec["limits"] == {"memoryMb": 2048} and version.spec["env"] == {"GIT_TOKEN": "***"}
+        assert runnable_spec(session, version)["env"] == {"GIT_TOKEN": "s3cret-value"}
+
+
+def test_a_secret_sent_back_as_the_mask_is_refused(api, count_rows):
+    data = environment_form(
+        "git", **{"spec.command": "srv", "spec.verifier.tool": "t", "spec.env.name.0": "K", "spec.env.value.0": "***"}
+    )
+    answer = form_post(api, "/environments/new?template=mcp", data)
+    assert answer.status_code == 422 and "stands for a secret that is never shown back" in answer.text
+    assert count_rows("environments", api.org) == 0
+
+
+def test_a_double_submit_creates_one_environment(api, count_rows):
+    data = environment_form("shop")
+    first = form_post(api, "/environments/new", data)
+    second = form_post(api, "/environments/new", data)
+    assert (first.status_code, second.status_code) == (303, 303)
+    assert first.headers["Location"] == second.headers["Location"]
+    assert (count_rows("environments", api.org), count_rows("environment_versions", api.org)) == (1, 1)
+    again = form_post(api, "/environments/new", {**data, "submission_key": str(uuid.uuid4())})
+    assert again.status_code == 422 and "already exists" in refusal_at(again.text, "f-name")
+
+
+def test_a_post_without_its_csrf_token_answers_400(api, count_rows):
+    answer = api.client.post("/environments/new", data=environment_form("shop"))
+    assert answer.status_code == 400
+    assert count_rows("environments", api.org) == 0
+
+
+def test_viewers_see_no_create_buttons_and_get_403(viewer_api, api, count_rows):
+    assert "New environment" in api.get("/environments").text
+    assert "New environment" not in viewer_api.get("/environments").text
+    assert "New evaluator" not in viewer_api.get("/evaluators").text
+    for url in ("/environments/new", "/evaluators/new"):
+        assert viewer_api.get(url).status_code == 403
+        assert form_post(viewer_api, url, environment_form("x")).status_code == 403
+    assert count_rows("environments", api.org) == 0
+
+
+def test_an_unknown_template_answers_404(api):
+    assert api.get("/environments/new?template=docker").status_code == 404
+    assert api.get("/evaluators/new?template=psychic").status_code == 404
+
+
+def evaluator_form(name: str, **inputs: str) -> dict:
+    return {"name": name, "attemptCount": "4", "submission_key": str(uuid.uuid4()), "source": "fields", **inputs}
+
+
+def test_an_openai_chat_evaluator_with_a_write_only_key(api, count_rows):
+    inputs = {
+        "agent.baseUrl": "http://127.0.0.1:8000/v1",
+        "agent.model": "smollm2",
+        "agent.env.name.0": "OPENAI_API_KEY",
+        "agent.env.value.0": "sk-test-123",
+    }
+    refused = form_post(api, "/evaluators/new?template=openai-chat", evaluator_form("llama", **inputs))
+    assert refused.status_code == 422
+    assert "must be true" in refusal_at(refused.text, "f-agent-network")  # network is an explicit opt-in
+    assert "sk-test-123" not in refused.text  # a secret is never drawn back
+    made = form_post(
+        api, "/evaluators/new?template=openai-chat", evaluator_form("llama", **inputs, **{"agent.network": "true"})
+    )
+    assert made.status_code == 303
+    listed = api.get("/evaluators").text
+    assert "llama" in listed and "OPENAI_API_KEY" in listed and "sk-test-123" not in listed
+    assert count_rows("evaluator_configs", api.org) == 1
+
+
+# The same configurations through the API and through the forms' JSON view: created by both or refused by both, in
+# the same words.
+AGENTS = [
+    {"kind": "scripted"},
+    {"kind": "scripted", "skill": 0.3, "stepDelayS": 0},
+    {"kind": "scripted", "skill": 3},
+    {"kind": "scripted", "skill": "high"},
+    {"kind": "psychic"},
+    {"kind": "command", "argv": []},
+    {"kind": "command", "argv": ["python", "agent.py"], "env": {"K": "v"}, "network": True},
+    {"kind": "command", "argv": ["a"], "limits": {"memoryMb": 99999}},
+    {"kind": "command", "argv": ["a"], "limits": {"gpus": 1}},
+    {"kind": "openai-chat", "baseUrl": "ftp://x", "model": "m", "network": True},
+    {"kind": "openai-chat", "baseUrl": "http://h/v1", "model": "m"},
+    {"kind": "openai-chat", "baseUrl": "http://h/v1", "model": "m", "network": True, "temperature": 3},
+    {"kind": "openai-chat", "baseUrl": "http://h/v1", "model": "m", "network": True, "apiKeyEnv": "KEY"},
+    {"kind": "command", "argv": ["a"], "env": {"K": "***"}},
+]
+SPECS = [
+    {"environment": "admin-console"},
+    {"environment": "admin-console", "params": {"skus": 0}},
+    {"environment": "nope"},
+    {"kind": "docker"},
+    {"kind": "mcp", "command": ["srv"], "verifier": {"tool": "t"}},
+    {"kind": "mcp", "command": ["srv"], "verifier": {}},
+    {"kind": "mcp", "command": ["srv"], "verifier": {"tool": "t"}, "cwd": "/etc"},
+    {"kind": "mcp", "command": ["srv"], "verifier": {"command": ["v"]}, "startupTimeoutS": 0},
+    {"kind": "mcp", "command": ["srv"], "verifier": {"tool": "t"}, "task": "x" * 70_000},
+    {"kind": "support-desk"},
+]
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("agent", AGENTS, ids=lambda a: json.dumps(a)[:60])
+def test_the_evaluator_form_refuses_exactly_what_the_api_refuses(api, agent, count_rows):
+    by_api = api.post("/api/v1/evaluator-configs", {"name": "api", "attemptCount": 2, "agent": agent})
+    data = evaluator_form("form", source="json", config_json=json.dumps(agent), attemptCount="2")
+    by_form = form_post(api, f"/evaluators/new?template={_agent_template(agent)}", data)
+    if by_api.status_code == 201:
+        assert by_form.status_code == 303, by_form.text
+        assert count_rows("evaluator_configs", api.org) == 2
+    else:
+        assert by_form.status_code == 422
+        assert by_api.json["detail"] in " ".join(texts(by_form.text, "#config_json-error, .error"))
+        assert count_rows("evaluator_configs", api.org) == 0
+
+
+def _agent_template(agent: dict) -> str:
+    return agent["kind"] if agent.get("kind") in ("command", "openai-chat") else "scripted"
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: json.dumps(s)[:60])
+def test_the_environment_form_refuses_exactly_what_the_api_refuses(api, spec, count_rows):
+    environment = api.post("/api/v1/environments", {"name": "api"}).json
+    by_api = api.post(f"/api/v1/environments/{environment['id']}/versions", {"spec": spec})
+    data = environment_form("form", source="json", config_json=json.dumps(spec))
+    by_form = form_post(api, "/environments/new?template=mcp", data)
+    versions = count_rows("environment_versions", api.org)
+    if by_api.status_code == 201:
+        assert by_form.status_code == 303, by_form.text
+        assert versions == 2
+    else:
+        assert by_form.status_code == 422
+        assert by_api.json["detail"] in " ".join(texts(by_form.text, "#config_json-error, .error"))
+        assert versions == 0 and count_rows("environments", api.org) == 1
+
+
+def test_json_that_does_not_parse_is_refused_in_the_json_view(api, count_rows):
+    answer = form_post(api, "/environments/new", environment_form("shop", source="json", config_json="{nope"))
+    assert answer.status_code == 422 and "is not JSON" in refusal_at(answer.text, "config_json").replace("\n", " ")
+    assert count_rows("environments", api.org) == 0
+
+
+def test_a_new_version_shows_its_diff_and_sha_then_saves_and_an_unchanged_spec_names_its_version(api, count_rows):
+    made = form_post(api, "/environments/new", environment_form("shop"))
+    env_id = made.headers["Location"].rsplit("/", 1)[-1]
+    url = f"/environments/{env_id}/versions/new"
+    page = parse(api.get(url).text)
+    assert attr(one(page, "#f-spec-params-skus"), "value") == "8"  # pre-filled from v1
+    key = attr(one(page, "input[name=submission_key]"), "value")
+    same = form_post(
+        api,
+        url,
+        {
+            "submission_key": key,
+            "source": "fields",
+            "spec.params.skus": "8",
+            "spec.params.customers": "5",
+            "action": "preview",
+        },
+    )
+    assert same.status_code == 200 and "this spec is v1 already" in same.text
+    refused = form_post(
+        api,
+        url,
+        {
+            "submission_key": key,
+            "source": "fields",
+            "spec.params.skus": "8",
+            "spec.params.customers": "5",
+            "action": "save",
+        },
+    )
+    assert refused.status_code == 422 and count_rows("environment_versions", api.org) == 1
+    changed = {"submission_key": key, "source": "fields", "spec.params.skus": "12", "spec.params.customers": "5"}
+    preview = form_post(api, url, {**changed, "action": "preview"})
+    assert preview.status_code == 200
+    diff = one(preview.text, ".spec-diff").get_text()
+    assert '-    "skus": 8' in diff and '+    "skus": 12' in diff
+    sha = one(preview.text, ".sha").get_text()
+    assert count_rows("environment_versions", api.org) == 1  # a preview writes nothing
+    saved = form_post(api, url, {**changed, "action": "save"})
+    assert saved.status_code == 303
+    again = form_post(api, url, {**changed, "action": "save"})  # the same form twice: one version
+    assert again.status_code in (303, 422)
+    with api_session(api) as session:
+        versions = session.scalars(select(EnvironmentVersion).order_by(EnvironmentVersion.version)).all()
+        assert [(v.version, v.spec["params"]["skus"]) for v in versions] == [(1, 8), (2, 12)]
+        assert versions[-1].spec_sha256 == sha
+    assert count_rows("environment_versions", api.org) == 2
+
+
+def test_a_new_version_keeps_a_secret_left_empty_and_takes_a_new_one(api):
+    data = environment_form(
+        "git",
+        **{"spec.command": "srv", "spec.verifier.tool": "t", "spec.env.name.0": "TOKEN", "spec.env.value.0": "one"},
+    )
+    env_id = form_post(api, "/environments/new?template=mcp", data).headers["Location"].rsplit("/", 1)[-1]
+    url = f"/environments/{env_id}/versions/new"
+    page = parse(api.get(url).text)
+    assert attr(one(page, "#f-spec-env-value-0"), "placeholder").startswith("set")
+    assert "one" not in [attr(i, "value") for i in page.select("input[type=password][value]")]
+    kept = {
+        "source": "fields",
+        "spec.command": "srv",
+        "spec.verifier.tool": "t",
+        "spec.task": "new task",
+        "spec.env.name.0": "TOKEN",
+        "spec.env.value.0": "",
+    }
+    assert form_post(api, url, {**kept, "submission_key": str(uuid.uuid4()), "action": "save"}).status_code == 303
+    renewed = {**kept, "spec.task": "", "spec.env.value.0": "two"}
+    preview = form_post(api, url, {**renewed, "submission_key": str(uuid.uuid4()), "action": "preview"})
+    assert "Secret values set anew" in preview.text and "TOKEN" in one(preview.text, ".version-preview").get_text()
+    assert form_post(api, url, {**renewed, "submission_key": str(uuid.uuid4()), "action": "save"}).status_code == 303
+    with api_session(api) as session:
+        versions = session.scalars(select(EnvironmentVersion).order_by(EnvironmentVersion.version)).all()
+        assert [runnable_spec(session, v)["env"]["TOKEN"] for v in versions] == ["one", "one", "two"]

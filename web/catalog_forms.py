@@ -1,0 +1,191 @@
+"""The catalog's create forms (environments, versions, evaluator configurations), generated from the API's models.
+
+A template names a spec or agent variant (domain.specs.VARIANTS, domain.agents.AGENTS) and an example to start
+from. `CatalogForm` holds one form's inputs: the top-level body model's (EnvironmentCreate, EvaluatorConfigCreate,
+without the nested config) and the variant's under `spec.` or `agent.`; it reads the posted form back into the API's
+JSON body and places a refusal next to the input it names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from domain.agents import AGENTS
+from domain.specs import VARIANTS
+from web.model_forms import (
+    FieldRefused,
+    FormErrors,
+    ModelField,
+    flat,
+    model_fields,
+    posted_object,
+    refused_path,
+    schema_of,
+)
+
+
+@dataclass(frozen=True)
+class Template:
+    """Where a new environment or evaluator starts: a variant's model and an example of it."""
+
+    key: str
+    title: str
+    summary: str
+    model: type[BaseModel]
+    example: dict[str, Any]
+
+
+SPEC_TEMPLATES = {
+    t.key: t
+    for t in (
+        Template(
+            "admin-console",
+            "Built-in admin console",
+            "Restock a SKU, then place a customer's order, over a seeded catalog; scored in three stages.",
+            VARIANTS["admin-console"],
+            {"kind": "builtin", "environment": "admin-console"},
+        ),
+        Template(
+            "support-desk",
+            "Built-in support desk",
+            "Triage, route and answer seeded tickets; scored in three stages.",
+            VARIANTS["support-desk"],
+            {"kind": "builtin", "environment": "support-desk"},
+        ),
+        Template(
+            "mcp",
+            "MCP server, scored by a tool",
+            "Any MCP server over stdio, started in each trial's sandbox; a tool of the server scores the trial.",
+            VARIANTS["mcp"],
+            {"kind": "mcp", "command": ["python", "-m", "my_mcp_server"], "verifier": {"tool": "verify"}},
+        ),
+        Template(
+            "command",
+            "MCP server, scored by a command",
+            "An MCP server whose trials a command scores, run in the sandbox after the agent stops (its JSON on "
+            "stdout holds the reward and stage_* results).",
+            VARIANTS["mcp"],
+            {
+                "kind": "mcp",
+                "command": ["python", "-m", "my_mcp_server"],
+                "verifier": {"command": ["python", "verify.py"]},
+            },
+        ),
+    )
+}
+
+AGENT_TEMPLATES = {
+    t.key: t
+    for t in (
+        Template(
+            "scripted",
+            "Scripted agent",
+            "The built-in simulated agent: acts through the environment's tools with a skill level.",
+            AGENTS["scripted"],
+            {"kind": "scripted", "skill": 0.8},
+        ),
+        Template(
+            "command",
+            "Command agent",
+            "Any program speaking JSON lines over stdin and stdout, run in each trial's sandbox.",
+            AGENTS["command"],
+            {"kind": "command", "argv": ["python", "my_agent.py"]},
+        ),
+        Template(
+            "openai-chat",
+            "OpenAI-compatible model",
+            "A model behind an OpenAI-compatible chat-completions server (vLLM, SGLang, Ollama, llama.cpp, hosted "
+            "APIs), called with the environment's tools. It reaches the server from the trial's sandbox, so it "
+            "needs network access.",
+            AGENTS["openai-chat"],
+            {"kind": "openai-chat", "baseUrl": "http://127.0.0.1:8000/v1", "model": ""},
+        ),
+    )
+}
+
+
+def template_of_spec(spec: Mapping[str, Any]) -> Template | None:
+    """The template a stored spec is edited with (None for imported results, which are not edited here)."""
+    if spec.get("kind") == "mcp":
+        verifier = spec.get("verifier")
+        return SPEC_TEMPLATES["command" if isinstance(verifier, dict) and "command" in verifier else "mcp"]
+    return SPEC_TEMPLATES.get(str(spec.get("environment", "")))
+
+
+def values_under(
+    obj: Mapping[str, Any], prefix: str, fields: list[ModelField] | tuple[ModelField, ...]
+) -> dict[str, Any]:
+    """A JSON object as the values of `fields` (paths under `prefix`): a group's members by their own paths."""
+    values: dict[str, Any] = {}
+    for f in fields:
+        if f.key not in obj:
+            continue
+        value = obj[f.key]
+        if f.widget == "group" and isinstance(value, dict):
+            values.update(values_under(value, f"{f.path}.", f.children))
+        else:
+            values[f.path] = value
+    return values
+
+
+def posted_values(fields: list[ModelField], form: Mapping[str, Any]) -> dict[str, Any]:
+    """What the inputs show when a refused form is drawn again: the posted text, env names without values."""
+    values: dict[str, Any] = {}
+    for f in flat(fields):
+        if f.widget == "env":
+            names = [str(form.get(f"{f.path}.name.{i}", "")).strip() for i in range(64) if f"{f.path}.name.{i}" in form]
+            values[f.path] = dict.fromkeys(name for name in names if name)
+        elif f.widget == "flag" or f.path in form:
+            values[f.path] = form.get(f.path)
+    return values
+
+
+@dataclass
+class CatalogForm:
+    """One create form: the body model's inputs, then the config variant's under `nested` (spec or agent)."""
+
+    top: list[ModelField]
+    nested_key: str
+    nested: list[ModelField]
+    errors: FormErrors = field(default_factory=FormErrors)
+
+    @classmethod
+    def of(cls, body_model: type[BaseModel], nested_key: str, template: Template) -> CatalogForm:
+        """The form of `body_model` (its `nested_key` field left out) with `template`'s variant under it."""
+        top = model_fields(schema_of(body_model), leave_out=(nested_key,))
+        return cls(top, nested_key, model_fields(schema_of(template.model), f"{nested_key}."))
+
+    @property
+    def fields(self) -> list[ModelField]:
+        """Every input of the form, the body's first."""
+        return [*self.top, *self.nested]
+
+    def body(self, form: Mapping[str, Any], kept: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+        """The API body the posted form stands for (the nested config from its inputs, or from the JSON view when
+        `source` is json); None with errors kept when an input cannot be read."""
+        try:
+            body = posted_object(self.top, form)
+            if form.get("source") == "json":
+                text = str(form.get("config_json", "")).strip()
+                try:
+                    body[self.nested_key] = json.loads(text)
+                except json.JSONDecodeError as error:
+                    raise FieldRefused("config_json", f"is not JSON ({error.msg} at line {error.lineno})") from None
+            else:
+                body[self.nested_key] = posted_object(self.nested, form, kept)
+        except FieldRefused as refused:
+            self.refuse(f"{refused.path} {refused.says}", path=refused.path)
+            return None
+        return body
+
+    def refuse(self, detail: str, *, path: str | None = None, json_view: bool = False) -> None:
+        """Keep a refusal next to the input it names (in the JSON view when that was used), else above the form."""
+        if path is None:
+            path = "config_json" if json_view and detail.startswith(f"{self.nested_key}") else None
+            path = path or refused_path(detail, "", self.fields)
+        self.errors.add(path, detail[:1].upper() + detail[1:] if path is None else detail)
