@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, redirect, request, url_for
+from flask import Blueprint, abort, g, redirect, request, url_for
 
 from domain import task_stats, task_verdict
 from queries.compare import Comparison, SideRef, compare, compare_choices, find_side
 from web.charts import funnel_chart, histogram_chart, pass_at_k_chart
+from web.checklist import COMPARED_RUNS, reached
 from web.database import request_session
 from web.htmx import render
 from web.limits import expensive
@@ -69,7 +70,9 @@ def charts(result: Comparison) -> dict:
 
 def pick():
     """/compare with no sides: the picker (environment, then each side's version or run and evaluator), whose form
-    submits the a/b URL; `environmentId` narrows the version and run menus, A defaults to the previous version."""
+    submits the a/b URL; `environmentId` narrows the version and run menus, A defaults to the previous version.
+    `with` (a run, from a run row's "compare" link) is B, and A the run before it of the same version (else the
+    newest other run)."""
     environment_id = optional_uuid("environmentId")
     menus = compare_choices(request_session(), environment_id)
     versions = menus["version"]
@@ -77,6 +80,13 @@ def pick():
     offered = [v for v in versions if v.environment_id == shown]
     default_b = offered[0].id if offered else None  # newest first
     default_a = offered[1].id if len(offered) > 1 else default_b
+    runs = [r for r in menus["run"] if r.environment_id == shown]
+    chosen = optional_uuid("with")
+    if chosen is not None and chosen in {r.id for r in runs}:
+        position = [r.id for r in runs].index(chosen)
+        older = [r for r in runs[position + 1 :] if r.version_id == runs[position].version_id]
+        default_b = chosen
+        default_a = older[0].id if older else next((r.id for r in runs if r.id != chosen), chosen)
     return render(
         "compare/pick.html",
         menus=menus,
@@ -103,4 +113,6 @@ def show():
         return redirect(url_for("compare.show", **dict(zip("ab", older_first(ids), strict=True))), 303)
     a, b = sides()
     result = compare(request_session(), a, b)
+    if a.kind == b.kind == "run":
+        reached(g.org_id, COMPARED_RUNS)
     return render("compare/show.html", result=result, charts=charts(result), methods=task_stats, words=task_verdict)

@@ -6,9 +6,16 @@ from flask import Blueprint, abort, flash, g, redirect, url_for
 
 from blueprints.auth import require_role
 from domain.errors import NotFoundInOrg, NotRunnableHere
-from queries.environments import environment_detail, export_counts, find_environment, list_environments
+from queries.environments import (
+    catalog_counts,
+    environment_detail,
+    export_counts,
+    find_environment,
+    list_environments,
+)
 from queries.exports import ALL_LIMIT
 from web.charts import pass_at_1_trend_chart
+from web.checklist import first_steps, hide
 from web.database import request_session
 from web.forms import StartRunForm
 from web.htmx import redirect_after_write, render
@@ -29,11 +36,25 @@ def home():
 def index():
     """The organization's environments with runs, trials, latest pass@1, mean reward and a reward trend."""
     page = page_number()
-    environments, more = list_environments(request_session(), page)
+    session = request_session()
+    environments, more = list_environments(session, page)
     trends = {env.id: pass_at_1_trend_chart(env.name, env.trend, 300, 170) for env in environments if env.trend}
     return render(
-        "environments/index.html", "environment_list", environments=environments, page=page, more=more, trends=trends
+        "environments/index.html",
+        "environment_list",
+        environments=environments,
+        page=page,
+        more=more,
+        trends=trends,
+        steps=first_steps(g.org_id, catalog_counts(session)),
     )
+
+
+@bp.post("/checklist/hide")
+def hide_checklist():
+    """Hide the first-run checklist for this session."""
+    hide(g.org_id)
+    return redirect_after_write(url_for("environments.index"))
 
 
 def _detail_or_404(environment_id: uuid.UUID, before: uuid.UUID | None = None):

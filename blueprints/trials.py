@@ -24,6 +24,7 @@ from queries.trials import (
     trial_detail,
 )
 from queries.usage import step_usage
+from web.checklist import OPENED_FAILED_TRIAL, reached
 from web.database import request_session
 from web.htmx import render
 from web.limits import expensive, searching
@@ -130,6 +131,8 @@ def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | No
         abort(404, description=f"No trial {trial_id} in this organization.")
     q = query_text("q", SEARCH_QUERY_CHARS)
     marks = trial_marks(session, trial_id, q)
+    if detail.reward is None or detail.reward < 1:
+        reached(g.org_id, OPENED_FAILED_TRIAL)
     return render(
         "trials/show.html",
         status=status,

@@ -380,3 +380,27 @@ def list_evaluators(session: Session) -> list[EvaluatorRow]:
     )
     rows = session.execute(select(EvaluatorConfig, runs).order_by(EvaluatorConfig.name)).all()
     return [EvaluatorRow(config, count) for config, count in rows]
+
+
+@dataclass(frozen=True)
+class CatalogCounts:
+    """How far the organization got: its environments, evaluators and runs (and its first environment)."""
+
+    environments: int
+    evaluators: int
+    runs: int
+    first_environment_id: uuid.UUID | None
+
+
+CATALOG_COUNTS = text(
+    """
+    SELECT (SELECT count(*) FROM environments) AS environments, (SELECT count(*) FROM evaluator_configs) AS evaluators,
+           (SELECT count(*) FROM (SELECT 1 FROM evaluation_runs LIMIT 1) r) AS runs,
+           (SELECT id FROM environments ORDER BY created_at, id LIMIT 1) AS first_environment_id
+    """
+)
+
+
+def catalog_counts(session: Session) -> CatalogCounts:
+    """The first-run checklist's counts, in one statement (runs only as far as "any")."""
+    return all_by_name(CatalogCounts, session.execute(CATALOG_COUNTS))[0]

@@ -175,6 +175,11 @@ def site(app, cleaner_engine) -> Site:
         "labels": "/settings/labels",
         "trial-diff": f"/trials/diff?a={chatty_trial}&b={other_trial}",
         "trial-attempts": f"/trials/{chatty_trial}/attempts",
+        "new-environment": "/environments/new",
+        "new-mcp-environment": "/environments/new?template=mcp",
+        "new-version": f"/environments/{admin.environment_id}/versions/new",
+        "evaluators": "/evaluators",
+        "new-evaluator": "/evaluators/new?template=openai-chat",
     }
     return Site(paths, org.id, admin)
 
@@ -202,6 +207,11 @@ PAGES = [
     "labels",
     "trial-diff",
     "trial-attempts",
+    "new-environment",
+    "new-mcp-environment",
+    "new-version",
+    "evaluators",
+    "new-evaluator",
 ]
 
 

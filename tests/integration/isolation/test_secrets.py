@@ -431,7 +431,8 @@ def test_the_migration_seals_values_stored_in_plaintext_before_it(database, data
             env_id = uuid.uuid4()
             session.execute(
                 text(
-                    "INSERT INTO environments (organization_id, id, name, description) VALUES (:org, :id, 'secret-mcp', '')"
+                    "INSERT INTO environments (organization_id, id, name, description) "
+                    "VALUES (:org, :id, 'secret-mcp', '')"
                 ),
                 {"org": org.id, "id": env_id},
             )

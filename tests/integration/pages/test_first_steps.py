@@ -1,0 +1,60 @@
+"""The first-run checklist on /environments ticks each step once it is done, and goes once all five are; run rows
+and the run page link the compare picker with that run chosen."""
+
+from __future__ import annotations
+
+from tests.factories import finish_runs, make_catalog
+from tests.helpers import api_ids, attr, one, parse, texts
+
+
+def steps(api) -> dict[str, bool]:
+    """The checklist's steps: title → done."""
+    page = parse(api.get("/environments").text)
+    return {one(item, "a").get_text(): "done" in attr(item, "class") for item in page.select(".first-steps li")}
+
+
+def test_a_new_organization_sees_five_steps_that_tick_themselves(api, database, member):
+    assert steps(api) == {
+        "Create an environment": False,
+        "Create an evaluator": False,
+        "Start a run": False,
+        "Open a failed trial": False,
+        "Compare two runs": False,
+    }
+    page = parse(api.get("/environments").text)
+    assert attr(one(page, ".first-steps a"), "href") == "/environments/new"
+    assert "0 of 5 done" in one(page, "#first-steps-heading").get_text()
+    catalog = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=4)
+    assert list(steps(api).values()) == [True, True, False, False, False]
+    runs = finish_runs(database, catalog, 2)
+    assert list(steps(api).values()) == [True, True, True, False, False]
+    succeeded = api_ids(api, "rewardBand=successful")
+    if succeeded:  # a succeeded trial is not a failed one
+        api.get(f"/trials/{succeeded[0]}")
+        assert not steps(api)["Open a failed trial"]
+    api.get(f"/trials/{api_ids(api, 'rewardBand=failed')[0]}")
+    assert list(steps(api).values()) == [True, True, True, True, False]
+    version_side = f"/compare?a={catalog.version_id}&b={catalog.version_id}"
+    assert api.get(version_side).status_code == 200 and not steps(api)["Compare two runs"]
+    assert api.get(f"/compare?a={runs[0]}&b={runs[1]}").status_code == 200
+    assert parse(api.get("/environments").text).select(".first-steps") == []
+
+
+def test_hiding_the_steps_keeps_them_hidden(api):
+    assert steps(api)
+    hidden = api.post("/checklist/hide", data={})
+    assert hidden.status_code == 303
+    assert steps(api) == {}
+
+
+def test_the_compare_link_of_a_run_chooses_it_and_the_run_before_it(api, database, member):
+    catalog = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.5}, attempt_count=2)
+    runs = finish_runs(database, catalog, 3)
+    environment = parse(api.get(f"/environments/{catalog.environment_id}").text)
+    links = [attr(a, "href") for a in environment.select(".run-compare a")]
+    assert f"/compare?environmentId={catalog.environment_id}&with={runs[1]}" in links
+    picker = parse(api.get(f"/compare?environmentId={catalog.environment_id}&with={runs[1]}").text)
+    assert attr(one(picker, "#pick-b option[selected]"), "value") == str(runs[1])
+    assert attr(one(picker, "#pick-a option[selected]"), "value") == str(runs[0])  # the run before it
+    run_page = api.get(f"/runs/{runs[2]}").text
+    assert "Compare with another run" in texts(run_page, "a")
