@@ -10,6 +10,7 @@ from domain.vocabulary import RESETS
 from models import EvaluationRun
 from queries.runs import RunDetail, run_detail
 from queries.usage import run_usage
+from queries.workers import worker_activity
 from web.database import request_session
 from web.forms import ResetForm
 from web.htmx import redirect_after_write, render
@@ -40,6 +41,7 @@ def show(run_id: uuid.UUID):
         "run_status",
         detail=detail,
         progress=detail.progress(),
+        workers=worker_activity(request_session()) if detail.run.status == "queued" else None,
         reset_modes=RESETS,
         reset_help=RESET_HELP,
         usage=usage,

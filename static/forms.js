@@ -6,6 +6,7 @@
  *    Back/Forward: its fields are set from location.search when htmx restores a page or the browser shows one.
  * 3. Arrowing through such a form's select updates the results but adds one history entry, not one per key:
  *    the first keyboard change pushes the URL, the next ones replace it, until focus or the pointer moves on.
+ * 4. Copy buttons (macros.html copy_text) are shown and copy their read-only field; focusing the field selects it.
  */
 (function () {
   "use strict";
@@ -118,5 +119,32 @@
     var name = trigger && trigger.type === "change" && trigger.target instanceof HTMLSelectElement ? trigger.target.name : null;
     if (!browsing || name !== browsing.name) return;
     if (browsing.pushed) detail.history.type = "replace"; else browsing.pushed = true;
+  });
+
+  /* Copy buttons: hidden in the HTML (the read-only field is the no-JavaScript way), shown once this script runs. */
+  function showCopyButtons(root) {
+    (root || document).querySelectorAll(".copy-button[hidden]").forEach(function (button) { button.hidden = false; });
+  }
+  document.addEventListener("DOMContentLoaded", function () { showCopyButtons(document); });
+  document.addEventListener("htmx:load", function (event) { showCopyButtons(event.target); });
+
+  document.addEventListener("click", function (event) {
+    var button = event.target instanceof Element ? event.target.closest(".copy-button") : null;
+    if (!button) return;
+    var field = document.getElementById(button.getAttribute("data-copy"));
+    if (!field) return;
+    var done = function () {
+      button.firstChild.textContent = "Copied";
+      window.setTimeout(function () { button.firstChild.textContent = "Copy"; }, 2000);
+    };
+    field.select();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(field.value).then(done, function () { if (document.execCommand("copy")) done(); });
+    } else if (document.execCommand("copy")) {
+      done();
+    }
+  });
+  document.addEventListener("focusin", function (event) {
+    if (event.target instanceof HTMLInputElement && event.target.classList.contains("copy-source")) event.target.select();
   });
 })();

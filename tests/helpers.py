@@ -216,9 +216,15 @@ def trial_links(node: BeautifulSoup | Tag | str) -> list[str]:
     return [t for t in texts(root, 'a[href^="/trials/"]') if t.startswith("Trial ") and " of " in t]
 
 
+def copied(node: BeautifulSoup | Tag | str, selector: str = "") -> list[str]:
+    """The texts a page offers to copy (macros.html copy_text: read-only fields) under `selector`, in order."""
+    root = parse(node) if isinstance(node, str) else node
+    return [attr(field, "value") for field in root.select(f"{selector} input.copy-source".strip())]
+
+
 def invitation_link(html: str) -> str:
     """The path of the invitation link the members page shows once after an invite (/invitations/<token>)."""
-    shown = one(html, 'div.card[role="status"] pre.copyable').get_text()
+    shown = copied(one(html, 'div.card[role="status"]'))[0]
     match = re.fullmatch(r"http://localhost(/invitations/[A-Za-z0-9_-]+)", shown)
     assert match is not None, f"the invitation card shows {shown!r}, not a link"
     return match.group(1)

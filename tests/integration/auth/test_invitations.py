@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import PASSWORD, AuthActions, csrf_token_from
-from tests.helpers import invitation_link, one, parse, texts
+from tests.helpers import attr, invitation_link, one, parse, texts
 
 
 def rows(owner_engine, sql: str) -> list:
@@ -206,7 +206,7 @@ def test_login_lands_in_the_organization_used_last(client, auth, acme, globex, j
 def create_token(client, auth, name: str) -> str:
     page = client.post("/settings/tokens", data={"name": name, "csrf_token": auth.csrf()})
     assert page.status_code == 201
-    token = one(page.text, "pre.copyable").get_text()
+    token = attr(one(page.text, "#new-token"), "value")
     assert token.startswith("afk_"), token
     return token
 

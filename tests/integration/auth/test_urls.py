@@ -9,7 +9,7 @@ import pytest
 from app import create_app
 from tests.conftest import PASSWORD, csrf_token_from
 from tests.factories import make_catalog
-from tests.helpers import attr, one, texts
+from tests.helpers import attr, copied, one
 
 # Each as a user (or an attacker's link) would put it in ?next=, before URL encoding.
 HOSTILE_TARGETS = [
@@ -97,7 +97,7 @@ def export_page(app, member, environment_id, host: str = "localhost"):
 def export_urls(html: str) -> tuple[list[str], list[str]]:
     """The Export page's download links (their hrefs) and its curl lines, as the page shows them."""
     table = one(html, "table.export-kinds")
-    return [attr(a, "href") for a in table.select("a[download]")], texts(table, "pre.copyable")
+    return [attr(a, "href") for a in table.select("a[download]")], copied(table)
 
 
 @pytest.mark.bad_input

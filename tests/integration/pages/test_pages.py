@@ -18,7 +18,7 @@ from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.runs import run_label_sql
 from tests.conftest import AuthActions
 from tests.factories import finish_runs, make_catalog, typed_steps
-from tests.helpers import attr, counting_queries, is_fragment, is_whole_page, one, parse, texts, trial_links
+from tests.helpers import attr, copied, counting_queries, is_fragment, is_whole_page, one, parse, texts, trial_links
 from tests.worlds import shared_world, world_or
 from writes.runs import enqueue_run, record_trial
 
@@ -504,7 +504,7 @@ def test_export_page_lists_the_five_kinds_with_counts_and_curl(page, world, data
         "agentforge-preferences.trl.jsonl",
     ):
         assert name in body
-    curls = texts(body, "table.export-kinds pre.copyable")
+    curls = copied(body, "table.export-kinds")
     assert any(
         c.startswith('curl -H "Authorization: Bearer $TOKEN" -o agentforge-rollouts-failed.jsonl ') for c in curls
     )

@@ -21,6 +21,7 @@ from tests.factories import finish_runs, make_catalog, record_rewards
 from tests.helpers import (
     api_ids,
     attr,
+    copied,
     first_element,
     import_ndjson,
     is_fragment,
@@ -335,7 +336,7 @@ def test_the_filtered_export_holds_exactly_the_listed_scored_trials(api, world, 
     assert any(href.endswith(f"/api/v1/rollouts?kind=all&{query.replace(',', '%2C')}") for href in downloads)
     preference = f"/api/v1/rollouts?kind=preference&{query.replace(',', '%2C')}&format=trl"
     assert any(href.endswith(preference) for href in downloads), downloads
-    curls = texts(body, "table.export-kinds pre.copyable")
+    curls = copied(body, "table.export-kinds")
     assert curls and all(curl.startswith('curl -H "Authorization: Bearer $TOKEN"') for curl in curls)
     assert "create a token" in texts(body, 'a[href="/settings/tokens"]')
 
