@@ -259,7 +259,7 @@ def switch_org():
         mark_organization_used(db, current_user.user.id)  # the next login lands here
     session["org_id"] = str(org_id)
     flash(f"Now working in {membership.organization_name}.")
-    return redirect(url_for("environments.index"), 303)
+    return redirect(safe_redirect_target(form.next.data), 303)
 
 
 def current_reviewer() -> Reviewer:

@@ -12,6 +12,7 @@ from queries.runs import RunDetail, run_detail
 from queries.usage import run_usage
 from queries.workers import worker_activity
 from web.database import request_session
+from web.elsewhere import abort_not_here
 from web.forms import ResetForm
 from web.htmx import redirect_after_write, render
 from writes.runs import check_resettable, queue_once, reset_run
@@ -27,7 +28,7 @@ RESET_HELP = {
 def _detail_or_404(run_id: uuid.UUID) -> RunDetail:
     detail = run_detail(request_session(), run_id)
     if detail is None:
-        abort(404, description=f"No run {run_id} in this organization.")
+        abort_not_here("run", run_id, f"No run {run_id} in this organization.")
     return detail
 
 

@@ -26,6 +26,7 @@ from queries.trials import (
 from queries.usage import step_usage
 from web.checklist import OPENED_FAILED_TRIAL, reached
 from web.database import request_session
+from web.elsewhere import abort_not_here
 from web.htmx import render
 from web.limits import expensive, searching
 from web.params import given_args, query_text
@@ -128,7 +129,7 @@ def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | No
     detail = trial_detail(session, trial_id)
     triage = trial_triage(session, trial_id)
     if detail is None or triage is None:
-        abort(404, description=f"No trial {trial_id} in this organization.")
+        abort_not_here("trial", trial_id, f"No trial {trial_id} in this organization.")
     q = query_text("q", SEARCH_QUERY_CHARS)
     marks = trial_marks(session, trial_id, q)
     if detail.reward is None or detail.reward < 1:

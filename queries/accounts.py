@@ -133,3 +133,20 @@ def list_members(session: Session) -> list[MemberRow]:
         .order_by(User.email)
     )
     return all_by_name(MemberRow, rows)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Another organization of the user's that holds a trial or run: its id and name."""
+
+    organization_id: uuid.UUID
+    organization_name: str
+
+
+def organization_holding(session: Session, kind: str, object_id: uuid.UUID) -> Holder | None:
+    """Which of the user's organizations holds the trial or run (`kind`), or None (migration 0035's function)."""
+    row = session.execute(
+        text("SELECT organization_id, organization_name FROM organization_holding(:kind, :id)"),
+        {"kind": kind, "id": object_id},
+    ).first()
+    return Holder(row.organization_id, row.organization_name) if row else None

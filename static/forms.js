@@ -7,6 +7,8 @@
  * 3. Arrowing through such a form's select updates the results but adds one history entry, not one per key:
  *    the first keyboard change pushes the URL, the next ones replace it, until focus or the pointer moves on.
  * 4. Copy buttons (macros.html copy_text) are shown and copy their read-only field; focusing the field selects it.
+ * 5. A form's hidden `next` (login, switching organization) keeps the page's #fragment: browsers keep a fragment
+ *    through the redirect to /login but never send it, so a #step-N link opens that step after logging in.
  */
 (function () {
   "use strict";
@@ -146,5 +148,12 @@
   });
   document.addEventListener("focusin", function (event) {
     if (event.target instanceof HTMLInputElement && event.target.classList.contains("copy-source")) event.target.select();
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!window.location.hash) return;
+    document.querySelectorAll("form input[type='hidden'][name='next']").forEach(function (next) {
+      if (next.value && next.value.indexOf("#") === -1) next.value += window.location.hash;
+    });
   });
 })();

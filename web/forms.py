@@ -49,6 +49,7 @@ class SwitchOrgForm(PageForm):
     organization_id = UUIDField(
         validators=[DataRequired("organization_id must be the id of one of your organizations.")]
     )
+    next = HiddenField()  # where to go once switched (a same-origin path; else the environments list)
 
 
 class InviteForm(PageForm):
