@@ -12,11 +12,13 @@ from flask import Blueprint, Response, abort, g, url_for
 from domain.triage import LABEL_PALETTE
 from domain.vocabulary import REVIEW_STATES
 from queries.attempts import other_attempts
+from queries.exports import EXPORT_KINDS
 from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
 from queries.triage import list_labels, trial_triage
 from queries.trials import (
     ExplorerChoices,
     UnknownCursor,
+    count_trials,
     explorer_choices,
     list_trials,
     neighbour_ids,
@@ -33,8 +35,8 @@ from web.params import given_args, query_text
 from web.security import PRIVATE
 from web.transcript import log_view, transcript
 from web.trial_diff import TrialDiffQuery, diff_view
-from web.trial_filters import FILTER_PARAMS, TRIAL_FILTERS, TrialListQuery, filter_chips
-from web.urls import export_links
+from web.trial_filters import BASIC_FILTERS, FILTER_PARAMS, TRIAL_FILTERS, TrialListQuery, filter_chips
+from web.urls import export_links, possible_kinds
 from web.validation import Invalid, parse
 
 bp = Blueprint("trials", __name__)
@@ -181,6 +183,7 @@ def index():
     found = snippets(session, [t.id for t in trials], query.q) if query.q else {}
     filter_args = {name: value for name, value in args.items() if name in FILTER_PARAMS}
     trail = {**filter_args, "sort": query.sort}  # carried to trial pages: their previous and next match
+    kinds = possible_kinds(query.filters())  # export kinds the reward filters leave something to hold
     return render(
         "trials/index.html",
         "explorer",
@@ -195,13 +198,29 @@ def index():
         sorts=SORT_LABELS,
         choices=choices,
         filters=TRIAL_FILTERS,
+        basic_filters=BASIC_FILTERS,
+        more_set=sum(1 for f in TRIAL_FILTERS if f.name not in BASIC_FILTERS and filter_args.get(f.name)),
         chips=chips(args, choices),
         next_url=explorer_url({**filter_args, "sort": query.sort, "after": str(cursor)}) if cursor else None,
-        exports=export_links(filter_args),
+        exports=export_links(filter_args, kinds),
+        ruled_out=[kind for kind in EXPORT_KINDS if kind not in kinds],
         first_page=query.after is None,
+        count_url=f"{url_for('trials.count')}?{urlencode(filter_args)}" if filter_args else url_for("trials.count"),
         q=query.q,
         snippets=found,
     )
+
+
+@bp.get("/trials/count")
+@expensive(searching)
+def count():
+    """How many trials the explorer's filters match ("about N" past 10,000): the explorer loads it after the list
+    (htmx), and without JavaScript its link opens this as a page."""
+    args = given_args()
+    query = parsed_query(args)
+    found = count_trials(request_session(), query.filters())
+    filter_args = {name: value for name, value in args.items() if name in FILTER_PARAMS}
+    return render("trials/count.html", "count", found=found, list_url=explorer_url(filter_args))
 
 
 @bp.get("/trials/diff")

@@ -343,3 +343,28 @@ def trajectory_file(session: Session, trial_id: uuid.UUID) -> TrajectoryFile | N
     return TrajectoryFile(
         bytes(row.body), row.content_type, download_name(row.name, row.version, row.sequence_number, row.trial_number)
     )
+
+
+COUNT_CAP = 10_000  # trials counted exactly; past it the planner's estimate, said as "about"
+
+
+@dataclass(frozen=True)
+class TrialCount:
+    """How many trials match a filter: exact up to COUNT_CAP, the planner's estimate beyond it."""
+
+    trials: int
+    exact: bool
+
+
+def count_trials(session: Session, filters: TrialFilters, cap: int = COUNT_CAP) -> TrialCount:
+    """How many of the organization's trials match `filters`: counted while at most `cap` (one index range read of
+    at most cap + 1 entries), else estimated by the planner from the same statement (never below cap + 1)."""
+    filters = filters.for_session(session)
+    where = filters.conditions("t").also("t.organization_id = :org", org=session.info["org_id"])
+    matching = f"SELECT 1 FROM evaluation_trials t WHERE {where.sql}"
+    counted = session.execute(text(f"SELECT count(*) FROM ({matching} LIMIT {cap + 1}) m"), where.params).scalar_one()
+    if counted <= cap:
+        return TrialCount(counted, True)
+    plan = session.execute(text(f"EXPLAIN (FORMAT JSON) {matching}"), where.params).scalar_one()
+    estimate = int(plan[0]["Plan"]["Plan Rows"])
+    return TrialCount(max(estimate, cap + 1), False)

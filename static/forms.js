@@ -7,6 +7,8 @@
  * 3. Arrowing through such a form's select updates the results but adds one history entry, not one per key:
  *    the first keyboard change pushes the URL, the next ones replace it, until focus or the pointer moves on.
  * 4. Copy buttons (macros.html copy_text) are shown and copy their read-only field; focusing the field selects it.
+ * 6. URL-mirroring filter forms leave empty fields out of the request (and so out of the pushed URL), and their
+ *    "More filters" disclosure is open on wide screens (folded on a phone unless one of them is set).
  * 5. A form's hidden `next` (login, switching organization) keeps the page's #fragment: browsers keep a fragment
  *    through the redirect to /login but never send it, so a #step-N link opens that step after logging in.
  */
@@ -156,4 +158,20 @@
       if (next.value && next.value.indexOf("#") === -1) next.value += window.location.hash;
     });
   });
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    var form = event.detail.elt;
+    if (!(form instanceof HTMLFormElement) || !form.matches(URL_FORMS)) return;
+    var parameters = event.detail.parameters;
+    var empty = [];
+    parameters.forEach(function (value, name) { if (value === "") empty.push(name); });
+    empty.forEach(function (name) { parameters.delete(name); });
+  });
+
+  function openMoreFilters(root) {
+    if (!window.matchMedia("(min-width: 720px)").matches) return;
+    (root || document).querySelectorAll("details.more-filters:not([open])").forEach(function (d) { d.open = true; });
+  }
+  document.addEventListener("DOMContentLoaded", function () { openMoreFilters(document); });
+  document.addEventListener("htmx:load", function (event) { openMoreFilters(event.target); });
 })();

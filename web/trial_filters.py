@@ -249,3 +249,7 @@ def filter_chips(args: dict[str, str], choices: ExplorerChoices, kept: tuple[str
                 without[spec.name] = ",".join(rest)
             found.append(FilterChip(spec.chip_label(value, choices), without))
     return found
+
+
+# The filters the explorer's bar always shows; the others fold under "More filters" (on a phone, one toggle).
+BASIC_FILTERS = ("q", "status", "rewardBand", "environmentId", "reviewState")

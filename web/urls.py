@@ -9,6 +9,7 @@ from urllib.parse import unquote, urlencode, urlsplit
 from flask import Flask, current_app, url_for
 
 from queries.exports import EXPORT_KINDS, export_filename
+from queries.filters import TrialFilters
 
 # C0 controls, space and DEL: browsers drop TAB/CR/LF anywhere and strip the rest at the ends before parsing.
 _CONTROL_OR_SPACE = re.compile(r"[\x00-\x20\x7f]")
@@ -58,11 +59,42 @@ class ExportLink:
     variant_filename: str
 
 
-def export_links(filters: dict[str, str]) -> list[ExportLink]:
-    """Every kind's GET /api/v1/rollouts URL (and its format variant) narrowed by the filter parameters."""
+# The rewards each band holds: (lowest, highest, lowest excluded, highest excluded).
+BAND_REWARDS = {
+    "failed": (0.0, 1.0, False, True),
+    "recovery": (0.0, 1.0, True, True),
+    "successful": (1.0, 1.0, False, False),
+}
+
+
+def possible_kinds(filters: TrialFilters) -> tuple[str, ...]:
+    """The export kinds the filters' reward constraints (rewardBand, minReward, maxReward) can hold rollouts of, in
+    EXPORT_KINDS order: successful needs a reward of 1, failed one below 1, recovery one strictly between 0 and 1,
+    preference two different rewards; unscored trials have no rollout at all."""
+    if filters.reward_band == "unscored":
+        return ()
+    low, high, low_out, high_out = BAND_REWARDS.get(filters.reward_band or "", (0.0, 1.0, False, False))
+    if filters.min_reward is not None and filters.min_reward > low:  # "reward at least": an included bound
+        low, low_out = filters.min_reward, False
+    if filters.max_reward is not None and filters.max_reward < high:  # "reward at most"
+        high, high_out = filters.max_reward, False
+    if low > high or (low == high and (low_out or high_out)):
+        return ()
+    possible = {
+        "all": True,
+        "successful": high == 1.0 and not high_out,
+        "failed": low < 1.0,
+        "recovery": low < 1.0 and high > 0.0 and (low < high or 0.0 < low < 1.0),
+        "preference": low < high,
+    }
+    return tuple(kind for kind in EXPORT_KINDS if possible[kind])
+
+
+def export_links(filters: dict[str, str], kinds: tuple[str, ...] = EXPORT_KINDS) -> list[ExportLink]:
+    """Each of `kinds`' GET /api/v1/rollouts URL (and its format variant) narrowed by the filter parameters."""
     base = external_url("api.export_rollouts")
     links = []
-    for kind in EXPORT_KINDS:
+    for kind in kinds:
         variant = "trl" if kind == "preference" else "atif"
         url = f"{base}?{urlencode({'kind': kind, **filters})}"
         links.append(

@@ -278,7 +278,7 @@ def test_capability_gap_counts_equal_a_direct_count(page, world, database, membe
     assert {k: int(v) for k, v in shown.items()} == direct
     category, count = next(iter(direct.items()))
     listing = page.get(f"/trials?failureCategory={category}").text
-    assert len(parse(listing).select('a[href^="/trials/"]')) == min(count, 50)
+    assert len(parse(listing).select('table.trials a[href^="/trials/"]')) == min(count, 50)
 
 
 def test_capability_gap_filters_and_empty_state(page, world, database, member):

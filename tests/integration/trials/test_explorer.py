@@ -274,12 +274,17 @@ def test_the_form_shows_the_filters_of_the_url(api, world):
     assert (attr(stages, "list"), attr(stages, "value")) == ("stage-keys", "stage_x")
     assert one(form, "datalist#stage-keys") is not None
     assert attr(one(form, 'input[name="finishedAfter"]'), "value") == "2020-01-01"
-    # Every filter of the one declaration has its labelled field, in the declaration's order; nothing is chosen
-    # without a parameter but "any".
-    from web.trial_filters import TRIAL_FILTERS
+    # Every filter of the one declaration has its labelled field, in the declaration's order (the everyday ones
+    # first, the rest under "More filters", open because some of them are set); nothing is chosen without a
+    # parameter but "any".
+    from web.trial_filters import BASIC_FILTERS, TRIAL_FILTERS
 
     names = [attr(field, "name") for field in form.select("label > input[name], label > select[name]")]
-    assert names == [f.name for f in TRIAL_FILTERS] + ["sort"]
+    basic = [f.name for f in TRIAL_FILTERS if f.name in BASIC_FILTERS]
+    assert names == [*basic, *(f.name for f in TRIAL_FILTERS if f.name not in BASIC_FILTERS), "sort"]
+    more = one(form, "details.more-filters")
+    assert attr(more, "open") == "" and "(4 set)" in one(more, "summary").get_text()
+    assert "open" not in one(api.get("/trials?status=failed").text, "details.more-filters").attrs
     plain = one(api.get("/trials").text, "form#trial-filters")
     assert {attr(o, "value") for o in plain.select('select:not([name="sort"]) option[selected]')} == {""}
 
