@@ -84,7 +84,7 @@ def test_the_kinds_a_reward_filter_leaves_something_to_hold(filters, kinds):
 @pytest.mark.parametrize("query", ["rewardBand=successful", "maxReward=0", "rewardBand=unscored", "minReward=1"])
 def test_kinds_left_out_of_the_explorer_are_empty_through_the_api(api, world, query):
     page = parse(api.get(f"/trials?{query}").text)
-    offered = [row.find("th").get_text() for row in page.select("table.export-kinds tbody tr")]
+    offered = [one(row, "th").get_text() for row in page.select("table.export-kinds tbody tr")]
     left_out = [kind for kind in EXPORT_KINDS if kind not in offered]
     assert left_out, f"{query} rules out no kind"
     note = one(page, "#kinds-ruled-out").get_text()
