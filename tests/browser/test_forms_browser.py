@@ -1,0 +1,115 @@
+"""The browser's side of the first hour (Debian's chromium): every create form works with JavaScript off, copy
+buttons copy, a #step link survives logging in, and on a phone the explorer's first result is on the first
+screen."""
+
+from __future__ import annotations
+
+import re
+
+from tests.browser.test_browser import browser_page, live_server  # noqa: F401 (fixtures)
+from tests.browser_support import BROWSER_MARKS, chromium, log_in, shot
+from tests.conftest import ApiClient
+from tests.factories import finish_runs, make_catalog
+from tests.helpers import api_ids
+
+pytestmark = BROWSER_MARKS  # drives chromium
+
+
+def test_every_create_form_works_with_javascript_off(live_server, database, make_member):  # noqa: F811
+    member = make_member("ann@newco.test", "NewCo", "member")
+    with chromium() as browser:
+        context = browser.new_context(java_script_enabled=False)
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        log_in(page, live_server, member.email, member.password)
+        page.goto(f"{live_server}/environments/new?template=mcp")
+        page.fill("#f-name", "git")
+        page.fill("#f-spec-command", "python\n-m\nmcp_server_git")
+        page.fill("#f-spec-verifier-tool", "git_status")
+        page.fill("#f-spec-env-name-0", "GIT_TOKEN")
+        page.fill("#f-spec-env-value-0", "s3cret")
+        page.click("#environment-form button[type=submit]")
+        page.wait_for_selector("text=Created git with version 1")
+        environment_url = page.url
+
+        page.goto(f"{environment_url}/versions/new")
+        assert page.locator("#f-spec-env-value-0").get_attribute("placeholder").startswith("set")
+        page.fill("#f-spec-task", "Show the status of the repository.")
+        page.click("#version-form button[value=preview]")
+        assert "+" in page.locator(".spec-diff").inner_text()
+        shot(page, "43-version-preview")
+        page.click("#version-form button[value=save]")
+        page.wait_for_selector("text=Created v2 of git")
+
+        page.goto(f"{live_server}/evaluators/new?template=scripted")
+        page.fill("#f-name", "novice")
+        page.fill("#f-attemptCount", "x")
+        page.click("#evaluator-form button[type=submit]")
+        assert "attemptCount" in page.locator("#f-attemptCount-error").inner_text()
+        page.fill("#f-attemptCount", "2")
+        page.click("#evaluator-form button[type=submit]")
+        page.wait_for_selector("text=Created the evaluator novice")
+
+        page.goto(f"{live_server}/settings/tokens")
+        page.fill("#name", "nightly")
+        page.click("text=Create token")
+        assert page.locator("#new-token").input_value().startswith("afk_")
+        assert page.locator("button[data-copy=new-token]").is_hidden()  # the field is the way without JavaScript
+        page.click("details.confirm-revoke summary")
+        page.click("details.confirm-revoke button[type=submit]")
+        page.wait_for_selector("text=Token revoked.")
+
+        page.goto(f"{live_server}/environments")
+        page.click("text=Hide these steps")
+        page.wait_for_url(f"{live_server}/environments")
+        assert page.locator(".first-steps").count() == 0
+        context.close()
+
+
+def test_copy_buttons_copy_and_a_step_link_survives_logging_in(
+    live_server,  # noqa: F811
+    browser_page,  # noqa: F811
+    app,
+    database,
+    make_member,
+):
+    member = make_member("ann@acme.test", "Acme RL", "member")
+    finish_runs(database, make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=4), 1)
+    trial = api_ids(ApiClient(app.test_client(), member), "rewardBand=failed")[0]
+    page = browser_page
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(f"{live_server}/trials/{trial}#step-2")
+    page.wait_for_url(re.compile(r".*/login\?next=.*"))
+    page.fill("#email", member.email)
+    page.fill("#password", member.password)
+    page.click("form button[type=submit]")
+    page.wait_for_url(f"{live_server}/trials/{trial}#step-2")
+
+    page.goto(f"{live_server}/settings/tokens")
+    page.fill("#name", "nightly")
+    page.click("text=Create token")
+    token = page.locator("#new-token").input_value()
+    page.click("button[data-copy=new-token]")
+    page.wait_for_selector("button[data-copy=new-token]:has-text('Copied')")
+    assert page.evaluate("navigator.clipboard.readText()") == token
+
+
+def test_on_a_phone_the_first_result_is_on_the_first_screen(
+    live_server,  # noqa: F811
+    browser_page,  # noqa: F811
+    database,
+    make_member,
+):
+    member = make_member("ann@acme.test", "Acme RL", "member")
+    finish_runs(database, make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=4), 1)
+    page = browser_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    log_in(page, live_server, member.email, member.password)
+    page.goto(f"{live_server}/trials")
+    assert page.locator("details.more-filters").get_attribute("open") is None  # folded on a phone
+    first = page.locator("table.trials tbody tr").first.bounding_box()
+    assert first is not None and first["y"] < 844, f"the first result starts at {first['y']} px"
+    page.wait_for_selector("#trial-count:has-text('trials match')")
+    page.select_option("select[name=status]", "failed")
+    page.wait_for_url(re.compile(r".*/trials\?status=failed&sort=failed$"))  # no empty parameters pushed
+    shot(page, "44-explorer-phone")
