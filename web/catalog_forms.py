@@ -188,4 +188,4 @@ class CatalogForm:
         if path is None:
             path = "config_json" if json_view and detail.startswith(f"{self.nested_key}") else None
             path = path or refused_path(detail, "", self.fields)
-        self.errors.add(path, detail[:1].upper() + detail[1:] if path is None else detail)
+        self.errors.add(path, detail)

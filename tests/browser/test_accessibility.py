@@ -180,6 +180,7 @@ def site(app, cleaner_engine) -> Site:
         "new-version": f"/environments/{admin.environment_id}/versions/new",
         "evaluators": "/evaluators",
         "new-evaluator": "/evaluators/new?template=openai-chat",
+        "trials-count": "/trials/count?status=failed",
     }
     return Site(paths, org.id, admin)
 
@@ -212,6 +213,7 @@ PAGES = [
     "new-version",
     "evaluators",
     "new-evaluator",
+    "trials-count",
 ]
 
 

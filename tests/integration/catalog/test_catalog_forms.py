@@ -8,6 +8,7 @@ refusal next to the input it names, nothing written).
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import pytest
@@ -321,3 +322,44 @@ def test_a_new_version_keeps_a_secret_left_empty_and_takes_a_new_one(api):
     with api_session(api) as session:
         versions = session.scalars(select(EnvironmentVersion).order_by(EnvironmentVersion.version)).all()
         assert [runnable_spec(session, v)["env"]["TOKEN"] for v in versions] == ["one", "one", "two"]
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    ("inputs", "input_id", "said"),
+    [
+        ({"name": ""}, "f-name", "name"),
+        ({"name": "x" * 201}, "f-name", "name"),
+        ({"attemptCount": ""}, "f-attemptCount", "attemptCount"),
+        ({"attemptCount": "two"}, "f-attemptCount", "attemptCount"),
+        ({"attemptCount": "9"}, "f-attemptCount", "attemptCount"),
+        ({"maxSteps": "0"}, "f-maxSteps", "maxSteps"),
+        ({"timeoutS": "-1"}, "f-timeoutS", "timeoutS"),
+        ({"agent.skill": "3"}, "f-agent-skill", "agent.skill must be a number from 0 to 1"),
+        ({"agent.skill": "high"}, "f-agent-skill", "agent.skill"),
+        ({"agent.stepDelayS": "11"}, "f-agent-stepDelayS", "agent.stepDelayS"),
+    ],
+)
+def test_the_evaluator_form_refuses_in_place_and_keeps_the_form(api, count_rows, inputs, input_id, said):
+    data = {**evaluator_form("novice"), **inputs}
+    answer = form_post(api, "/evaluators/new?template=scripted", data)
+    assert answer.status_code == 422
+    assert said in refusal_at(answer.text, input_id)
+    kept = one(answer.text, f"#{input_id}")
+    assert attr(kept, "value") == next(iter(inputs.values()))
+    assert count_rows("evaluator_configs", api.org) == 0
+
+
+@pytest.mark.bad_input
+def test_a_spec_over_64_kb_is_refused_by_the_form_and_the_api_alike(api, count_rows):
+    data = environment_form("shop", **{"spec.command": "srv", "spec.verifier.tool": "t", "spec.task": "x" * 70_000})
+    answer = form_post(api, "/environments/new?template=mcp", data)
+    assert answer.status_code == 422
+    assert re.search(r"spec is 68\.\d KB of JSON; it may hold at most 64 KB", " ".join(texts(answer.text, ".error")))
+    assert one(answer.text, "#f-spec-task").get_text() == "x" * 70_000  # the form is kept
+    environment = api.post("/api/v1/environments", {"name": "api"}).json
+    spec = {"kind": "mcp", "command": ["srv"], "verifier": {"tool": "t"}, "task": "x" * 70_000}
+    by_api = api.post(f"/api/v1/environments/{environment['id']}/versions", {"spec": spec})
+    assert by_api.status_code == 400
+    assert re.fullmatch(r"spec is 68\.\d KB of JSON; it may hold at most 64 KB", by_api.json["detail"])
+    assert count_rows("environment_versions", api.org) == 0
