@@ -3,12 +3,13 @@
 import uuid
 
 from flask import Blueprint, abort, flash, g, request, url_for
+from sqlalchemy import select
 
 from blueprints.auth import require_role
 from domain.errors import RunNotResettable
 from domain.vocabulary import RESETS
 from models import EvaluationRun
-from queries.runs import RunDetail, run_detail
+from queries.runs import RunDetail, latest_reset, run_detail
 from queries.usage import run_usage
 from queries.workers import worker_activity
 from web.database import request_session
@@ -57,6 +58,8 @@ def confirm_reset(run_id: uuid.UUID):
     form = ResetForm(formdata=None)
     form.mode.data = mode = _mode_or_400()
     refusal = _refusal(detail)
+    earlier = latest_reset(request_session(), run_id)
+    form.seen.data = earlier.id if earlier else None
     return render(
         "runs/reset.html",
         status=409 if refusal else 200,
@@ -65,6 +68,7 @@ def confirm_reset(run_id: uuid.UUID):
         mode=mode,
         help=RESET_HELP[mode],
         refusal=refusal,
+        earlier=earlier,
     )
 
 
@@ -86,6 +90,14 @@ def _refusal(detail: RunDetail) -> str | None:
     return None
 
 
+def _submitted(session, key: uuid.UUID | None) -> bool:
+    """Whether a run was already queued with this form's submission key (queue_once then answers with it)."""
+    return (
+        key is not None
+        and session.scalar(select(EvaluationRun.id).where(EvaluationRun.submission_key == key)) is not None
+    )
+
+
 @bp.post("/runs/<uuid:run_id>/reset")
 def reset(run_id: uuid.UUID):
     """Enqueue a new run against the same environment version (new_workspace or new_world) and go to it.
@@ -101,6 +113,10 @@ def reset(run_id: uuid.UUID):
     if not form.validate():
         abort(400, description=form.error)
     key = form.submission_key.data
+    earlier = latest_reset(session, run_id)
+    if earlier is not None and earlier.id != form.seen.data and not _submitted(session, key):
+        flash("This confirmation was already used: the run was reset since it was shown. Nothing new was queued.")
+        return redirect_after_write(url_for("runs.show", run_id=earlier.id))
     try:
         check_resettable(run)
         new_run, new = queue_once(session, key, lambda: reset_run(session, run, form.mode.data, submission_key=key))

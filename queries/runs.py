@@ -241,3 +241,23 @@ def recorded_trial_numbers(session: Session, run: EvaluationRun) -> set[int]:
         )
     )
     return set(rows)
+
+
+@dataclass(frozen=True)
+class LatestReset:
+    """The newest run that resets a run: its id, status and when it was queued."""
+
+    id: uuid.UUID
+    status: str
+    created_at: datetime
+
+
+def latest_reset(session: Session, run_id: uuid.UUID) -> LatestReset | None:
+    """The newest reset of `run_id` (by creation, then id), or None when it was never reset."""
+    row = session.execute(
+        select(EvaluationRun.id, EvaluationRun.status, EvaluationRun.created_at)
+        .where(EvaluationRun.reset_of_run_id == run_id)
+        .order_by(EvaluationRun.created_at.desc(), EvaluationRun.id.desc())
+        .limit(1)
+    ).first()
+    return LatestReset(row.id, row.status, row.created_at) if row else None

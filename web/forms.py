@@ -98,6 +98,9 @@ class ResetForm(PageForm):
 
     mode = BoundedText(40, validators=[Follows(one_of(*RESETS), "mode")])
     submission_key = SubmissionKeyField()
+    # The newest reset of the run when the confirmation was shown (none: ""): a reset made since then means this
+    # confirmation was already used (or overtaken), and it queues nothing.
+    seen = UUIDField()
 
 
 class LabelForm(PageForm):

@@ -171,6 +171,36 @@ def test_reset_is_offered_on_a_finished_run_and_confirmed_once(page, database, c
     assert "reset mode new_world" in page.get(first.location).text
 
 
+def test_a_used_confirmation_says_so_and_queues_nothing(page, database, catalog, count_rows):
+    """Back to a confirmation that was used (the page fetched again, with a fresh key) or a second tab's older
+    confirmation: the run was reset since it was shown, so it queues nothing and opens the reset run; only the
+    explicit "Queue another reset" of a confirmation that says so queues another."""
+    run_id = finish_run(database, catalog)
+    link = f"/runs/{run_id}/reset?mode=new_world"
+    older_tab = page.get(link).text  # shown before any reset
+    first = reset_post(page, run_id, submission_key(page.get(link).text))
+    assert first.status_code == 303 and count_rows("evaluation_runs") == 2
+    stale = page.post(
+        f"/runs/{run_id}/reset",
+        data={
+            "mode": "new_world",
+            "csrf_token": csrf_token_from(older_tab),
+            "submission_key": submission_key(older_tab),
+            "seen": "",
+        },
+    )
+    assert stale.status_code == 303 and stale.location == first.location
+    assert "This confirmation was already used" in page.get(stale.location).text
+    assert count_rows("evaluation_runs") == 2
+    again = page.get(link)
+    assert "This run was already reset" in again.text and "Queue another reset (new_world)" in again.text
+    form = one(again.text, "form[action$='/reset']")
+    data = {field["name"]: field.get("value", "") for field in form.select("input[name]")}
+    another = page.post(f"/runs/{run_id}/reset", data=data)
+    assert another.status_code == 303 and another.location != first.location
+    assert count_rows("evaluation_runs") == 3
+
+
 @pytest.mark.parametrize("status", ["queued", "running"])
 def test_reset_of_an_unfinished_run_is_refused_with_409_and_nothing_written(
     page, database, catalog, count_rows, status
