@@ -141,7 +141,8 @@ def posted_values(fields: list[ModelField], form: Mapping[str, Any]) -> dict[str
             names = [str(form.get(f"{f.path}.name.{i}", "")).strip() for i in range(64) if f"{f.path}.name.{i}" in form]
             values[f.path] = dict.fromkeys(name for name in names if name)
         elif f.widget == "flag" or f.path in form:
-            values[f.path] = form.get(f.path)
+            value = form.get(f.path)
+            values[f.path] = value.replace("\r\n", "\n") if isinstance(value, str) else value
     return values
 
 

@@ -248,6 +248,8 @@ def posted_object(
     obj: dict[str, Any] = {}
     for f in fields:
         raw = form.get(f.path)
+        if isinstance(raw, str):
+            raw = raw.replace("\r\n", "\n")  # browsers send a text area's lines with CRLF
         text = raw.strip() if isinstance(raw, str) else ""
         if f.widget == "fixed":
             obj[f.key] = f.default

@@ -88,12 +88,13 @@ def test_an_mcp_environment_with_a_secret_from_its_form(api, count_rows):
     data = environment_form(
         "git",
         **{
-            "spec.command": "python\n-m\nmcp_server_git",
+            "spec.command": "python\r\n-m\r\nmcp_server_git",
             "spec.verifier.tool": "git_status",
             "spec.verifier.arguments": '{"repo_path": "."}',
             "spec.env.name.0": "GIT_TOKEN",
             "spec.env.value.0": "s3cret-value",
             "spec.limits.memoryMb": "2048",
+            "spec.task": "Show the status.\r\nThen the log.",  # a text area's lines, as browsers send them
         },
     )
     made = form_post(api, "/environments/new?template=mcp", data)
@@ -105,6 +106,7 @@ def test_an_mcp_environment_with_a_secret_from_its_form(api, count_rows):
         version = session.scalar(select(EnvironmentVersion))
         assert version.spec["command"] == ["python", "-m", "mcp_server_git"]
         assert version.spec["limits"] == {"memoryMb": 2048} and version.spec["env"] == {"GIT_TOKEN": "***"}
+        assert version.spec["task"] == "Show the status.\nThen the log."
         assert runnable_spec(session, version)["env"] == {"GIT_TOKEN": "s3cret-value"}
 
 
