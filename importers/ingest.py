@@ -246,7 +246,16 @@ def _evaluator(session: Session, org_id: uuid.UUID, agent: str) -> EvaluatorConf
 def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> IngestResult:
     """Write every trial not ingested before (by externalId), grouped into runs, with pass@k and rollups."""
     result = IngestResult()
-    seen = {p.trial.externalId for p in trials}
+    first_line: dict[str, int] = {}
+    for parsed in trials:  # one trial per externalId in a body: a second one is refused, naming both lines
+        earlier = first_line.setdefault(parsed.trial.externalId, parsed.line)
+        if earlier != parsed.line:
+            raise IngestError(
+                parsed.line,
+                "externalId",
+                f"{parsed.trial.externalId!r} is also the externalId of line {earlier}: each trial appears once",
+            )
+    seen = set(first_line)
     existing = set(session.scalars(select(EvaluationTrial.external_id).where(EvaluationTrial.external_id.in_(seen))))
     groups: dict[tuple[str, str, str, str], list[ParsedTrial]] = {}
     for parsed in trials:

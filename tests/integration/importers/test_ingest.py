@@ -109,6 +109,16 @@ def test_duplicate_attempts_in_one_run_are_refused(api, count_rows):
     assert counts(count_rows, api.org.id)["evaluation_trials"] == 0
 
 
+@pytest.mark.bad_input
+def test_one_external_id_twice_in_a_body_is_refused_naming_both_lines(api, count_rows):
+    body = ndjson(line("x-1", 1, 1.0), line("x-2", 2, 0.0), line("x-1", 3, 0.5))
+    for _ in range(2):  # the same answer each time: nothing was written, so posting again cannot help
+        response = import_ndjson(api, body)
+        assert response.status_code == 400 and response.json["field"] == "externalId"
+        assert response.json["line"] == 3 and "'x-1' is also the externalId of line 1" in response.json["detail"]
+    assert counts(count_rows, api.org.id)["evaluation_trials"] == 0
+
+
 def test_imported_atif_round_trips_through_the_atif_export(api):
     assert import_ndjson(api, ndjson(line("x-1", 1, 0.5, trajectory=ATIF))).status_code == 201
     (exported,) = [json.loads(x) for x in api.client.get("/api/v1/rollouts?kind=all&format=atif").data.splitlines()]
