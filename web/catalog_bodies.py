@@ -73,6 +73,10 @@ class EvaluatorConfigCreate(ApiModel):
     timeout_s: Annotated[
         float,
         BeforeValidator(_timeout_s),
-        Field(gt=0, json_schema_extra={"maximum": DEFAULT_MAX_TRIAL_TIMEOUT_S}, description="Seconds per trial"),
+        # the bounds as JSON Schema says them (the validator applies them, with the operator's ceiling)
+        Field(
+            json_schema_extra={"exclusiveMinimum": 0, "maximum": DEFAULT_MAX_TRIAL_TIMEOUT_S},
+            description="Seconds per trial",
+        ),
     ] = 60
     agent: Agent

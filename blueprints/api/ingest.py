@@ -14,8 +14,9 @@ from web.database import request_session
 from web.params import NotJsonNumber, strict_json
 
 MAX_LINES = 5000
-IMPORT_LINES = {
+IMPORT_LINES = {  # bytes to a generated client (format: binary), read as UTF-8 NDJSON here
     "type": "string",
+    "format": "binary",
     "description": f"NDJSON: one trial per line, each an IngestTrial (components/schemas/IngestTrial); at most "
     f"{MAX_LINES} lines",
 }

@@ -86,6 +86,48 @@ def test_the_document_is_served_publicly_and_names_every_api_route(app, client):
     assert as_names == documented
 
 
+# Keywords of pydantic's Field() that JSON Schema does not know: a generator or validator reading the document would
+# ignore the bound they stand for.
+NOT_JSON_SCHEMA = {
+    "ge",
+    "le",
+    "gt",
+    "lt",
+    "multiple_of",
+    "max_digits",
+    "decimal_places",
+    "strict",
+    "coerce_numbers_to_str",
+}
+
+
+def schema_keywords(node, path: str = "") -> list[tuple[str, str]]:
+    """(path, keyword) of every key of a schema object in the document that is one of NOT_JSON_SCHEMA."""
+    found = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in NOT_JSON_SCHEMA and not path.endswith("/properties"):
+                found.append((path, key))
+            found += schema_keywords(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += schema_keywords(value, f"{path}/{index}")
+    return found
+
+
+def test_the_document_says_bounds_in_json_schema_keywords(client):
+    document = client.get("/api/v1/openapi.json").json
+    assert schema_keywords(document) == []
+    timeout = document["paths"]["/evaluator-configs"]["post"]["requestBody"]["content"]["application/json"]
+    properties = timeout["schema"].get("properties")
+    if properties is None:  # a $ref to the body's component
+        name = timeout["schema"]["$ref"].rsplit("/", 1)[-1]
+        properties = document["components"]["schemas"][name]["properties"]
+    assert properties["timeoutS"]["exclusiveMinimum"] == 0 and properties["timeoutS"]["maximum"] > 0
+    ndjson = document["paths"]["/evaluation-runs/import"]["post"]["requestBody"]["content"]["application/x-ndjson"]
+    assert ndjson["schema"]["type"] == "string" and ndjson["schema"]["format"] == "binary"
+
+
 @schema.parametrize()
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_api_conforms_to_its_document(case, app, logged_in):
