@@ -17,7 +17,21 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from domain.errors import AgentConfigError
 from domain.json_depth import json_object
 from domain.limits import SandboxLimits
-from domain.rules import NETWORK, Config, Env, Flag, JsonObject, Rule, Strings, Text, integer_from, number_from, refusal
+from domain.rules import (
+    NETWORK,
+    Config,
+    Env,
+    Flag,
+    JsonObject,
+    Rule,
+    Strings,
+    Text,
+    Vars,
+    both_env_and_vars,
+    integer_from,
+    number_from,
+    refusal,
+)
 from domain.specs import config_size_refusal
 
 
@@ -41,6 +55,7 @@ class CommandAgent(AgentModel):
     kind: Literal["command"]
     argv: Strings
     env: Env = {}
+    vars: Vars | None = None
     network: Annotated[Flag, Field(description=NETWORK)] | None = None
     limits: Annotated[dict[str, int], SandboxLimits()] | None = None
 
@@ -85,6 +100,7 @@ class OpenAIChatAgent(AgentModel):
         | None
     ) = None
     env: Env = {}
+    vars: Vars | None = None
     network: Annotated[bool, Rule(NEEDS_NETWORK, lambda v: v is True, {"const": True}, show_value=False)]
     temperature: Annotated[float, number_from(0, 2)] | None = None
     maxTokens: Annotated[int, integer_from(1, 1_000_000), Field(description="Tokens per completion")] | None = None
@@ -152,4 +168,8 @@ def validate_agent(agent: Any) -> dict[str, Any]:
         raise AgentConfigError(refusal(error, "agent", model)) from None
     if isinstance(checked, OpenAIChatAgent):
         _check_api_key_env(checked)
-    return checked.model_dump(mode="json", exclude_none=True)
+    normalised: dict[str, Any] = checked.model_dump(mode="json", exclude_none=True)
+    clash = both_env_and_vars(normalised, "agent")
+    if clash:
+        raise AgentConfigError(clash)
+    return normalised

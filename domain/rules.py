@@ -313,6 +313,26 @@ JsonObject = Annotated[dict[str, Any], Rule("must be a JSON object", lambda v: i
 Env = Annotated[
     dict[str, str], Rule("must map names to strings", _env, show_value=False), Field(description=SECRET_ENV)
 ]
+PLAIN_VARS = (
+    "`vars` are plain settings put in the program's environment beside `env` (a user name, a file path): stored, "
+    "shown and recorded as they are, never masked; a secret belongs in `env`, and a name is in one of the two."
+)
+Vars = Annotated[
+    dict[str, str], Rule("must map names to strings", _env, show_value=False), Field(description=PLAIN_VARS)
+]
+
+
+def both_env_and_vars(config: dict[str, Any], where: str) -> str | None:
+    """Why a config that names a variable in both `env` and `vars` is refused, None when it does not."""
+    both = sorted(set(config.get("env") or {}) & set(config.get("vars") or {}))
+    if not both:
+        return None
+    return f"{where}.vars {', '.join(both)}: also in {where}.env; a value is either secret (env) or plain (vars)"
+
+
+def program_environment(config: dict[str, Any]) -> dict[str, str]:
+    """The variables a spec's or agent's program gets: its plain `vars` and its secret `env`."""
+    return {**(config.get("vars") or {}), **(config.get("env") or {})}
 
 
 def _rule_of(model: type[BaseModel], loc: tuple[int | str, ...]) -> Rule | None:

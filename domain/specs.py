@@ -30,6 +30,8 @@ from domain.rules import (
     Rule,
     Strings,
     Text,
+    Vars,
+    both_env_and_vars,
     integer_from,
     number_from,
     one_of,
@@ -120,6 +122,7 @@ class McpSpec(Config):
     network: Annotated[Flag, Field(description=NETWORK)] | None = None
     limits: Annotated[dict[str, int], SandboxLimits()] | None = None
     env: Env = {}
+    vars: Vars | None = None
     verifier: Annotated[Verifier, VERIFIER_RULE]
     params: JsonObject = {}
     task: Text | None = None
@@ -229,7 +232,11 @@ def validate_spec(spec: Any) -> dict[str, Any]:
         raise SpecError(refusal(error, "spec", model)) from None
     if isinstance(checked, ExternalSpec):  # kept as given
         return dict(spec)
-    return checked.model_dump(mode="json", exclude_none=True)
+    normalised: dict[str, Any] = checked.model_dump(mode="json", exclude_none=True)
+    clash = both_env_and_vars(normalised, "spec")
+    if clash:
+        raise SpecError(clash)
+    return normalised
 
 
 def spec_sha256(spec: dict[str, Any], key: SecretsKey | None = None) -> str:

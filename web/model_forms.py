@@ -70,6 +70,8 @@ class ModelField:
             return ""
         if self.widget == "lines" and isinstance(value, list):
             return "\n".join(str(item) for item in value)
+        if self.widget == "pairs" and isinstance(value, dict):
+            return "\n".join(f"{name}={text}" for name, text in sorted(value.items()))
         if self.widget == "json" and not isinstance(value, str):
             return json.dumps(value, indent=2, ensure_ascii=False)
         return value
@@ -118,7 +120,7 @@ def _unwrap(schema: dict[str, Any], root: dict[str, Any]) -> tuple[dict[str, Any
     return _resolve(schema, root), False
 
 
-def _widget(schema: dict[str, Any]) -> str:
+def _widget(schema: dict[str, Any], key: str = "") -> str:
     kind = schema.get("type")
     if kind == "boolean":
         return "flag"
@@ -134,7 +136,9 @@ def _widget(schema: dict[str, Any]) -> str:
         if "properties" in schema:
             return "group"
         extra = schema.get("additionalProperties")
-        return "env" if isinstance(extra, dict) and extra.get("type") == "string" else "json"
+        if isinstance(extra, dict) and extra.get("type") == "string":
+            return "env" if key == "env" else "pairs"  # secret rows, or plain NAME=value lines
+        return "json"
     if kind == "string" and (schema.get("contentMediaType") == "text/plain" or schema.get("maxLength", 0) > 200):
         return "textarea"
     return "text"
@@ -157,7 +161,7 @@ def model_fields(
         if key in leave_out:
             continue
         value, nullable = _unwrap(raw, root)
-        widget = _widget(value)
+        widget = _widget(value, key)
         path = f"{prefix}{key}"
         help_text = raw.get("description") or value.get("description") or ""
         above = "exclusiveMinimum" in value or "gt" in value
@@ -240,6 +244,19 @@ def _env(form: Mapping[str, Any], path: str, kept: Mapping[str, str]) -> dict[st
     return env
 
 
+def _pairs(path: str, text: str) -> dict[str, str]:
+    """NAME=value lines as an object; FieldRefused for a line without a name and an "=" """
+    pairs: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, equals, value = line.partition("=")
+        if not equals or not name.strip():
+            raise FieldRefused(path, f"line {number} is not NAME=value")
+        pairs[name.strip()] = value
+    return pairs
+
+
 def posted_object(
     fields: list[ModelField] | tuple[ModelField, ...], form: Mapping[str, Any], kept: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
@@ -273,6 +290,8 @@ def posted_object(
             obj[f.key] = _number(text, f.widget)
         elif f.widget == "lines":
             obj[f.key] = [line.strip() for line in text.splitlines() if line.strip()]
+        elif f.widget == "pairs":
+            obj[f.key] = _pairs(f.path, text)
         elif f.widget == "json":
             try:
                 obj[f.key] = json.loads(text)

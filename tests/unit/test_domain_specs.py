@@ -87,3 +87,35 @@ def test_a_normalised_spec_has_the_documented_defaults_filled_in():
     }
     documented = SPEC_JSON_SCHEMA["$defs"]["SupportDeskParams"]["properties"]
     assert {name: field["default"] for name, field in documented.items()} == {"tickets": 6, "reference_prefix": "REF"}
+
+
+MCP = {"kind": "mcp", "command": ["srv"], "verifier": {"tool": "t"}}
+
+
+def test_plain_vars_are_kept_and_a_spec_without_them_is_unchanged():
+    assert validate_spec({**MCP, "vars": {"GIT_AUTHOR_NAME": "tester"}})["vars"] == {"GIT_AUTHOR_NAME": "tester"}
+    assert "vars" not in validate_spec(MCP)  # versions pinned before vars keep their hashes
+    agent = validate_agent({"kind": "command", "argv": ["a"], "vars": {"MODE": "fast"}, "env": {"KEY": "s3cret"}})
+    assert agent["vars"] == {"MODE": "fast"} and agent["env"] == {"KEY": "s3cret"}
+
+
+@pytest.mark.parametrize(
+    ("check", "config", "said"),
+    [
+        (validate_spec, {**MCP, "env": {"USER": "a"}, "vars": {"USER": "b"}}, "spec.vars USER: also in spec.env"),
+        (
+            validate_agent,
+            {"kind": "command", "argv": ["a"], "env": {"K": "1"}, "vars": {"K": "2"}},
+            "agent.vars K: also in agent.env",
+        ),
+        (validate_spec, {**MCP, "vars": {"A": 1}}, "spec.vars must map names to strings"),
+        (validate_agent, {"kind": "scripted", "vars": {"A": "b"}}, None),  # a scripted agent runs no program: dropped
+    ],
+)
+def test_a_name_is_either_secret_or_plain(check, config, said):
+    if said is None:
+        assert "vars" not in check(config)
+        return
+    with pytest.raises(DomainError) as refused:
+        check(config)
+    assert said in str(refused.value)

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from domain.rules import program_environment
 from domain.json_depth import TooDeep, loads
 from domain.limits import describe
 from worker.agents.base import (
@@ -143,7 +144,7 @@ class CommandAgent(Agent):
         self.launch = self.sandbox.launch(
             "agent",
             self.argv,
-            env=self.config.get("env", {}),
+            env=program_environment(self.config),  # its plain vars and secret env
             network=self.config.get("network", False),
             limits=self.config.get("limits"),
         )

@@ -28,6 +28,7 @@ class OpenAIChatAgent(CommandAgent):
         settings = {key: config[key] for key in SETTINGS if key in config}
         # -I: the program sees neither PYTHON* variables of the config's env nor the directory it lives in.
         argv = [sys.executable, "-I", str(PROGRAM), json.dumps(settings)]
-        program = {"argv": argv, "env": config.get("env", {}), "network": True, "limits": config.get("limits")}
+        program = {"argv": argv, "env": config.get("env", {}), "vars": config.get("vars", {}), "network": True}
+        program["limits"] = config.get("limits")
         super().__init__(program, sandbox, masker)
         self.system_prompt = config.get("systemPrompt")

@@ -24,6 +24,7 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession
 
+from domain.rules import program_environment
 from domain.json_depth import TooDeep, loads
 from domain.limits import describe
 from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
@@ -176,11 +177,11 @@ class MCPEnvironment:
         """How to start the server or the verifier command: the environment side of the trial's sandbox.
 
         Both run in that side's workspace (fresh for every trial, removed after it; `cwd` is a directory inside it)
-        with the spec's env, the world seed and parameters, and the trial context the sandbox adds
+        with the spec's vars and env, the world seed and parameters, and the trial context the sandbox adds
         (AGENTFORGE_SEED, AGENTFORGE_TRIAL, AGENTFORGE_WORKSPACE).
         """
         env = {
-            **self.spec.get("env", {}),
+            **program_environment(self.spec),  # its plain vars and secret env
             "AGENTFORGE_WORLD_SEED": str(self.world_seed),
             "AGENTFORGE_PARAMS": json.dumps(self.spec.get("params", {})),
             "PYTHONPATH": str(ROOT),  # `python -m worker.environments.…` finds the built-in servers (read-only)

@@ -365,3 +365,16 @@ def test_a_spec_over_64_kb_is_refused_by_the_form_and_the_api_alike(api, count_r
     assert by_api.status_code == 400
     assert re.fullmatch(r"spec is 68\.\d KB of JSON; it may hold at most 64 KB", by_api.json["detail"])
     assert count_rows("environment_versions", api.org) == 0
+
+
+def test_plain_vars_are_name_value_lines_shown_as_they_are(api, count_rows):
+    data = environment_form("git", **{"spec.command": "srv", "spec.verifier.tool": "t", "spec.vars": "A=1\nBAD"})
+    refused = form_post(api, "/environments/new?template=mcp", data)
+    assert refused.status_code == 422 and "line 2 is not NAME=value" in refusal_at(refused.text, "f-spec-vars")
+    made = form_post(api, "/environments/new?template=mcp", {**data, "spec.vars": "GIT_AUTHOR_NAME=tester\r\nMODE=a=b"})
+    assert made.status_code == 303
+    with api_session(api) as session:
+        assert session.scalar(select(EnvironmentVersion)).spec["vars"] == {"GIT_AUTHOR_NAME": "tester", "MODE": "a=b"}
+    assert "tester" in api.get(made.headers["Location"]).text  # plain: shown, unlike env values
+    again = parse(api.get(f"{made.headers['Location']}/versions/new").text)
+    assert one(again, "#f-spec-vars").get_text() == "GIT_AUTHOR_NAME=tester\nMODE=a=b"

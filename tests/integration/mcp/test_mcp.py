@@ -433,3 +433,27 @@ def test_mcp_server_git_from_the_registry_runs_as_an_environment(mcp_servers):
             "commits": [f"trial {number}", "initial"],
         }
         assert not context["cwd"].startswith(str(ROOT))
+
+
+def git_log_seen(outcome) -> str:
+    """What the agent read from git_log (the repository's history, with each commit's author)."""
+    return next(step.observation for step in outcome.steps if step.tool == "git_log")
+
+
+def test_plain_vars_reach_mcp_server_git_and_stay_readable_while_env_is_masked(mcp_servers):
+    """`vars` (plain settings) reach the real server's environment and are recorded as they are; the same value
+    in `env` (a secret) is masked as before."""
+    settings = SandboxSettings.from_environ({**os.environ, "AGENTFORGE_SANDBOX_PATHS": str(mcp_servers)})
+    agent = {"kind": "command", "argv": [sys.executable, str(TESTS / "agents" / "git_agent.py")]}
+
+    def trial(spec: dict):
+        return run_trial(
+            spec, agent, world_seed=7, seed=101, max_steps=10, timeout_s=60, trial_number=1, sandbox=settings
+        )
+
+    plain = trial({**git_spec(mcp_servers), "vars": {"GIT_AUTHOR_NAME": "tester"}})
+    assert (plain.status, plain.reward) == ("succeeded", 1.0), plain.log
+    assert "Author: tester" in git_log_seen(plain)
+    secret = trial({**git_spec(mcp_servers), "env": {"NOTES_TITLE": "Field notes", "GIT_AUTHOR_NAME": "tester"}})
+    assert (secret.status, secret.reward) == ("succeeded", 1.0), secret.log
+    assert "Author: ***" in git_log_seen(secret) and "tester" not in git_log_seen(secret)
