@@ -19,9 +19,9 @@ import threading
 import time
 from typing import Any
 
-from domain.rules import program_environment
 from domain.json_depth import TooDeep, loads
 from domain.limits import describe
+from domain.rules import program_environment
 from worker.agents.base import (
     Action,
     Agent,

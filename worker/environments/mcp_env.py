@@ -24,10 +24,10 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession
 
-from domain.rules import program_environment
 from domain.json_depth import TooDeep, loads
 from domain.limits import describe
 from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
+from domain.rules import program_environment
 from domain.specs import STARTUP_TIMEOUT_S
 from domain.trajectory import Content, Step, content_text, environment_step
 from domain.trial_log import LogEntry, ProgramOutput
