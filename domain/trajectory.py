@@ -342,17 +342,22 @@ def tool_step(
     *,
     call_id: str | None = None,
     is_error: bool = False,
+    arguments_text: str | None = None,
     **more: Any,
 ) -> Step:
     """An agent's tool call and its result: filed under the real tool name, arguments kept as JSON; `is_error`:
-    the result is an error (stored as `"isError": true`)."""
+    the result is an error (stored as `"isError": true`); `arguments_text`: what the model sent when it was no JSON
+    object (kept beside `"arguments": {}` as `"argumentsText"`, and shown as the command)."""
     call_id = call_id or f"call_{number}"
+    call: dict[str, Any] = {"id": call_id, "name": name, "arguments": args}
+    if arguments_text is not None:
+        call["argumentsText"] = arguments_text
     return step(
         number,
         source="agent",
         tool=name,
-        command=command_text(name, args),
-        calls=[{"id": call_id, "name": name, "arguments": args}],
+        command=f"{name} {arguments_text}" if arguments_text is not None else command_text(name, args),
+        calls=[call],
         results=[{"callId": call_id, "content": content, **({"isError": True} if is_error else {})}],
         **more,
     )

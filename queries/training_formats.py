@@ -112,6 +112,8 @@ def _atif_step(number: int, record: Step) -> dict[str, Any]:
                     "tool_call_id": c.id or f"call_{number}_{index}",
                     "function_name": c.name,
                     "arguments": c.arguments or {},
+                    # text the model sent that was no JSON object: ATIF's arguments are an object, so it goes here
+                    **({"extra": {"argumentsText": c.other["argumentsText"]}} if _raw_arguments(c) else {}),
                 }
                 for index, c in enumerate(record.tool_calls)
             ]
@@ -207,6 +209,11 @@ def _assistant(content: str, calls: list[dict[str, Any]] | None = None, reasonin
     return message
 
 
+def _raw_arguments(call: Any) -> bool:
+    """Whether a stored call kept the model's argument text because it was no JSON object."""
+    return isinstance(call.other.get("argumentsText"), str)
+
+
 def _agent_messages(record: Step) -> list[dict[str, Any]]:
     """An agent step as chat messages: one assistant message per tool call (templates such as Llama 3.1 and
     gpt-oss take one call per message), each followed by the tool message answering it."""
@@ -217,6 +224,8 @@ def _agent_messages(record: Step) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for index, (call, (call_id, content)) in enumerate(zip(calls, _results_for(record), strict=True)):
         call_id = call_id or f"call_{record.number}_{index}"
+        # chat templates render arguments as an object (`| tojson`): a call whose text was no JSON object gives {}
+        # here, never an invented key; its text is in the atif-shaped line and in ATIF's tool-call extra
         function = {"name": call.name, "arguments": call.arguments or {}}
         first = index == 0
         messages.append(

@@ -11,7 +11,8 @@ assistant messages the request holds), so every trial of a run gets the same con
   and a final answer that quotes the bearer key it was sent (so masking is exercised);
 * `loop`: list_inventory every turn, 1,100 tokens each (for the token budget);
 * `down`: HTTP 503 to every request;
-* `unauthorized`: HTTP 401 to every request.
+* `unauthorized`: HTTP 401 to every request;
+* `unparsable`: HTTP 500 naming a parse error to every request (not worth a retry).
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.scenario == "down":
             self.answer(503, {"error": {"message": "overloaded"}}, {"Retry-After": "0"})
+            return
+        if self.scenario == "unparsable":  # as llama.cpp answers a history holding arguments it cannot parse
+            self.answer(500, {"error": {"message": "Failed to parse tool call arguments as JSON"}})
             return
         if self.scenario == "unauthorized":
             self.answer(401, {"error": {"message": "Incorrect API key provided"}})

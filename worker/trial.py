@@ -203,6 +203,7 @@ def _episode(
                     masker.data(content),  # masked before the step caps it
                     call_id=action.call_id,
                     is_error=failed,
+                    arguments_text=action.arguments_text,
                     started_at=called_at.isoformat(),
                     duration_ms=elapsed_ms,
                     message=action.message,

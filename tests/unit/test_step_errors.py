@@ -42,9 +42,10 @@ ERRORS = {
     "arguments that are no JSON object": tool_step(
         3,
         "restock",
-        {"malformedArguments": '{"sku": '},
+        {},
         "error: the arguments of restock are not valid JSON (Expecting value); send a JSON object",
         is_error=True,
+        arguments_text='{"sku": ',
     ),
     "an MCP tool's isError result": stored_call([{"type": "text", "text": "fatal: not a git repo"}], isError=True),
     "a command's nonzero exit": stored_call("ls: cannot access 'x': No such file or directory", exitCode=2),
@@ -101,7 +102,7 @@ class Clumsy(Agent):
         self.turns = iter(
             [
                 ToolCall("inspect", {}),
-                ToolCall("restock", {"malformedArguments": "{"}, error="the arguments of restock are not valid JSON"),
+                ToolCall("restock", {}, error="the arguments of restock are not valid JSON", arguments_text="{"),
                 ToolCall("restock", {"sku": "SKU-1"}),
                 ToolCall("list_inventory", {}),
                 Finish("done"),

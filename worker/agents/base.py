@@ -35,13 +35,15 @@ class ToolCall(Turn):
     """The agent wants `tool` called with `args` (`call_id`: its own id for the call, when it has one).
 
     `error` says why the call cannot be made as sent (arguments that are not a JSON object): the environment is not
-    called, and the error is the call's result, which the agent reads as its observation.
+    called, and the error is the call's result, which the agent reads as its observation; `arguments_text` keeps
+    the text the model sent, as it sent it.
     """
 
     tool: str
     args: dict[str, Any]
     call_id: str | None = None
     error: str | None = None
+    arguments_text: str | None = None  # what the model sent when it was no JSON object (args is then {})
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,6 @@ from worker.sandbox import Launch, OutputBudget, TrialSandbox, kill_group
 MAX_LINE_BYTES = 64 * 1024
 STDERR_KEEP_BYTES = 8 * 1024
 LINE_QUOTE_CHARS = 200  # how much of a line that is not JSON the log quotes
-MALFORMED = "malformedArguments"  # the key a call's unparsable argument text is kept under
 STOP_REASONS = ("out_of_tokens",)  # why a finish may end the loop abnormally
 
 
@@ -106,7 +105,7 @@ def _turn(message: dict[str, Any]) -> dict[str, Any]:
 
 def _arguments(tool: str, args: Any) -> tuple[dict[str, Any], str | None]:
     """A call's arguments, and why they cannot be used: an object as is; JSON text (as chat-completion servers send
-    arguments) parsed, or kept as `{MALFORMED: text}` with the parse error when it is no JSON object."""
+    arguments) parsed, or `{}` with the parse error when it is no JSON object (the caller keeps the text)."""
     if isinstance(args, dict):
         return args, None
     if not args.strip():  # servers send "" for a call without arguments
@@ -114,12 +113,11 @@ def _arguments(tool: str, args: Any) -> tuple[dict[str, Any], str | None]:
     try:
         parsed = loads(args)
     except TooDeep as deep:
-        why = f"the arguments of {tool} are {deep}; send a JSON object {deep.limit} levels deep at most"
-        return {MALFORMED: args}, why
+        return {}, f"the arguments of {tool} are {deep}; send a JSON object {deep.limit} levels deep at most"
     except ValueError as bad:
-        return {MALFORMED: args}, f"the arguments of {tool} are not valid JSON ({bad}); send a JSON object"
+        return {}, f"the arguments of {tool} are not valid JSON ({bad}); send a JSON object"
     if not isinstance(parsed, dict):
-        return {MALFORMED: args}, f"the arguments of {tool} must be a JSON object, not {type(parsed).__name__}"
+        return {}, f"the arguments of {tool} must be a JSON object, not {type(parsed).__name__}"
     return parsed, None
 
 
@@ -186,7 +184,8 @@ class CommandAgent(Agent):
         if not isinstance(tool, str) or not isinstance(args, dict | str) or not isinstance(call_id, str | None):
             raise AgentProtocolError('expected {"tool": "<name>", "args": {…}} or {"finish": true}')
         arguments, refused = _arguments(tool, args)
-        return ToolCall(tool, arguments, call_id or None, refused, **turn)
+        text = args if refused and isinstance(args, str) else None
+        return ToolCall(tool, arguments, call_id or None, refused, arguments_text=text, **turn)
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.proc is not None and self.proc.stdin is not None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -120,6 +121,8 @@ class Model:
             except openai.APIStatusError as error:
                 if error.status_code != 429 and error.status_code < 500:
                     raise Stop(f"the model server {self.host} answered {_said(error)}") from None
+                if error.status_code >= 500 and names_a_parse_error(_said(error)):  # the same request fails again
+                    raise Stop(f"the model server {self.host} answered {_said(error)} (not retried)") from None
                 fault, wait = _said(error), _retry_after(error)
             except openai.APIConnectionError as error:
                 cause = f" ({error.__cause__})" if error.__cause__ else ""
@@ -134,6 +137,21 @@ class Model:
             events.append({"command": f"chat.completions attempt {attempt}", "observation": note})
             time.sleep(delay)
         raise AssertionError("unreachable")
+
+
+def sendable(call: Any) -> str:
+    """A call's arguments as the history sends them back: the model's text when it is a JSON object, else "{}" (the
+    error is the call's result): servers such as llama.cpp answer 500 to a history holding text they cannot parse."""
+    text = call.function.arguments or "{}"
+    try:
+        return text if isinstance(json.loads(text), dict) else "{}"
+    except ValueError:
+        return "{}"
+
+
+def names_a_parse_error(said: str) -> bool:
+    """Whether a 5xx's message says the server could not parse the request (asking again cannot help)."""
+    return re.search(r"pars(e|ing)|json", said, re.IGNORECASE) is not None
 
 
 def reasoning_of(message: Any) -> str | None:
@@ -190,7 +208,7 @@ def run(settings: dict[str, Any], environ: dict[str, str]) -> None:
         said: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
         if calls:
             said["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": c.function.model_dump(include={"name", "arguments"})}
+                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": sendable(c)}}
                 for c in calls
             ]
         messages.append(said)

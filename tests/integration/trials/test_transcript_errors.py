@@ -50,9 +50,10 @@ def every_kind() -> list[Step | dict[str, Any]]:
         tool_step(
             4,
             "restock",
-            {"malformedArguments": '{"sku": '},
+            {},
             "error: the arguments of restock are not valid JSON (Expecting value); send a JSON object",
             is_error=True,
+            arguments_text='{"sku": ',
         ),
         tool_step(5, "git_commit", {"message": "m"}, "error: nothing to commit, working tree clean", is_error=True),
         command_step(6, "ls /out", "ls: cannot access '/out': No such file or directory", 2),

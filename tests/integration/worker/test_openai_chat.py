@@ -111,7 +111,9 @@ def test_a_scripted_conversation_is_recorded_turn_by_turn_and_exported(
         assert first["tokens"] == {"prompt": 120, "completion": 18} and first["latencyMs"] > 0
         malformed = steps[3]
         assert malformed["observation"].startswith("error: the arguments of restock are not valid JSON")
-        assert malformed["toolCalls"][0]["arguments"]["malformedArguments"].endswith('"quantity": ')
+        kept = malformed["toolCalls"][0]
+        assert kept["arguments"] == {} and kept["argumentsText"].endswith('"quantity": ')  # no invented key
+        assert malformed["command"] == f"restock {kept['argumentsText']}"
         assert [c["id"] for s in steps[5:8] for c in s["toolCalls"]] == ["call_restock", "call_order", "call_checkout"]
         assert "tokens" in steps[5] and "tokens" not in steps[6]  # a turn's usage goes with its first call
         assert (
@@ -140,6 +142,9 @@ def test_a_scripted_conversation_is_recorded_turn_by_turn_and_exported(
         "tool",
     ]
     assert last["messages"][5]["content"].startswith("error: the arguments of restock are not valid JSON")
+    # The malformed call goes back to the model as valid JSON ({}), its error as the result: never the raw text.
+    sent_back = last["messages"][4]["tool_calls"][0]["function"]
+    assert (sent_back["name"], sent_back["arguments"]) == ("restock", "{}")
 
     total_in, total_out = (sum(u[i] for u in SOLVE_USAGE) for i in (0, 1))
     auth.login(viewer.email)
@@ -209,6 +214,7 @@ def test_the_step_budget_still_ends_a_model_that_never_stops(model_server):
     [
         ("down", "failed 4 requests in a row; last: HTTP 503: overloaded", 3),
         ("unauthorized", "answered HTTP 401: Incorrect API key provided", 0),
+        ("unparsable", "answered HTTP 500: Failed to parse tool call arguments as JSON (not retried)", 0),
     ],
 )
 def test_a_failing_server_ends_the_trial_as_agent_error_naming_its_host(model_server, scenario, words, retries):
