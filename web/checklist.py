@@ -2,7 +2,8 @@
 
 The first three steps read the catalog (an environment, an evaluator, a run); the last two are what this browser
 session did in the organization (opened a failed trial, compared two runs), kept in the signed session cookie by
-`reached`. The list shows on /environments until every step is done or a user hides it.
+`reached`. The list shows on /environments while the organization has no run, and then, in the session that saw
+it, until every step is done or the user hides it: an organization that already has runs is not shown it.
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ def hide(org_id: uuid.UUID) -> None:
 
 
 def first_steps(org_id: uuid.UUID, counts: CatalogCounts) -> list[Step] | None:
-    """The checklist, or None once every step is done or it was hidden."""
+    """The checklist while the organization is new (no run yet), and from then on in the session that saw it that
+    way, until every step is done or it was hidden; None otherwise (an organization that has runs never sees it)."""
     done = set(session.get(_key(org_id), []))
     if "hidden" in done:
+        return None
+    if counts.runs == 0:
+        reached(org_id, "shown")
+    elif "shown" not in done:
         return None
     run_here = (
         url_for("environments.show", environment_id=counts.first_environment_id, _anchor="start-run")

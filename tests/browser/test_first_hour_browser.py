@@ -4,6 +4,7 @@ environment's page (the worker runs them), a failed trial opened, two runs compa
 
 from __future__ import annotations
 
+from tests.browser.test_accessibility import axe_violations
 from tests.browser.test_browser import browser_page, live_server  # noqa: F401 (fixtures)
 from tests.browser_support import BROWSER_MARKS, log_in, shot
 from tests.helpers import work
@@ -27,6 +28,7 @@ def test_a_new_organization_walks_the_checklist_to_a_comparison(
     log_in(page, live_server, member.email, member.password)
     page.goto(f"{live_server}/environments")
     assert page.locator("#first-steps-heading").inner_text().startswith("First steps (0 of 5 done)")
+    assert axe_violations(page) == []  # the steps as a new organization sees them
     shot(page, "40-first-steps")
 
     page.click(".first-steps a:text('Create an environment')")

@@ -58,3 +58,9 @@ def test_the_compare_link_of_a_run_chooses_it_and_the_run_before_it(api, databas
     assert attr(one(picker, "#pick-a option[selected]"), "value") == str(runs[0])  # the run before it
     run_page = api.get(f"/runs/{runs[2]}").text
     assert "Compare with another run" in texts(run_page, "a")
+
+
+def test_an_organization_that_already_has_runs_is_not_shown_the_steps(api, database, member):
+    finish_runs(database, make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.5}, attempt_count=2))
+    assert steps(api) == {}
+    assert parse(api.get("/environments").text).select(".first-steps") == []
