@@ -258,7 +258,8 @@ def preference_pairs_sql(
         side = side.also("r.seq <= :upto_seq", upto_seq=upto_seq)
     if not include_excluded:
         side = side.also(NOT_EXCLUDED)
-    if within_task:
+    if within_task:  # training pairs: both sides took a turn of their own (a trial without one teaches nothing)
+        side = side.also("trial_agent_steps(t.steps) > 0")
         return Query(_task_pairs_sql(side.sql), side.params)
     trial = TRIAL_JOIN if filters.reads_trials else ""
     rollouts = f"SELECT r.id, r.reward FROM rollouts r {trial} WHERE {side.sql}"

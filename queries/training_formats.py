@@ -167,34 +167,36 @@ def _parameters(tool: dict[str, Any]) -> dict[str, Any]:
     return dict(ANY_ARGUMENTS)
 
 
-def trl_tools(row: Any, steps: list[Step]) -> list[dict[str, Any]]:
-    """The `tools` column: every tool the agent was offered as {"type": "function", "function": …}.
+def _function(name: str, description: str | None, parameters: Any) -> dict[str, Any]:
+    schema = parameters if isinstance(parameters, dict) else dict(ANY_ARGUMENTS)
+    return {"type": "function", "function": {"name": name, "description": description or "", "parameters": schema}}
 
-    Rows recorded before the offered tools were kept name only the tools the trajectory called, with an empty
-    description and an open schema (`{"type": "object"}`): their real schemas are not known. (gpt-oss's template
-    needs the description key.)
-    """
+
+def _defined_tools(row: Any) -> list[dict[str, Any]] | None:
+    """The tools an imported ATIF trajectory defines (`agent.tool_definitions`, OpenAI's function form or the bare
+    function), None when it defines none."""
+    if not getattr(row, "atif_body", None):
+        return None
+    definitions = (loads_stored(bytes(row.atif_body)).get("agent") or {}).get("tool_definitions")
+    if not isinstance(definitions, list) or not definitions:
+        return None
+    tools = []
+    for definition in definitions:
+        function = definition.get("function", definition) if isinstance(definition, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str) and function["name"]:
+            tools.append(_function(function["name"], function.get("description"), function.get("parameters")))
+    return tools or None
+
+
+def trl_tools(row: Any) -> list[dict[str, Any]]:
+    """The `tools` column: the tools an imported ATIF trajectory defines (`agent.tool_definitions`), else every
+    tool the agent was offered, else none: a tool the trajectory only called is never listed (its schema is not
+    known, and the server may never have offered it). (gpt-oss's template needs the description key.)"""
+    defined = _defined_tools(row)
+    if defined is not None:
+        return defined
     offered = getattr(row, "tools", None) or []
-    tools: list[dict[str, Any]] = [
-        {
-            "type": "function",
-            "function": {"name": t["name"], "description": t.get("description") or "", "parameters": _parameters(t)},
-        }
-        for t in offered
-        if t.get("name")
-    ]
-    known = {t["function"]["name"] for t in tools}
-    for record in steps:
-        for call in record.tool_calls or ():
-            if call.name and call.name not in known:
-                known.add(call.name)
-                tools.append(
-                    {
-                        "type": "function",
-                        "function": {"name": call.name, "description": "", "parameters": dict(ANY_ARGUMENTS)},
-                    }
-                )
-    return tools
+    return [_function(t["name"], t.get("description"), _parameters(t)) for t in offered if t.get("name")]
 
 
 def _assistant(content: str, calls: list[dict[str, Any]] | None = None, reasoning: str | None = None) -> dict:
@@ -243,16 +245,24 @@ def _agent_messages(record: Step) -> list[dict[str, Any]]:
 
 
 def trl_turns(row: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """A rollout as (prompt, completion, tools) in TRL's conversational form.
+    """A rollout as (prompt, completion, tools) in TRL's conversational form (see _turns)."""
+    prompt, completion, tools, _ = _turns(row)
+    return prompt, completion, tools
 
-    The prompt is the system steps before the agent's first action (as one system message) and the task as the
-    user message. Environment steps (an MCP server's initialize and tools/list) are not turns: what they offered
-    is the `tools` column. User steps are user turns; agent steps are assistant turns with their tool calls, each
-    answered by a `tool` message. The completion always ends on an assistant turn: the agent's own last words when
-    the trajectory ends on them, else CLOSING_TURN.
+
+def _turns(row: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], bool]:
+    """A rollout as (prompt, completion, tools, whether the agent took a turn) in TRL's conversational form.
+
+    The prompt is what comes before the agent's first action: the system steps (as one system message) and the
+    user steps, or the task as the user message when the trajectory holds none (an ATIF document's own leading
+    user step is its task: it is not added twice). Environment steps (an MCP server's initialize and tools/list)
+    are not turns: what they offered is the `tools` column. Later user steps are user turns; agent steps are
+    assistant turns with their tool calls, each answered by a `tool` message. The completion always ends on an
+    assistant turn: the agent's own last words when the trajectory ends on them, else CLOSING_TURN.
     """
     steps = steps_of(row)
     system: list[str] = []
+    users: list[dict[str, Any]] = []
     completion: list[dict[str, Any]] = []
     for record in steps:
         source = record.source
@@ -260,17 +270,18 @@ def trl_turns(row: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], lis
         if source == "agent":
             completion += _agent_messages(record)
         elif source == "user" and text:
-            completion.append({"role": "user", "content": text})
+            (completion if completion else users).append({"role": "user", "content": text})
         elif source == "system" and text:
             if completion:
                 completion.append({"role": "system", "content": text})
             else:
                 system.append(text)
+    acted = any(m["role"] == "assistant" for m in completion)
     if not completion or completion[-1]["role"] != "assistant" or completion[-1].get("tool_calls"):
         completion.append(_assistant(CLOSING_TURN))
     prompt = [{"role": "system", "content": "\n\n".join(system)}] if system else []
-    prompt.append({"role": "user", "content": row.task or NO_TASK})
-    return prompt, completion, trl_tools(row, steps)
+    prompt += users or [{"role": "user", "content": row.task or NO_TASK}]
+    return prompt, completion, trl_tools(row), acted
 
 
 def trl_conversation(row: Any) -> dict[str, Any]:
@@ -281,10 +292,11 @@ def trl_conversation(row: Any) -> dict[str, Any]:
 
 def trl_preference(preferred: Any, rejected: Any) -> dict[str, Any] | None:
     """A preference pair in TRL's conversational format: the shared prompt, chosen and rejected completions, and
-    the tools of both; None when the two prompts differ (then they are no valid pair)."""
-    prompt, chosen, chosen_tools = trl_turns(preferred)
-    rejected_prompt, rejected_turns, rejected_tools = trl_turns(rejected)
-    if prompt != rejected_prompt:
+    the tools of both; None when the two prompts differ, or when either side holds no turn of the agent (a trial
+    without a trajectory teaches nothing to prefer), as then they are no valid pair."""
+    prompt, chosen, chosen_tools, chosen_acted = _turns(preferred)
+    rejected_prompt, rejected_turns, rejected_tools, rejected_acted = _turns(rejected)
+    if prompt != rejected_prompt or not chosen_acted or not rejected_acted:
         return None
     names = {t["function"]["name"] for t in chosen_tools}
     tools = chosen_tools + [t for t in rejected_tools if t["function"]["name"] not in names]

@@ -155,7 +155,8 @@ def export(client, **params) -> list[dict]:
 def test_trl_pairs_compare_one_task_on_one_version(logged_in, database, mixed):
     catalog, ids = mixed
     pairs = export(logged_in, kind="preference", format="trl")
-    # Task A: 1 versus 0; task B: 0.5 (the later of the tie) versus 0.2; the single-rollout version: none.
+    # Task A: 1 versus 0.25 (the 0 has no agent turn, so it is in no training pair); task B: 0.5 (the later of
+    # the tie) versus 0.2; the single-rollout version: none.
     assert [p["prompt"] for p in pairs] == [
         [{"role": "user", "content": TASK_A}],
         [{"role": "user", "content": TASK_B}],
@@ -163,8 +164,8 @@ def test_trl_pairs_compare_one_task_on_one_version(logged_in, database, mixed):
     query = preference_pairs_sql(catalog.org_id, TrialFilters(), within_task=True)
     with database.session(catalog.org_id) as session:
         found = session.execute(text(query.sql), query.params).all()
-    assert [(p.preferred_id, p.rejected_id) for p in found] == [(ids[0], ids[2]), (ids[5], ids[4])]
-    assert [(p.preferred_reward, p.rejected_reward) for p in found] == [(1.0, 0.0), (0.5, 0.2)]
+    assert [(p.preferred_id, p.rejected_id) for p in found] == [(ids[0], ids[1]), (ids[5], ids[4])]
+    assert [(p.preferred_reward, p.rejected_reward) for p in found] == [(1.0, 0.25), (0.5, 0.2)]
     for pair in pairs:
         assert set(pair) == {"prompt", "chosen", "rejected", "tools"}
         assert pair["chosen"] and pair["rejected"] and pair["chosen"] != pair["rejected"]
@@ -205,7 +206,8 @@ def test_trl_messages_use_the_function_calling_shape(logged_in, mixed):
         {"role": "tool", "tool_call_id": "call_4", "name": "restock", "content": "restocked SKU-1: stock 3 -> 7"},
         {"role": "assistant", "content": CLOSING_TURN},  # the export's closing turn, not the agent's words
     ]
-    assert {t["function"]["name"] for t in solved_row["tools"]} == {"list_inventory", "restock"}
+    # These trials recorded no offered tools: the column lists none, never a tool that was only called
+    assert solved_row["tools"] == []
     two = next(r for r in rows if r["messages"][1]["content"] == "Both.")
     assert [m["role"] for m in two["messages"]] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert [m.get("tool_call_id") for m in two["messages"] if m["role"] == "tool"] == ["a", "b"]

@@ -281,3 +281,28 @@ def test_a_line_with_nan_is_refused_naming_the_line_and_nothing_is_written(api, 
     assert response.json["detail"] == "line 2 is not JSON (NaN is not a JSON number)"
     assert (response.json["line"], response.json["field"]) == (2, "line")
     assert count_rows("evaluation_trials") == 0
+
+
+def test_training_rows_of_an_imported_atif_trajectory_take_its_prompt_and_tool_definitions(api):
+    """The ATIF document's own user step is the prompt (the task is not added twice), and `tools` are its
+    agent.tool_definitions, never the tools it merely called."""
+    defined = {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+        },
+    }
+    document = {**ATIF, "agent": {**ATIF["agent"], "tool_definitions": [defined, {"name": "read", "parameters": {}}]}}
+    assert import_ndjson(api, ndjson(line("x-1", 1, 0.5, trajectory=document))).status_code == 201
+    (row,) = [json.loads(x) for x in api.client.get("/api/v1/rollouts?kind=all&format=trl").data.splitlines()]
+    users = [m for m in row["messages"] if m["role"] == "user"]
+    assert users == [{"role": "user", "content": ATIF["steps"][0]["message"]}]  # once
+    assert row["messages"][0] == users[0]
+    assert [t["function"]["name"] for t in row["tools"]] == ["bash", "read"]
+    assert row["tools"][0] == {**defined, "function": {**defined["function"]}}
+    plain = {**ATIF, "session_id": "other"}
+    assert import_ndjson(api, ndjson(line("x-2", 2, 0.5, trajectory=plain))).status_code == 201
+    rows = [json.loads(x) for x in api.client.get("/api/v1/rollouts?kind=all&format=trl").data.splitlines()]
+    assert sorted(len(r["tools"]) for r in rows) == [0, 2]  # no definitions, none offered: no tools at all
