@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -286,7 +287,7 @@ def test_a_line_with_nan_is_refused_naming_the_line_and_nothing_is_written(api, 
 def test_training_rows_of_an_imported_atif_trajectory_take_its_prompt_and_tool_definitions(api):
     """The ATIF document's own user step is the prompt (the task is not added twice), and `tools` are its
     agent.tool_definitions, never the tools it merely called."""
-    defined = {
+    defined: dict[str, Any] = {
         "type": "function",
         "function": {
             "name": "bash",
@@ -301,7 +302,7 @@ def test_training_rows_of_an_imported_atif_trajectory_take_its_prompt_and_tool_d
     assert users == [{"role": "user", "content": ATIF["steps"][0]["message"]}]  # once
     assert row["messages"][0] == users[0]
     assert [t["function"]["name"] for t in row["tools"]] == ["bash", "read"]
-    assert row["tools"][0] == {**defined, "function": {**defined["function"]}}
+    assert row["tools"][0] == defined
     plain = {**ATIF, "session_id": "other"}
     assert import_ndjson(api, ndjson(line("x-2", 2, 0.5, trajectory=plain))).status_code == 201
     rows = [json.loads(x) for x in api.client.get("/api/v1/rollouts?kind=all&format=trl").data.splitlines()]
