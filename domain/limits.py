@@ -44,7 +44,9 @@ class Limit:
 
 LIMITS = (
     Limit("cpuSeconds", 60, 600, "{n} CPU seconds", "RLIMIT_CPU"),
-    Limit("memoryMb", 1024, 8192, "{n} MB of memory", "RLIMIT_AS", MIB),
+    # Without a control group, RLIMIT_DATA: the memory a process writes (heap and private writable mappings), not
+    # the address space V8 and the JVM reserve and never touch, which RLIMIT_AS counted (they could not start).
+    Limit("memoryMb", 1024, 8192, "{n} MB of memory", "RLIMIT_DATA", MIB),
     Limit("processes", 64, 1024, "{n} processes", "RLIMIT_NPROC"),
     Limit("fileSizeMb", 64, 1024, "{n} MB per file", "RLIMIT_FSIZE", MIB),
     Limit("openFiles", 256, 4096, "{n} open files", "RLIMIT_NOFILE"),

@@ -420,7 +420,8 @@ class TrialSandbox:
 
     def _rlimits(self, limits: dict[str, int], side: Party) -> list[tuple[str, int, int]]:
         """The rlimits of each process of the party: [name, soft, hard]. Memory and processes are the control
-        group's when there is one (RLIMIT_AS would count address space V8 and the JVM reserve but never use)."""
+        group's when there is one; else memory is RLIMIT_DATA (RLIMIT_AS would count address space V8 and the JVM
+        reserve but never use)."""
         result = []
         for limit in LIMITS:
             if limit.rlimit is None or (limit.key == "processes" and self.mode == "none"):

@@ -33,7 +33,8 @@ from tests.integration.sandbox.test_sandbox import (
 )
 from tests.openai_server import host_address
 from tests.paths import TESTS
-from worker.sandbox import SandboxSettings, SandboxUnavailable, TrialSandbox, run_bounded
+from worker import cgroups
+from worker.sandbox import LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox, run_bounded
 from worker.trial import run_trial
 
 HOSTILE = TESTS / "hostile"
@@ -186,6 +187,28 @@ def test_a_program_that_reserves_more_address_space_than_its_memory_limit_still_
     finally:
         sandbox.close()
     assert (finished.returncode, finished.stdout.strip()) == (0, "reserved"), finished.stderr
+
+
+@pytest.mark.fault
+def test_without_a_control_group_memory_is_what_a_process_writes_not_what_it_reserves(monkeypatch):
+    """No writable cgroup hierarchy (a worker not run as root): memoryMb is RLIMIT_DATA, so a program reserving
+    4 GB of address space (as V8 and the JVM do) starts, and one writing 600 MB under 256 MB is refused."""
+    import worker.sandbox
+
+    monkeypatch.setattr(worker.sandbox, "_hierarchy", lambda euid: cgroups.detect(Path("/nonexistent"), "0::/\n"))
+    reserve = "import mmap; m = mmap.mmap(-1, 4 << 30, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ); print('reserved')"
+    write = "b = bytearray(600 << 20); print('wrote')"
+    sandbox = TrialSandbox(SandboxSettings.from_environ(), seed=1, trial=1)
+    try:
+        assert SandboxSettings.from_environ().hierarchy.version == 0
+        reserved = run_bounded(
+            sandbox.launch("agent", [sys.executable, "-c", reserve], limits={"memoryMb": 256}), timeout=20
+        )
+        with pytest.raises(LimitExceeded, match="exceeded the limit of 256 MB of memory"):
+            run_bounded(sandbox.launch("agent", [sys.executable, "-c", write], limits={"memoryMb": 256}), timeout=20)
+    finally:
+        sandbox.close()
+    assert (reserved.returncode, reserved.stdout.strip()) == (0, "reserved"), reserved.stderr
 
 
 @pytest.mark.leak
