@@ -25,7 +25,7 @@ from queries.trials import (
     trajectory_file,
     trial_detail,
 )
-from queries.usage import step_usage
+from queries.usage import recorded_totals, step_usage
 from web.checklist import OPENED_FAILED_TRIAL, reached
 from web.database import request_session
 from web.elsewhere import abort_not_here
@@ -141,6 +141,7 @@ def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | No
         status=status,
         trial=detail,
         usage=step_usage(detail.steps),
+        totals=recorded_totals(session, trial_id),  # an imported ATIF trajectory's final_metrics
         q=q,
         marks=marks,
         transcript=transcript(detail.steps),

@@ -25,6 +25,7 @@ class ModelUsage:
     completion_tokens: int = 0
     latency_ms: float = 0.0
     turns: int = 0  # steps that reported tokens or latency
+    timed_turns: int = 0  # steps that reported a latency (none: the latency was not recorded, not 0 s)
 
     def __add__(self, other: ModelUsage) -> ModelUsage:
         return ModelUsage(
@@ -32,6 +33,7 @@ class ModelUsage:
             self.completion_tokens + other.completion_tokens,
             self.latency_ms + other.latency_ms,
             self.turns + other.turns,
+            self.timed_turns + other.timed_turns,
         )
 
 
@@ -47,8 +49,34 @@ def step_usage(steps: list[Step]) -> ModelUsage | None:
         if step.tokens is None and step.latency_ms is None and step.other.get("latencyMs") is None:
             continue
         tokens, latency_ms = step.tokens or {}, float(step.latency_ms or 0)
-        total += ModelUsage(_count(tokens.get("prompt")), _count(tokens.get("completion")), latency_ms, 1)
+        timed = int(isinstance(step.latency_ms, int | float) and not isinstance(step.latency_ms, bool))
+        total += ModelUsage(_count(tokens.get("prompt")), _count(tokens.get("completion")), latency_ms, 1, timed)
     return total if total.turns else None
+
+
+@dataclass(frozen=True)
+class RecordedTotals:
+    """The token totals an imported ATIF trajectory records in `final_metrics` (they may count what no step does)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
+ATIF_TOTALS = text(
+    """SELECT d -> 'final_metrics' ->> 'total_prompt_tokens' AS prompt,
+              d -> 'final_metrics' ->> 'total_completion_tokens' AS completion
+       FROM evaluation_trials t JOIN artifacts a ON a.organization_id = t.organization_id AND a.id = t.atif_artifact_id
+       CROSS JOIN LATERAL (SELECT convert_from(a.body, 'UTF8')::jsonb AS d) doc
+       WHERE t.id = :id AND jsonb_typeof(d -> 'final_metrics') = 'object'"""
+)
+
+
+def recorded_totals(session: Session, trial_id: uuid.UUID) -> RecordedTotals | None:
+    """The imported trajectory's final_metrics token totals, when it records both."""
+    row = session.execute(ATIF_TOTALS, {"id": trial_id}).first()
+    if row is None or not (str(row.prompt or "").isdigit() and str(row.completion or "").isdigit()):
+        return None
+    return RecordedTotals(int(row.prompt), int(row.completion))
 
 
 @dataclass(frozen=True)
@@ -71,7 +99,8 @@ def _number(path: str) -> str:
 RUN_USAGE = text(
     f"""SELECT t.id, coalesce(sum({_number("{tokens,prompt}")}), 0) AS prompt_tokens,
                coalesce(sum({_number("{tokens,completion}")}), 0) AS completion_tokens,
-               coalesce(sum({_number("{latencyMs}")}), 0) AS latency_ms, count(*) AS turns
+               coalesce(sum({_number("{latencyMs}")}), 0) AS latency_ms, count(*) AS turns,
+               count({_number("{latencyMs}")}) AS timed_turns
         FROM evaluation_trials t CROSS JOIN LATERAL jsonb_array_elements(coalesce(t.steps, '[]')) AS s
         WHERE t.evaluation_run_id = :run_id AND jsonb_typeof(s) = 'object'
           AND (jsonb_typeof(s -> 'tokens') = 'object' OR s ? 'latencyMs')
@@ -84,7 +113,9 @@ def run_usage(session: Session, run_id: uuid.UUID) -> RunUsage:
     rows = session.execute(RUN_USAGE, {"run_id": run_id}).all()
     return RunUsage(
         {
-            row.id: ModelUsage(int(row.prompt_tokens), int(row.completion_tokens), float(row.latency_ms), row.turns)
+            row.id: ModelUsage(
+                int(row.prompt_tokens), int(row.completion_tokens), float(row.latency_ms), row.turns, row.timed_turns
+            )
             for row in rows
         }
     )

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from bench.generate import check_rollups
 from domain.outcome import OBSERVATION_CAP_CHARS
-from tests.helpers import import_ndjson, line, ndjson
+from tests.helpers import api_ids, import_ndjson, line, ndjson, texts
 from tests.paths import TESTS
 
 ATIF = json.loads((TESTS / "fixtures" / "atif-v1.7-example.json").read_text())
@@ -307,3 +307,18 @@ def test_training_rows_of_an_imported_atif_trajectory_take_its_prompt_and_tool_d
     assert import_ndjson(api, ndjson(line("x-2", 2, 0.5, trajectory=plain))).status_code == 201
     rows = [json.loads(x) for x in api.client.get("/api/v1/rollouts?kind=all&format=trl").data.splitlines()]
     assert sorted(len(r["tools"]) for r in rows) == [0, 2]  # no definitions, none offered: no tools at all
+
+
+def test_the_trial_page_shows_final_metrics_totals_and_says_latency_was_not_recorded(api, client):
+    """An imported trajectory's final_metrics may count tokens its steps do not (a summariser's calls): the page
+    shows those totals, beside what the steps report; no step timed its model, so latency is "not recorded"."""
+    totals = {"total_prompt_tokens": 7802, "total_completion_tokens": 1030}
+    document = {**ATIF, "final_metrics": {**ATIF["final_metrics"], **totals}}
+    assert import_ndjson(api, ndjson(line("x-1", 1, 0.5, trajectory=document))).status_code == 201
+    (trial_id,) = api_ids(api)
+    page = api.get(f"/trials/{trial_id}").text
+    facts = dict(zip(texts(page, "dl.facts dt"), texts(page, "dl.facts dd"), strict=True))
+    assert (
+        facts["Tokens in / out"].startswith("7802 / 1030") and "its steps report 670 / 44" in facts["Tokens in / out"]
+    )
+    assert facts["Model latency"].strip() == "not recorded"
