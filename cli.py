@@ -167,6 +167,14 @@ def register_commands(app: Flask) -> None:
         click.echo(
             f"Imported {result.imported} trials into {len(result.run_ids)} runs ({result.skipped} already there)."
         )
+        if result.differing:
+            shown = ", ".join(result.differing[:5]) + (
+                f" and {len(result.differing) - 5} more" if len(result.differing) > 5 else ""
+            )
+            click.echo(
+                f"{len(result.differing)} of those already there differ from what was read now (another reward or "
+                f"trajectory), and were kept as imported before: {shown}."
+            )
 
     @app.cli.command("demo")
     @click.option("--if-empty", is_flag=True, help="Do nothing when any organization exists.")

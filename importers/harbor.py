@@ -318,8 +318,13 @@ def find_jobs(path: Path) -> list[Path]:
     raise IngestError(0, "path", detail)
 
 
-def read_harbor_job(path: Path, tasks: Path | None = None, label: str = "") -> list[ParsedTrial]:
-    """Every trial of a Harbor job directory, validated, attempts numbered per task (runs of at most eight)."""
+def read_harbor_job(
+    path: Path, tasks: Path | None = None, label: str = "", seen: dict[str, str] | None = None
+) -> list[ParsedTrial]:
+    """Every trial of a Harbor job directory, validated, attempts numbered per task (runs of at most eight).
+    `seen` maps the trial ids read so far (of this import's other jobs) to their directories: an id read twice is
+    refused, naming both directories."""
+    seen = {} if seen is None else seen
     if not path.is_dir():
         raise IngestError(0, "path", f"{path} is not a directory")
     files = HarborFiles(path, label)
@@ -334,6 +339,15 @@ def read_harbor_job(path: Path, tasks: Path | None = None, label: str = "") -> l
             detail = f"unreadable Harbor trial ({type(error).__name__} while reading result.json)"
             raise IngestError(0, files.name(trial_dir), detail) from None
         line["_trial_dir"] = files.name(trial_dir)
+        earlier = seen.setdefault(line["externalId"], line["_trial_dir"])
+        if earlier != line["_trial_dir"]:
+            trial_id = line["externalId"].removeprefix("harbor:")
+            raise IngestError(
+                0,
+                line["_trial_dir"],
+                f"its result.json id {trial_id} is also the id of {earlier}: each trial once per import "
+                "(a job copied into the directory twice?); nothing was imported",
+            )
         lines.append(line)
     if not lines:
         raise IngestError(0, "path", f"no Harbor trials (*/result.json) under {path}")
@@ -356,7 +370,8 @@ def read_harbor_job(path: Path, tasks: Path | None = None, label: str = "") -> l
 def read_harbor(path: Path, tasks: Path | None = None) -> tuple[list[Path], list[ParsedTrial]]:
     """The job directories `path` is or holds, and every trial of them (all validated before anything is written)."""
     jobs = find_jobs(path)
-    trials = []
+    trials: list[ParsedTrial] = []
+    seen: dict[str, str] = {}
     for job in jobs:
-        trials.extend(read_harbor_job(job, tasks, job.name if job != path else ""))
+        trials.extend(read_harbor_job(job, tasks, job.name if job != path else "", seen))
     return jobs, trials

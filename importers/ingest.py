@@ -7,6 +7,8 @@ caller's single transaction, so one bad line leaves the database untouched.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,9 +32,9 @@ from domain.outcome import (
 from domain.rules import MOMENT, REWARD, integer_from
 from domain.secret_env import hidden_env_names, resubmitted_mask
 from domain.specs import spec_sha256, validate_spec
-from domain.trajectory import Content, Step, command_text, step, structured
+from domain.trajectory import Content, Step, command_text, step, storable, structured
 from models.environments import MAX_ATTEMPTS, Environment, EnvironmentVersion, EvaluatorConfig
-from models.evaluations import EvaluationTrial
+from models.evaluations import Artifact, EvaluationTrial
 from writes.environments import create_environment, create_environment_version, create_evaluator_config
 from writes.runs import add_imported_run, complete_run, record_trial
 
@@ -223,6 +225,8 @@ class IngestResult:
     imported: int = 0
     skipped: int = 0
     run_ids: list[uuid.UUID] = field(default_factory=list)
+    # externalIds already there whose incoming trial differs (another reward or trajectory): kept as they were
+    differing: list[str] = field(default_factory=list)
 
 
 def _environment_version(session: Session, org_id: uuid.UUID, name: str, spec: dict[str, Any]) -> EnvironmentVersion:
@@ -243,6 +247,33 @@ def _evaluator(session: Session, org_id: uuid.UUID, agent: str) -> EvaluatorConf
     return config or create_evaluator_config(session, org_id, agent, {"kind": "external", "name": agent}, MAX_ATTEMPTS)
 
 
+def _digest(document: Any) -> str:
+    return hashlib.sha256(json.dumps(document, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+def _fingerprint(reward: float | None, atif: dict[str, Any] | None, steps: Any) -> tuple[float | None, str | None]:
+    """What tells two imports of one trial apart: its reward, and the sha256 of its ATIF trajectory as kept (steps
+    of another shape are stored capped, so only their reward is compared)."""
+    return reward, _digest(storable(atif)) if atif is not None else None
+
+
+def _existing(session: Session, external_ids: set[str]) -> dict[str, tuple[float | None, str | None]]:
+    """The trials already imported under these externalIds, each with its fingerprint (see _fingerprint)."""
+    rows = session.execute(
+        select(EvaluationTrial.external_id, EvaluationTrial.reward, Artifact.body)
+        .outerjoin(
+            Artifact,
+            (Artifact.organization_id == EvaluationTrial.organization_id)
+            & (Artifact.id == EvaluationTrial.atif_artifact_id),
+        )
+        .where(EvaluationTrial.external_id.in_(external_ids))
+    ).all()
+    return {
+        row.external_id: (row.reward, _digest(json.loads(bytes(row.body))) if row.body is not None else None)
+        for row in rows
+    }
+
+
 def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> IngestResult:
     """Write every trial not ingested before (by externalId), grouped into runs, with pass@k and rollups."""
     result = IngestResult()
@@ -256,11 +287,13 @@ def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> In
                 f"{parsed.trial.externalId!r} is also the externalId of line {earlier}: each trial appears once",
             )
     seen = set(first_line)
-    existing = set(session.scalars(select(EvaluationTrial.external_id).where(EvaluationTrial.external_id.in_(seen))))
+    existing = _existing(session, seen)
     groups: dict[tuple[str, str, str, str], list[ParsedTrial]] = {}
     for parsed in trials:
         if parsed.trial.externalId in existing:
             result.skipped += 1
+            if existing[parsed.trial.externalId] != _fingerprint(parsed.trial.reward, parsed.atif, parsed.steps):
+                result.differing.append(parsed.trial.externalId)
             continue
         sha256 = spec_sha256(parsed.spec, secrets_key_of(session))
         key = (parsed.trial.environment.name, sha256, parsed.trial.agent, parsed.trial.run or "")

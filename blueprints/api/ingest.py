@@ -74,5 +74,7 @@ def import_runs():
         ) from error
     except IntegrityError as error:
         raise ApiError(409, "conflict", "some of these externalIds were imported concurrently; post again") from error
-    answer = ImportResult(imported=result.imported, skipped=result.skipped, runs=result.run_ids)
+    answer = ImportResult(
+        imported=result.imported, skipped=result.skipped, runs=result.run_ids, differing=result.differing
+    )
     return jsonify(answer.to_json()), 201 if result.imported else 200

@@ -332,6 +332,11 @@ class ImportResult(ApiModel):
     imported: int
     skipped: int
     runs: list[uuid.UUID]
+    differing: list[str] = Field(
+        default_factory=list,
+        description="externalIds already there whose trial in this body differs (reward or ATIF trajectory): kept "
+        "as imported before",
+    )
 
 
 class Rollout(ApiModel):

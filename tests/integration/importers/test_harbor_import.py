@@ -362,3 +362,33 @@ def test_a_multi_step_trials_per_step_rewards_become_its_stages(harbor, runner, 
     }
     assert reward == 0.625
     assert '== step results ==\n{"step": 1, "reward": 1.0}' in log
+
+
+@pytest.mark.bad_input
+def test_a_job_copied_twice_is_refused_in_one_line_naming_both_trial_directories(
+    harbor, runner, make_member, count_rows
+):
+    member = make_member("olga@acme.test", "Acme RL", "owner")
+    shutil.copytree(harbor / JOB, harbor / f"{JOB}-copy")
+    result = import_harbor(runner, harbor)
+    assert result.exit_code == 1
+    (said,) = result.output.strip().splitlines()
+    first = trial_dirs(harbor / JOB)[0].name
+    assert said.startswith("Error: ") and "Traceback" not in result.output and "UniqueViolation" not in said
+    assert f"{JOB}-copy/{first}" in said and f"is also the id of {JOB}/{first}" in said, said
+    assert all(count_rows(table, member.org) == 0 for table in IMPORTED_TABLES)
+
+
+def test_importing_again_reports_trials_that_changed_since(harbor, runner, make_member):
+    make_member("olga@acme.test", "Acme RL", "owner")
+    assert import_harbor(runner, harbor).exit_code == 0
+    first = trial_dirs(harbor / JOB)[0]
+    document = atif_of(first)
+    document["steps"] = document["steps"][:1]
+    (first / "agent" / "trajectory.json").write_text(json.dumps(document))
+    again = import_harbor(runner, harbor)
+    assert again.exit_code == 0, again.output
+    lines = again.output.strip().splitlines()
+    assert lines[-2] == "Imported 0 trials into 0 runs (4 already there)."
+    assert lines[-1].startswith("1 of those already there differ from what was read now")
+    assert json.loads((first / "result.json").read_text())["id"] in lines[-1]

@@ -60,7 +60,7 @@ def test_reposting_is_idempotent(api, count_rows):
     body = ndjson(line("x-1", 1, 1.0), line("x-2", 2, 0.0))
     assert import_ndjson(api, body).json["imported"] == 2
     again = import_ndjson(api, body)
-    assert again.status_code == 200 and again.json == {"imported": 0, "skipped": 2, "runs": []}
+    assert again.status_code == 200 and again.json == {"imported": 0, "skipped": 2, "runs": [], "differing": []}
     more = import_ndjson(api, ndjson(line("x-1", 1, 1.0), line("x-3", 1, 0.5)))
     assert more.json["imported"] == 1 and more.json["skipped"] == 1
     assert counts(count_rows, api.org.id)["evaluation_trials"] == 3
@@ -322,3 +322,13 @@ def test_the_trial_page_shows_final_metrics_totals_and_says_latency_was_not_reco
         facts["Tokens in / out"].startswith("7802 / 1030") and "its steps report 670 / 44" in facts["Tokens in / out"]
     )
     assert facts["Model latency"].strip() == "not recorded"
+
+
+def test_a_known_external_id_with_another_trial_is_reported_not_silently_skipped(api, count_rows):
+    assert import_ndjson(api, ndjson(line("x-1", 1, 0.5, trajectory=ATIF), line("x-2", 2, 1.0))).status_code == 201
+    changed = {**ATIF, "steps": ATIF["steps"][:2]}
+    again = import_ndjson(api, ndjson(line("x-1", 1, 0.5, trajectory=changed), line("x-2", 2, 1.0)))
+    assert again.status_code == 200 and again.json["skipped"] == 2 and again.json["differing"] == ["x-1"]
+    same = import_ndjson(api, ndjson(line("x-1", 1, 0.5, trajectory=ATIF), line("x-2", 2, 0.0)))
+    assert same.json["differing"] == ["x-2"]  # another reward
+    assert counts(count_rows, api.org.id)["evaluation_trials"] == 2
