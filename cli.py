@@ -21,7 +21,7 @@ from db.migrate import migrate
 from db.session import Database
 from domain.rules import Refused, Rule, one_of
 from domain.vocabulary import ROLES
-from importers.harbor import read_harbor
+from importers.harbor import MISSING_INSTRUCTION, read_harbor
 from importers.ingest import IngestError, ingest
 from models.accounts import Membership, Organization
 from queries.accounts import find_account, find_organization
@@ -164,6 +164,13 @@ def register_commands(app: Flask) -> None:
             _fail(f"{error.field}: {error.detail}" if error.line == 0 else str(error))
         if jobs != [path]:
             click.echo(f"{path} holds {len(jobs)} Harbor job(s): {', '.join(job.name for job in jobs)}.")
+        missing = sum(1 for trial in trials if MISSING_INSTRUCTION in trial.task)
+        if missing:
+            click.echo(
+                f"Warning: {missing} trial(s) were imported without their task's instruction.md (not found where "
+                f"{'--tasks' if tasks else 'the job'} points); their task says so. Import again with --tasks DIR.",
+                err=True,
+            )
         click.echo(
             f"Imported {result.imported} trials into {len(result.run_ids)} runs ({result.skipped} already there)."
         )

@@ -146,20 +146,26 @@ def _object(document: dict[str, Any], key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+MISSING_INSTRUCTION = "its instruction.md was not found beside the job; import with --tasks DIR"
+
+
 def _task_roots(job: Path, config: dict[str, Any], tasks: Path | None) -> list[Path]:
-    """Where a task path of the job's config is looked up: --tasks DIR, else the folder Harbor ran in.
+    """Where a task path of the job's config is looked up: --tasks DIR (the folder the paths are relative to, or
+    the tasks folder itself: its parent is tried too), else the folder Harbor ran in.
 
     Harbor resolves a task path against the folder it ran in; the job directory is `<that folder>/<trials_dir>`
-    (`jobs/<job name>`), or was moved and sits directly in it (the job directory's parent).
+    (`jobs/<job name>`), or was moved or renamed: then it sits directly in that folder (the job directory's
+    parent) or in a jobs folder of it (its grandparent).
     """
-    if tasks is not None:
-        return [tasks]
+    if tasks is not None:  # the folder the task paths are relative to, or the tasks folder itself
+        return [tasks, tasks.resolve().parent]
     roots = []
     trials_dir = Path(str(config.get("trials_dir") or ""))
     parts, here = trials_dir.parts, job.resolve().parts
     if parts and not trials_dir.is_absolute() and len(here) > len(parts) and here[-len(parts) :] == parts:
         roots.append(Path(*here[: -len(parts)]))
-    return [*roots, job.resolve().parent]
+    # moved: the job directory directly in the folder Harbor ran in, or still in its own jobs folder there
+    return [*roots, job.resolve().parent, job.resolve().parent.parent]
 
 
 def _instruction(result: dict[str, Any], trajectory: Any, roots: list[Path]) -> str:
@@ -184,7 +190,7 @@ def _instruction(result: dict[str, Any], trajectory: Any, roots: list[Path]) -> 
             return truncate(quoted.group(1).strip(), TASK_CAP_CHARS, "task")
     name = result.get("task_name") or "this task"
     where = f" (task directory {path})" if isinstance(path, str) and path else ""
-    return f"Harbor task {name}{where}: its instruction.md was not found beside the job; import with --tasks DIR"
+    return f"Harbor task {name}{where}: {MISSING_INSTRUCTION}"
 
 
 def _log(files: HarborFiles, trial_dir: Path, result: dict[str, Any]) -> str:

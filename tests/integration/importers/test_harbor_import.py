@@ -392,3 +392,38 @@ def test_importing_again_reports_trials_that_changed_since(harbor, runner, make_
     assert lines[-2] == "Imported 0 trials into 0 runs (4 already there)."
     assert lines[-1].startswith("1 of those already there differ from what was read now")
     assert json.loads((first / "result.json").read_text())["id"] in lines[-1]
+
+
+def test_a_renamed_job_in_its_jobs_folder_still_finds_its_task(harbor, tmp_path, runner, make_member, database):
+    """The config's trials_dir names jobs/terminus2-hello, but the job was renamed: the job's grandparent is the
+    folder Harbor ran in."""
+    ran_in = tmp_path / "harbor-run"
+    (ran_in / "jobs").mkdir(parents=True)
+    shutil.move(harbor / JOB, ran_in / "jobs" / "renamed-job")
+    shutil.move(harbor / "tasks", ran_in / "tasks")
+    for trial in trial_dirs(ran_in / "jobs" / "renamed-job"):
+        (trial / "agent" / "trajectory.json").unlink()  # no prompt to fall back on
+    member = make_member("olga@acme.test", "Acme RL", "owner")
+    result = import_harbor(runner, ran_in / "jobs" / "renamed-job")
+    assert result.exit_code == 0 and "Warning" not in result.output, result.output
+    assert {t["task"] for t in imported(database, member.org.id).values()} == {INSTRUCTION}
+
+
+def test_tasks_option_takes_the_tasks_folder_itself_and_a_missing_task_is_warned_about(
+    harbor, tmp_path, runner, make_member, database
+):
+    member = make_member("olga@acme.test", "Acme RL", "owner")
+    elsewhere = tmp_path / "checkout"
+    shutil.move(harbor / "tasks", elsewhere / "tasks")
+    for trial in trial_dirs(harbor / JOB):
+        (trial / "agent" / "trajectory.json").unlink()
+    result = import_harbor(runner, harbor / JOB, "--tasks", str(elsewhere / "tasks"))
+    assert result.exit_code == 0 and "Warning" not in result.output, result.output
+    assert {t["task"] for t in imported(database, member.org.id).values()} == {INSTRUCTION}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    other = make_member("ann@globex.test", "Globex", "owner")
+    warned = runner.invoke(args=["import-harbor", str(harbor / JOB), "--org", "Globex", "--tasks", str(empty)])
+    assert warned.exit_code == 0
+    assert "Warning: 4 trial(s) were imported without their task's instruction.md" in warned.output
+    assert all("--tasks" in t["task"] for t in imported(database, other.org.id).values())
