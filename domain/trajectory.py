@@ -70,8 +70,23 @@ def command_text(tool: str, args: dict[str, Any]) -> str:
     return f"{tool} {json.dumps(args, ensure_ascii=False)}" if args else tool
 
 
+def _resource_text(part: dict[str, Any]) -> str | None:
+    """An MCP embedded resource with its URI and its text (a binary one named by its type), or a resource link by
+    its name and URI; None for any other part."""
+    kind = part.get("type")
+    if kind == "resource" and isinstance(part.get("resource"), dict):
+        resource = part["resource"]
+        head = " ".join(str(x) for x in ("[resource", resource.get("uri"), resource.get("mimeType")) if x) + "]"
+        return f"{head}\n{resource['text']}" if isinstance(resource.get("text"), str) else head
+    if kind == "resource_link":
+        named = (part.get("name"), part.get("uri"), part.get("mimeType"))
+        return " ".join(str(x) for x in ("[resource_link", *named) if x) + "]"
+    return None
+
+
 def content_text(content: Content | None) -> str:
-    """The text of a result's content: text parts joined, other parts named (`[image image/png]`)."""
+    """The text of a result's content: text parts joined, an embedded resource's text under its URI, a resource
+    link by name and URI, other parts named (`[image image/png]`)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -80,6 +95,8 @@ def content_text(content: Content | None) -> str:
     for part in content:
         if part.get("type") == "text":
             parts.append(str(part.get("text", "")))
+        elif (resource := _resource_text(part)) is not None:
+            parts.append(resource)
         else:
             source = part.get("source")  # ATIF parts name their media type inside `source`
             nested = source.get("media_type") if isinstance(source, dict) else None

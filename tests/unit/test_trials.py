@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -209,3 +210,23 @@ def test_an_agents_message_reasoning_and_token_counts_are_recorded_with_its_step
 def test_a_message_that_is_not_text_is_a_protocol_error():
     outcome = trial(agent=command_agent("talker.py", "bad"))
     assert outcome.failure_category == "agent_protocol_error" and "message must be text" in outcome.log
+
+
+def test_mcp_resources_keep_their_text_and_links_their_name_and_uri():
+    from domain.trajectory import content_text
+
+    parts: list[dict[str, Any]] = [
+        {"type": "text", "text": "found two"},
+        {"type": "resource", "resource": {"uri": "file:///notes.txt", "mimeType": "text/plain", "text": "line 1"}},
+        {"type": "resource", "resource": {"uri": "file:///logo.png", "mimeType": "image/png", "blob": "iVBOR"}},
+        {"type": "resource_link", "name": "report", "uri": "file:///report.md", "mimeType": "text/markdown"},
+        {"type": "image", "mimeType": "image/png", "data": "iVBOR"},
+    ]
+    assert content_text(parts).splitlines() == [
+        "found two",
+        "[resource file:///notes.txt text/plain]",
+        "line 1",
+        "[resource file:///logo.png image/png]",
+        "[resource_link report file:///report.md text/markdown]",
+        "[image image/png]",
+    ]
