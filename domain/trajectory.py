@@ -360,11 +360,13 @@ def tool_step(
     call_id: str | None = None,
     is_error: bool = False,
     arguments_text: str | None = None,
+    result_extra: dict[str, Any] | None = None,
     **more: Any,
 ) -> Step:
     """An agent's tool call and its result: filed under the real tool name, arguments kept as JSON; `is_error`:
     the result is an error (stored as `"isError": true`); `arguments_text`: what the model sent when it was no JSON
-    object (kept beside `"arguments": {}` as `"argumentsText"`, and shown as the command)."""
+    object (kept beside `"arguments": {}` as `"argumentsText"`, and shown as the command); `result_extra`: what the
+    result holds beside its content, kept on it (an MCP tool's `structuredContent`)."""
     call_id = call_id or f"call_{number}"
     call: dict[str, Any] = {"id": call_id, "name": name, "arguments": args}
     if arguments_text is not None:
@@ -375,7 +377,9 @@ def tool_step(
         tool=name,
         command=f"{name} {arguments_text}" if arguments_text is not None else command_text(name, args),
         calls=[call],
-        results=[{"callId": call_id, "content": content, **({"isError": True} if is_error else {})}],
+        results=[
+            {"callId": call_id, "content": content, **(result_extra or {}), **({"isError": True} if is_error else {})}
+        ],
         **more,
     )
 

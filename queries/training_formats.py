@@ -81,6 +81,19 @@ def _final_metrics(steps: list[dict[str, Any]]) -> dict[str, Any]:
     return final
 
 
+def _result_extra(result: Any) -> dict[str, Any]:
+    """What an ATIF observation result keeps under `extra` beside its text: the content parts when any is not text
+    (an image, a resource), an MCP tool's `structuredContent`, and `isError`."""
+    extra: dict[str, Any] = {}
+    if isinstance(result.content, list) and any(part.get("type") != "text" for part in result.content):
+        extra["content"] = result.content
+    if "structuredContent" in result.other:
+        extra["structuredContent"] = result.other["structuredContent"]
+    if result.is_error:
+        extra["isError"] = True
+    return {"extra": extra} if extra else {}
+
+
 def _atif_step(number: int, record: Step) -> dict[str, Any]:
     """One structured step as an ATIF step.
 
@@ -90,7 +103,8 @@ def _atif_step(number: int, record: Step) -> dict[str, Any]:
     """
     source = record.source or "agent"
     results = [
-        {"content": r.text, **({"source_call_id": r.call_id} if r.call_id else {})} for r in record.results or ()
+        {"content": r.text, **({"source_call_id": r.call_id} if r.call_id else {}), **_result_extra(r)}
+        for r in record.results or ()
     ]
     step: dict[str, Any] = {"step_id": number, "source": source if source in ("user", "system") else "agent"}
     if source == "environment":

@@ -187,6 +187,7 @@ def _episode(
             called_at, clock = datetime.now(UTC), time.monotonic()
             content: Content
             failed = False  # the result is an error: recorded as such (domain.trajectory's rule)
+            env.result_extra = {}  # what a result holds beside its content (MCP: structuredContent), set by call
             try:
                 if action.error:  # arguments that are no JSON object: the error is the result, no call is made
                     raise environments.ToolError(action.error)
@@ -204,6 +205,7 @@ def _episode(
                     call_id=action.call_id,
                     is_error=failed,
                     arguments_text=action.arguments_text,
+                    result_extra=masker.data(env.result_extra),
                     started_at=called_at.isoformat(),
                     duration_ms=elapsed_ms,
                     message=action.message,

@@ -1,7 +1,9 @@
-"""An MCP server that fails on purpose: faulty_server.py nostart|mute|sluggish|die|slow|garbage|fine|parts|snag.
+"""An MCP server that fails on purpose.
+
+faulty_server.py nostart|mute|sluggish|die|slow|garbage|fine|parts|snag|structured.
 
 mute never answers; sluggish takes 2 s to start, then serves; parts answers poke with text, an image and text;
-snag answers poke with an isError result.
+snag answers poke with an isError result; structured answers it with structuredContent.
 """
 
 import json
@@ -35,7 +37,6 @@ scored: list[int] = []  # every call of the verifier tool the server received
 PIXEL = bytes.fromhex("89504e470d0a1a0a")  # the PNG signature: enough to be an image part
 
 
-@server.tool(structured_output=False)
 def poke() -> Any:
     """Poke the server."""
     if mode == "die":
@@ -49,6 +50,18 @@ def poke() -> Any:
     if mode == "parts":
         return ["before the picture", Image(data=PIXEL, format="png"), "after the picture"]
     return "poked"
+
+
+def poke_counted() -> dict[str, Any]:
+    """Poke the server (it answers with structuredContent beside its text)."""
+    poked.append(1)
+    return {"pokes": len(poked), "unit": "poke"}
+
+
+if mode == "structured":
+    server.tool(name="poke", structured_output=True)(poke_counted)
+else:
+    server.tool(structured_output=False)(poke)
 
 
 @server.tool()

@@ -57,6 +57,7 @@ class Environment(ABC):
         self.tool_errors = 0
         self.preamble: list[Step] = []  # exchanges before the agent's first action (MCP: initialize)
         self.deadline: float | None = None
+        self.result_extra: dict[str, Any] = {}  # what the last call's result held beside its content
 
     @property
     def stage_keys(self) -> tuple[str, ...]:

@@ -100,6 +100,7 @@ class MCPEnvironment:
         self.failure_category: str | None = None
         self.explanations: dict[str, str] = {}
         self.tool_list: list[dict[str, Any]] = []
+        self.result_extra: dict[str, Any] = {}  # what the last call's result held beside its content
         self.world_seed = 0
         self._contexts: list[Any] = []
         self._portal: BlockingPortal | None = None
@@ -269,6 +270,8 @@ class MCPEnvironment:
             self.raise_if_limited()
             raise
         parts = _parts(result)
+        structured = getattr(result, "structured_content", None)  # MCP's structuredContent
+        self.result_extra = {"structuredContent": structured} if structured is not None else {}
         if result.is_error:
             self.tool_errors += 1
             raise ToolError(content_text(parts))

@@ -291,6 +291,21 @@ def test_a_tool_result_the_server_marks_is_error_is_recorded_as_an_error():
     assert first_tool(faulty("parts")).steps[2].is_error is False
 
 
+def test_structured_content_is_kept_on_the_step_and_in_the_atif_export():
+    from queries.training_formats import _atif_step
+
+    outcome = first_tool(faulty("structured"))
+    poke = outcome.stored_steps()[2]
+    assert poke["results"][0]["structuredContent"] == {"pokes": 1, "unit": "poke"}
+    assert json.loads(poke["observation"]) == {"pokes": 1, "unit": "poke"}  # the text the agent read
+    atif = _atif_step(3, outcome.steps[2])
+    assert atif["observation"]["results"][0]["extra"]["structuredContent"] == {"pokes": 1, "unit": "poke"}
+    image = _atif_step(3, first_tool(faulty("parts")).steps[2])["observation"]["results"][0]["extra"]
+    assert [part["type"] for part in image["content"]] == ["text", "image", "text"]
+    snag = _atif_step(3, first_tool(faulty("snag")).steps[2])["observation"]["results"][0]["extra"]
+    assert snag == {"isError": True}
+
+
 def test_a_verifier_tool_takes_its_arguments_from_the_spec():
     outcome = first_tool(faulty("fine", verifier={"tool": "score", "arguments": {"weight": 0.25}}))
     assert outcome.stages == {"stage_poked": 0.25}
