@@ -11,6 +11,8 @@ from __future__ import annotations
 import difflib
 import json
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Blueprint, abort, current_app, flash, g, request, url_for
@@ -20,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from blueprints.auth import require_role
 from db.session import secrets_key_of
 from domain.agents import validate_agent
-from domain.errors import AgentConfigError, SpecError
+from domain.errors import AgentConfigError, DomainError, SpecError
 from domain.secret_env import hide_env
 from domain.specs import spec_sha256, validate_spec
 from models import Environment, EnvironmentVersion, EvaluatorConfig
@@ -76,59 +78,163 @@ def _config_json(form: CatalogForm, values: dict[str, Any], example: dict[str, A
     return json.dumps(example, indent=2, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class Creation:
+    """What differs between the create forms: the body model and its nested config, the templates, how the config
+    is checked and the row written, what a taken name is called, and where the page goes after."""
+
+    model: Any  # the row's model (its name is unique in the organization; its submission key in writes.once)
+    body: type  # the API's body model
+    nested_key: str  # "spec" or "agent"
+    templates: dict[str, Template]
+    default: str
+    page: dict[str, str]  # the words and names catalog/create.html draws the form with
+    what: str  # "an environment", "an evaluator configuration"
+    check: Callable[[Any], dict[str, Any]]  # the nested config's validation (SpecError, AgentConfigError)
+    refused: type[DomainError]
+    write: Callable[[Any, Any, dict[str, Any], uuid.UUID | None], Any]  # (session, body, config, key) -> row
+    done: Callable[[Any], str]  # the row -> where to go
+    said: Callable[[Any], str]  # the row -> the flash
+    stand_in: dict[str, Any] | None = None  # the nested config while the body's own fields are checked
+    first_values: dict[str, Any] = field(default_factory=dict)
+
+
+def _write_environment(session: Any, body: Any, spec: dict[str, Any], key: uuid.UUID | None) -> Environment:
+    environment = create_environment(session, g.org_id, body.name, body.description, submission_key=key)
+    create_environment_version(session, environment, spec)
+    return environment
+
+
+def _write_evaluator(session: Any, body: Any, agent: dict[str, Any], key: uuid.UUID | None) -> EvaluatorConfig:
+    return create_evaluator_config(
+        session,
+        g.org_id,
+        body.name,
+        agent,
+        body.attempt_count,
+        max_steps=body.max_steps,
+        timeout_s=body.timeout_s,
+        submission_key=key,
+    )
+
+
+ENVIRONMENT = Creation(
+    model=Environment,
+    body=EnvironmentCreate,
+    nested_key="spec",
+    templates=SPEC_TEMPLATES,
+    default="admin-console",
+    page={
+        "title": "New environment",
+        "intro": "An environment is a task world agents are evaluated in. Its first version pins the spec below; a "
+        "later change is a new version, never an edit.",
+        "list_endpoint": "environments.index",
+        "list_label": "Environments",
+        "endpoint": "catalog.new_environment",
+        "menu": "Start from",
+        "form_id": "environment-form",
+        "legend": "Spec",
+        "button": "Create environment",
+    },
+    what="an environment",
+    check=validate_spec,
+    refused=SpecError,
+    write=_write_environment,
+    done=lambda row: url_for("environments.show", environment_id=row.id),
+    said=lambda row: f"Created {row.name} with version 1. Next: an evaluator, then start a run.",
+)
+EVALUATOR = Creation(
+    model=EvaluatorConfig,
+    body=EvaluatorConfigCreate,
+    nested_key="agent",
+    templates=AGENT_TEMPLATES,
+    default="scripted",
+    page={
+        "title": "New evaluator",
+        "intro": "An evaluator configuration is the agent under test and how many independent attempts "
+        "(attemptCount) each run gives every task, with its step and time budgets. It cannot be edited: a change is "
+        "a new configuration.",
+        "list_endpoint": "catalog.evaluators",
+        "list_label": "Evaluators",
+        "endpoint": "catalog.new_evaluator",
+        "menu": "Agent kind",
+        "form_id": "evaluator-form",
+        "legend": "Agent",
+        "button": "Create evaluator",
+    },
+    what="an evaluator configuration",
+    check=validate_agent,
+    refused=AgentConfigError,
+    write=_write_evaluator,
+    done=lambda row: url_for("catalog.evaluators"),
+    said=lambda row: f"Created the evaluator {row.name}. Start a run of it from an environment's page.",
+    stand_in=SCRIPTED,
+    first_values={"attemptCount": 4},
+)
+
+
 @bp.route("/environments/new", methods=["GET", "POST"])
 def new_environment():
     """A new environment with its first version, from a template's form (or its JSON view)."""
+    return _create(ENVIRONMENT)
+
+
+@bp.route("/evaluators/new", methods=["GET", "POST"])
+def new_evaluator():
+    """A new evaluator configuration of one agent kind, from its form (or its JSON view)."""
+    return _create(EVALUATOR)
+
+
+def _create(kind: Creation):
+    """The create form of `kind`: drawn on GET; on POST checked (the body's fields, the nested config, the name)
+    and written once per submission, or drawn again with every refusal in place (422, nothing written)."""
     require_role("member")
-    template = _template(SPEC_TEMPLATES, "admin-console")
-    form = CatalogForm.of(EnvironmentCreate, "spec", template)
+    template = _template(kind.templates, kind.default)
+    form = CatalogForm.of(kind.body, kind.nested_key, template)
     if request.method == "GET":
-        values = values_under(template.example, "spec.", form.nested)
-        return _environment_page(template, form, values, uuid.uuid4())
+        values = values_under(template.example, f"{kind.nested_key}.", form.nested) | kind.first_values
+        return _page(kind, template, form, values, uuid.uuid4())
     values, key = posted_values(form.fields, request.form), _submission_key()
+    json_view = request.form.get("source") == "json"
     body = form.body(request.form)
     session = request_session()
-    spec = None
+    checked = config = None
     if body is not None:
-        checked = _body_fields(form, body, EnvironmentCreate)
+        context = {"max_trial_timeout_s": current_app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"]}
+        checked = _body_fields(form, body, kind.body, kind.stand_in, **context)
         try:
-            spec = validate_spec(body["spec"])
-        except SpecError as error:
-            form.refuse(str(error), json_view=request.form.get("source") == "json")
-        if checked is not None and session.scalar(select(Environment.id).where(Environment.name == checked.name)):
-            earlier = session.scalar(select(Environment).where(Environment.submission_key == key)) if key else None
+            config = kind.check(body[kind.nested_key])
+        except kind.refused as error:
+            form.refuse(str(error), json_view=json_view)
+        if checked is not None and session.scalar(select(kind.model.id).where(kind.model.name == checked.name)):
+            earlier = session.scalar(select(kind.model).where(kind.model.submission_key == key)) if key else None
             if earlier is not None:  # this very form was submitted before
-                return redirect_after_write(url_for("environments.show", environment_id=earlier.id))
-            form.refuse(f"name: an environment named {checked.name!r} already exists", path="name")
-    if form.errors or body is None or spec is None:
-        return _environment_page(template, form, values, key or uuid.uuid4(), status=422)
-
-    def create() -> Environment:
-        environment = create_environment(session, g.org_id, checked.name, checked.description, submission_key=key)
-        create_environment_version(session, environment, spec)
-        return environment
-
+                return redirect_after_write(kind.done(earlier))
+            form.refuse(f"name: {kind.what} named {checked.name!r} already exists", path="name")
+    if form.errors or checked is None or config is None:
+        return _page(kind, template, form, values, key or uuid.uuid4(), status=422)
     try:
-        environment, new = once(session, Environment, key, create)
-    except SpecError as error:
-        form.refuse(str(error), json_view=request.form.get("source") == "json")
-        return _environment_page(template, form, values, key or uuid.uuid4(), status=422)
-    except IntegrityError:
+        row, new = once(session, kind.model, key, lambda: kind.write(session, checked, config, key))
+    except kind.refused as error:
+        form.refuse(str(error), json_view=json_view)
+        return _page(kind, template, form, values, key or uuid.uuid4(), status=422)
+    except IntegrityError:  # a name taken since it was checked
         session.rollback()
-        form.refuse(f"name: an environment named {checked.name!r} already exists", path="name")
-        return _environment_page(template, form, values, key or uuid.uuid4(), status=422)
+        form.refuse(f"name: {kind.what} named {checked.name!r} already exists", path="name")
+        return _page(kind, template, form, values, key or uuid.uuid4(), status=422)
     session.commit()
     if new:
-        flash(f"Created {environment.name} with version 1. Next: an evaluator, then start a run.")
-    return redirect_after_write(url_for("environments.show", environment_id=environment.id))
+        flash(kind.said(row))
+    return redirect_after_write(kind.done(row))
 
 
-def _environment_page(template: Template, form: CatalogForm, values: dict[str, Any], key: uuid.UUID, status=200):
+def _page(kind: Creation, template: Template, form: CatalogForm, values: dict[str, Any], key: uuid.UUID, status=200):
     return render(
-        "catalog/environment_new.html",
+        "catalog/create.html",
         status=status,
+        page=kind.page,
         chosen=template,
-        templates=SPEC_TEMPLATES.values(),
+        templates=kind.templates.values(),
         form=form,
         values=values,
         submission_key=key,
@@ -229,76 +335,3 @@ def _preview(session, versions: list[EnvironmentVersion], spec: dict[str, Any], 
 def evaluators():
     """The organization's evaluator configurations: agent kind, attemptCount, budgets and runs."""
     return render("catalog/evaluators.html", evaluators=list_evaluators(request_session()))
-
-
-@bp.route("/evaluators/new", methods=["GET", "POST"])
-def new_evaluator():
-    """A new evaluator configuration of one agent kind, from its form (or its JSON view)."""
-    require_role("member")
-    template = _template(AGENT_TEMPLATES, "scripted")
-    form = CatalogForm.of(EvaluatorConfigCreate, "agent", template)
-    if request.method == "GET":
-        values = values_under(template.example, "agent.", form.nested) | {"attemptCount": 4}
-        return _evaluator_page(template, form, values, uuid.uuid4())
-    values, key = posted_values(form.fields, request.form), _submission_key()
-    body = form.body(request.form)
-    session = request_session()
-    ceiling = current_app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"]
-    checked = agent = None
-    if body is not None:
-        checked = _body_fields(form, body, EvaluatorConfigCreate, SCRIPTED, max_trial_timeout_s=ceiling)
-        try:
-            agent = validate_agent(body["agent"])
-        except AgentConfigError as error:
-            form.refuse(str(error), json_view=request.form.get("source") == "json")
-        if checked is not None and session.scalar(
-            select(EvaluatorConfig.id).where(EvaluatorConfig.name == checked.name)
-        ):
-            earlier = (
-                session.scalar(select(EvaluatorConfig).where(EvaluatorConfig.submission_key == key)) if key else None
-            )
-            if earlier is not None:
-                return redirect_after_write(url_for("catalog.evaluators"))
-            form.refuse(f"name: an evaluator configuration named {checked.name!r} already exists", path="name")
-    if form.errors or checked is None or agent is None:
-        return _evaluator_page(template, form, values, key or uuid.uuid4(), status=422)
-    try:
-        config, new = once(
-            session,
-            EvaluatorConfig,
-            key,
-            lambda: create_evaluator_config(
-                session,
-                g.org_id,
-                checked.name,
-                agent,
-                checked.attempt_count,
-                max_steps=checked.max_steps,
-                timeout_s=checked.timeout_s,
-                submission_key=key,
-            ),
-        )
-    except AgentConfigError as error:
-        form.refuse(str(error), json_view=request.form.get("source") == "json")
-        return _evaluator_page(template, form, values, key or uuid.uuid4(), status=422)
-    except IntegrityError:
-        session.rollback()
-        form.refuse(f"name: an evaluator configuration named {checked.name!r} already exists", path="name")
-        return _evaluator_page(template, form, values, key or uuid.uuid4(), status=422)
-    session.commit()
-    if new:
-        flash(f"Created the evaluator {config.name}. Start a run of it from an environment's page.")
-    return redirect_after_write(url_for("catalog.evaluators"))
-
-
-def _evaluator_page(template: Template, form: CatalogForm, values: dict[str, Any], key: uuid.UUID, status=200):
-    return render(
-        "catalog/evaluator_new.html",
-        status=status,
-        chosen=template,
-        templates=AGENT_TEMPLATES.values(),
-        form=form,
-        values=values,
-        submission_key=key,
-        config_json=_config_json(form, values, template.example),
-    )
