@@ -24,6 +24,22 @@ HANDSHAKE_TOOLS = {"mcp": "MCP server", "model": "agent harness"}  # environment
 HARNESS_TOOL = "model"  # an environment step the agent reported (its harness's retries): shown as the agent harness's
 
 
+DRAWN_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # raster only: never SVG
+BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image a tool returned, drawn from its base64 data (a data: URL the page's CSP allows for images)."""
+
+    mime: str
+    data: str
+
+    @property
+    def url(self) -> str:
+        return f"data:{self.mime};base64,{self.data}"
+
+
 @dataclass(frozen=True)
 class Text:
     """A text as the transcript shows it: `shown`, then `rest` behind a fold ("" when nothing is folded), and
@@ -35,6 +51,7 @@ class Text:
     rest: str = ""
     tree: Any = None
     error: bool = False
+    images: tuple[Image, ...] = ()  # the result's image parts, drawn under its text
 
     @property
     def rest_lines(self) -> int:
@@ -197,9 +214,24 @@ def step_name(step: Step) -> str | None:
     return step.tool or None
 
 
+def _images(content: Any) -> tuple[Image, ...]:
+    """The image parts of a result's content that a page may draw: a raster type and base64 data kept whole (a
+    payload over the cap was left out when recorded, and stays named in the text)."""
+    if not isinstance(content, list):
+        return ()
+    found = []
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") != "image":
+            continue
+        mime, data = part.get("mimeType"), part.get("data")
+        if mime in DRAWN_IMAGES and isinstance(data, str) and BASE64.fullmatch(data):
+            found.append(Image(mime, data))
+    return tuple(found)
+
+
 def _result(result: ToolResult) -> Text:
-    """A result as the transcript shows it, marked when it is an error."""
-    shown = readable(result.text)
+    """A result as the transcript shows it (its images under its text), marked when it is an error."""
+    shown = replace(readable(result.text), images=_images(result.content))
     return replace(shown, error=True) if result.is_error else shown
 
 
