@@ -42,7 +42,7 @@ from web.htmx import redirect_after_write, render
 from web.params import parse_uuid
 from web.validation import Invalid, parse
 from writes.environments import create_environment, create_environment_version, create_evaluator_config
-from writes.once import once
+from writes.once import once, submitted
 
 bp = Blueprint("catalog", __name__)
 SCRIPTED = {"kind": "scripted"}  # stands in for the agent while the body's own fields are checked
@@ -72,7 +72,8 @@ def _body_fields(form: CatalogForm, body: dict[str, Any], model: type, stand_in:
         return None
 
 
-def _config_json(form: CatalogForm, values: dict[str, Any], example: dict[str, Any]) -> str:
+def _config_json(example: dict[str, Any]) -> str:
+    """The JSON view's text: as posted, else the example pretty-printed."""
     if request.method == "POST" and "config_json" in request.form:
         return str(request.form["config_json"])
     return json.dumps(example, indent=2, ensure_ascii=False)
@@ -207,7 +208,7 @@ def _create(kind: Creation):
         except kind.refused as error:
             form.refuse(str(error), json_view=json_view)
         if checked is not None and session.scalar(select(kind.model.id).where(kind.model.name == checked.name)):
-            earlier = session.scalar(select(kind.model).where(kind.model.submission_key == key)) if key else None
+            earlier = submitted(session, kind.model, key)
             if earlier is not None:  # this very form was submitted before
                 return redirect_after_write(kind.done(earlier))
             form.refuse(f"name: {kind.what} named {checked.name!r} already exists", path="name")
@@ -238,7 +239,7 @@ def _page(kind: Creation, template: Template, form: CatalogForm, values: dict[st
         form=form,
         values=values,
         submission_key=key,
-        config_json=_config_json(form, values, template.example),
+        config_json=_config_json(template.example),
     )
 
 

@@ -3,7 +3,6 @@
 import uuid
 
 from flask import Blueprint, abort, flash, g, request, url_for
-from sqlalchemy import select
 
 from blueprints.auth import require_role
 from domain.errors import RunNotResettable
@@ -16,6 +15,7 @@ from web.database import request_session
 from web.elsewhere import abort_not_here
 from web.forms import ResetForm
 from web.htmx import redirect_after_write, render
+from writes.once import submitted
 from writes.runs import check_resettable, queue_once, reset_run
 
 bp = Blueprint("runs", __name__)
@@ -90,14 +90,6 @@ def _refusal(detail: RunDetail) -> str | None:
     return None
 
 
-def _submitted(session, key: uuid.UUID | None) -> bool:
-    """Whether a run was already queued with this form's submission key (queue_once then answers with it)."""
-    return (
-        key is not None
-        and session.scalar(select(EvaluationRun.id).where(EvaluationRun.submission_key == key)) is not None
-    )
-
-
 @bp.post("/runs/<uuid:run_id>/reset")
 def reset(run_id: uuid.UUID):
     """Enqueue a new run against the same environment version (new_workspace or new_world) and go to it.
@@ -114,7 +106,7 @@ def reset(run_id: uuid.UUID):
         abort(400, description=form.error)
     key = form.submission_key.data
     earlier = latest_reset(session, run_id)
-    if earlier is not None and earlier.id != form.seen.data and not _submitted(session, key):
+    if earlier is not None and earlier.id != form.seen.data and submitted(session, EvaluationRun, key) is None:
         flash("This confirmation was already used: the run was reset since it was shown. Nothing new was queued.")
         return redirect_after_write(url_for("runs.show", run_id=earlier.id))
     try:

@@ -8,7 +8,6 @@ caller's single transaction, so one bad line leaves the database untouched.
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,11 +31,11 @@ from domain.outcome import (
 from domain.rules import MOMENT, REWARD, integer_from
 from domain.secret_env import hidden_env_names, resubmitted_mask
 from domain.specs import spec_sha256, validate_spec
-from domain.trajectory import Content, Step, command_text, step, storable, structured
+from domain.trajectory import Content, Step, command_text, step, structured
 from models.environments import MAX_ATTEMPTS, Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationTrial
 from writes.environments import create_environment, create_environment_version, create_evaluator_config
-from writes.runs import add_imported_run, complete_run, record_trial
+from writes.runs import add_imported_run, atif_bytes, complete_run, record_trial
 
 
 class IngestError(ValueError):
@@ -247,20 +246,18 @@ def _evaluator(session: Session, org_id: uuid.UUID, agent: str) -> EvaluatorConf
     return config or create_evaluator_config(session, org_id, agent, {"kind": "external", "name": agent}, MAX_ATTEMPTS)
 
 
-def _digest(document: Any) -> str:
-    return hashlib.sha256(json.dumps(document, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
-
-
-def _fingerprint(reward: float | None, atif: dict[str, Any] | None, steps: Any) -> tuple[float | None, str | None]:
-    """What tells two imports of one trial apart: its reward, and the sha256 of its ATIF trajectory as kept (steps
-    of another shape are stored capped, so only their reward is compared)."""
-    return reward, _digest(storable(atif)) if atif is not None else None
+def _fingerprint(reward: float | None, atif: dict[str, Any] | None) -> tuple[float | None, str | None]:
+    """What tells two imports of one trial apart: its reward, and the sha256 of its ATIF trajectory as its artifact
+    keeps it (steps of another shape are stored capped, so only their reward is compared)."""
+    body = atif_bytes(atif)
+    return reward, hashlib.sha256(body).hexdigest() if body is not None else None
 
 
 def _existing(session: Session, external_ids: set[str]) -> dict[str, tuple[float | None, str | None]]:
-    """The trials already imported under these externalIds, each with its fingerprint (see _fingerprint)."""
+    """The trials already imported under these externalIds, each with its fingerprint (the stored artifact's sha256:
+    no body is read again)."""
     rows = session.execute(
-        select(EvaluationTrial.external_id, EvaluationTrial.reward, Artifact.body)
+        select(EvaluationTrial.external_id, EvaluationTrial.reward, Artifact.sha256)
         .outerjoin(
             Artifact,
             (Artifact.organization_id == EvaluationTrial.organization_id)
@@ -268,10 +265,7 @@ def _existing(session: Session, external_ids: set[str]) -> dict[str, tuple[float
         )
         .where(EvaluationTrial.external_id.in_(external_ids))
     ).all()
-    return {
-        row.external_id: (row.reward, _digest(json.loads(bytes(row.body))) if row.body is not None else None)
-        for row in rows
-    }
+    return {row.external_id: (row.reward, row.sha256) for row in rows}
 
 
 def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> IngestResult:
@@ -292,7 +286,7 @@ def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> In
     for parsed in trials:
         if parsed.trial.externalId in existing:
             result.skipped += 1
-            if existing[parsed.trial.externalId] != _fingerprint(parsed.trial.reward, parsed.atif, parsed.steps):
+            if existing[parsed.trial.externalId] != _fingerprint(parsed.trial.reward, parsed.atif):
                 result.differing.append(parsed.trial.externalId)
             continue
         sha256 = spec_sha256(parsed.spec, secrets_key_of(session))

@@ -76,3 +76,14 @@ def log_in(page, base_url: str, email: str, password: str) -> None:
     page.fill("#password", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base_url}/environments")
+
+
+def member_with_failures(database, make_member, attempts: int):
+    """ann@acme.test, a member of Acme RL, whose organization holds one finished run of a novice agent (skill 0.3:
+    most attempts fail)."""
+    from tests.factories import finish_runs, make_catalog
+
+    member = make_member("ann@acme.test", "Acme RL", "member")
+    novice = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=attempts)
+    finish_runs(database, novice, 1)
+    return member

@@ -197,19 +197,6 @@ def flat(fields: list[ModelField] | tuple[ModelField, ...]) -> list[ModelField]:
     return [each for f in fields for each in (f, *flat(f.children))]
 
 
-def values_of(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A JSON object as the form's values by path (objects flattened; lists and env kept whole)."""
-    values: dict[str, Any] = {}
-    for key, value in obj.items():
-        path = f"{prefix}{key}"
-        values[path] = value
-        if isinstance(value, dict) and key not in ("env", "params", "arguments", "extraBody", "limits"):
-            values.update(values_of(value, f"{path}."))
-        if key == "limits" and isinstance(value, dict):
-            values.update(values_of(value, f"{path}."))
-    return values
-
-
 class FieldRefused(ValueError):
     """A posted input that is not what its widget reads (JSON that does not parse): the path and why."""
 

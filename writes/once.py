@@ -17,6 +17,14 @@ from domain.errors import DomainError
 Row = TypeVar("Row")
 
 
+def submitted(session: Session, model: type[Row], submission_key: uuid.UUID | None) -> Row | None:
+    """The row a form submission with `submission_key` already wrote (None: none, or no key)."""
+    if submission_key is None:
+        return None
+    column: Any = model.submission_key  # type: ignore[attr-defined]
+    return session.scalar(select(model).where(column == submission_key))
+
+
 def once(
     session: Session, model: type[Row], submission_key: uuid.UUID | None, create: Callable[[], Row]
 ) -> tuple[Row, bool]:
@@ -24,19 +32,17 @@ def once(
 
     Two concurrent POSTs with one key both try to insert; the second waits on the unique index until the first
     commits, then its savepoint rolls back and it answers with the first one's row."""
-    column: Any = model.submission_key  # type: ignore[attr-defined]
     index = f"ux_{model.__tablename__}_org_submission_key"  # type: ignore[attr-defined]
-    if submission_key is not None:
-        earlier = session.scalar(select(model).where(column == submission_key))
-        if earlier is not None:
-            return earlier, False
+    earlier = submitted(session, model, submission_key)
+    if earlier is not None:
+        return earlier, False
     try:
         with session.begin_nested():
             return create(), True
     except IntegrityError as error:
         if submission_key is None or index not in str(error.orig):
             raise
-    earlier = session.scalar(select(model).where(column == submission_key))
+    earlier = submitted(session, model, submission_key)
     if earlier is None:  # pragma: no cover - the index said it exists
         raise DomainError("this form was already submitted; reload the page and try again")
     return earlier, False

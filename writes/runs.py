@@ -257,6 +257,13 @@ RECORD_TRIAL = text(
 )
 
 
+def atif_bytes(atif_document: dict[str, Any] | None) -> bytes | None:
+    """An imported ATIF document as its artifact keeps it: as imported, but as JSON (a Harbor file may hold NaN,
+    which Python writes); its sha256 is the artifact's."""
+    atif = storable(atif_document)
+    return json.dumps(atif, ensure_ascii=False).encode() if atif is not None else None
+
+
 def record_trial(
     session: Session,
     run: EvaluationRun,
@@ -277,8 +284,7 @@ def record_trial(
     body = json.dumps(replace(outcome, log=log).artifact_document(steps), ensure_ascii=False).encode()
     recorded = RecordedTrial(new_id(), new_id(), new_id() if outcome.reward is not None else None)
     stages = sorted((key, float(value)) for key, value in outcome.stages.items())
-    atif = storable(atif_document)  # kept as imported, but as JSON (a Harbor file may hold NaN: Python writes it)
-    atif_body = json.dumps(atif, ensure_ascii=False).encode() if atif is not None else None
+    atif_body = atif_bytes(atif_document)
     params = {
         "org": org,
         "artifact_id": recorded.artifact_id,

@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 
 from tests.browser.test_browser import browser_page, live_server  # noqa: F401 (fixtures)
-from tests.browser_support import BROWSER_MARKS, chromium, log_in, shot
+from tests.browser_support import BROWSER_MARKS, chromium, log_in, member_with_failures, shot
 from tests.conftest import ApiClient
-from tests.factories import finish_runs, make_catalog
 from tests.helpers import api_ids
 
 pytestmark = BROWSER_MARKS  # drives chromium
@@ -73,8 +72,7 @@ def test_copy_buttons_copy_and_a_step_link_survives_logging_in(
     database,
     make_member,
 ):
-    member = make_member("ann@acme.test", "Acme RL", "member")
-    finish_runs(database, make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=4), 1)
+    member = member_with_failures(database, make_member, 4)
     trial = api_ids(ApiClient(app.test_client(), member), "rewardBand=failed")[0]
     page = browser_page
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
@@ -100,8 +98,7 @@ def test_on_a_phone_the_first_result_is_on_the_first_screen(
     database,
     make_member,
 ):
-    member = make_member("ann@acme.test", "Acme RL", "member")
-    finish_runs(database, make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=4), 1)
+    member = member_with_failures(database, make_member, 4)
     page = browser_page
     page.set_viewport_size({"width": 390, "height": 844})
     log_in(page, live_server, member.email, member.password)

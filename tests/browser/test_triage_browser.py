@@ -5,9 +5,8 @@ selected rows of the explorer in bulk."""
 from __future__ import annotations
 
 from tests.browser.test_browser import browser_page, live_server  # noqa: F401 (fixtures)
-from tests.browser_support import BROWSER_MARKS, log_in, shot
+from tests.browser_support import BROWSER_MARKS, log_in, member_with_failures, shot
 from tests.conftest import ApiClient
-from tests.factories import finish_runs, make_catalog
 from tests.helpers import api_ids
 
 pytestmark = BROWSER_MARKS  # drives chromium
@@ -20,8 +19,7 @@ def test_a_reviewer_walks_unreviewed_failures_with_the_keyboard(
     database,
     make_member,
 ):
-    member = make_member("ann@acme.test", "Acme RL", "member")
-    finish_runs(database, make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=6), 1)
+    member = member_with_failures(database, make_member, 6)
     api = ApiClient(app.test_client(), member)
     assert api.post("/api/v1/labels", {"name": "flaky-verifier", "color": "red"}).status_code == 201
     unreviewed = api_ids(api, "reviewState=unreviewed&rewardBand=failed")
@@ -75,8 +73,7 @@ def test_bulk_actions_label_and_exclude_the_selected_rows(
     database,
     make_member,
 ):
-    member = make_member("ann@acme.test", "Acme RL", "member")
-    finish_runs(database, make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=6), 1)
+    member = member_with_failures(database, make_member, 6)
     api = ApiClient(app.test_client(), member)
     assert api.post("/api/v1/labels", {"name": "wrong-customer"}).status_code == 201
     failed = api_ids(api, "status=failed")
