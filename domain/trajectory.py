@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
@@ -103,6 +104,31 @@ def content_text(content: Content | None) -> str:
             kind = part.get("mimeType") or part.get("media_type") or nested or ""
             parts.append(f"[{part.get('type', 'content')}{' ' + kind if kind else ''}]")
     return "\n".join(parts)
+
+
+RASTER_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # ATIF's image types; never SVG
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def raster_image(part: Any) -> tuple[str, str] | None:
+    """(media type, base64 data) of a content part that is a raster image carried whole, or None.
+
+    MCP's `{"type": "image", "mimeType", "data"}` and ATIF's `{"type": "image", "source": {"media_type", "path"}}`
+    whose path is a `data:<type>;base64,` URL; never SVG (it can carry script), a file path, or data left out
+    when it was recorded (over the cap).
+    """
+    if not isinstance(part, dict) or part.get("type") != "image":
+        return None
+    mime, data = part.get("mimeType"), part.get("data")
+    source = part.get("source")
+    if isinstance(source, dict) and isinstance(source.get("path"), str):
+        mime = source.get("media_type")
+        header, _, data = source["path"].partition(",")
+        if header != f"data:{mime};base64":
+            return None
+    if mime in RASTER_IMAGES and isinstance(data, str) and _BASE64.fullmatch(data):
+        return mime, data
+    return None
 
 
 def cap_content(content: Content, budget: int = OBSERVATION_CAP_CHARS) -> Content:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.json_depth import loads_stored
-from domain.trajectory import Step, content_text, structured
+from domain.trajectory import Step, content_text, raster_image, structured
 
 ATIF_VERSION = "ATIF-v1.7"
 NO_TASK = "(task not recorded)"
@@ -81,12 +81,29 @@ def _final_metrics(steps: list[dict[str, Any]]) -> dict[str, Any]:
     return final
 
 
+def _atif_content(result: Any) -> str | list[dict[str, Any]]:
+    """An ATIF observation result's `content`: its text, or, when the tool returned a raster image carried whole,
+    ATIF's multimodal parts in order (each image as a `data:` URL, the other parts as their text)."""
+    parts = result.content if isinstance(result.content, list) else []
+    if not any(raster_image(part) for part in parts):
+        return result.text
+    atif: list[dict[str, Any]] = []
+    for part in parts:
+        if image := raster_image(part):
+            mime, data = image
+            atif.append({"type": "image", "source": {"media_type": mime, "path": f"data:{mime};base64,{data}"}})
+        else:
+            atif.append({"type": "text", "text": content_text([part])})
+    return atif
+
+
 def _result_extra(result: Any) -> dict[str, Any]:
-    """What an ATIF observation result keeps under `extra` beside its text: the content parts when any is not text
-    (an image, a resource), an MCP tool's `structuredContent`, and `isError`."""
+    """What an ATIF observation result keeps under `extra` beside its content: the MCP content parts ATIF has no
+    part for (a resource, a link, an image it could not carry), an MCP tool's `structuredContent`, and `isError`."""
     extra: dict[str, Any] = {}
-    if isinstance(result.content, list) and any(part.get("type") != "text" for part in result.content):
-        extra["content"] = result.content
+    parts = result.content if isinstance(result.content, list) else []
+    if other := [part for part in parts if part.get("type") != "text" and not raster_image(part)]:
+        extra["content"] = other
     if "structuredContent" in result.other:
         extra["structuredContent"] = result.other["structuredContent"]
     if result.is_error:
@@ -103,7 +120,7 @@ def _atif_step(number: int, record: Step) -> dict[str, Any]:
     """
     source = record.source or "agent"
     results = [
-        {"content": r.text, **({"source_call_id": r.call_id} if r.call_id else {}), **_result_extra(r)}
+        {"content": _atif_content(r), **({"source_call_id": r.call_id} if r.call_id else {}), **_result_extra(r)}
         for r in record.results or ()
     ]
     step: dict[str, Any] = {"step_id": number, "source": source if source in ("user", "system") else "agent"}
@@ -114,7 +131,7 @@ def _atif_step(number: int, record: Step) -> dict[str, Any]:
         )
         step["extra"] = {"agentforgeSource": "environment", "tool": record.tool, "command": record.command}
     elif source in ("user", "system"):
-        step["message"] = content_text(record.message) or "\n".join(r["content"] for r in results)
+        step["message"] = content_text(record.message) or "\n".join(r.text for r in record.results or ())
         results = []
     else:
         step["message"] = content_text(record.message)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.json_depth import loads
-from domain.trajectory import Step, ToolResult, command_text
+from domain.trajectory import Step, ToolResult, command_text, raster_image
 from domain.trial_log import log_lines
 
 FOLD_LINES = 8  # a folded text shows this many lines…
@@ -22,10 +22,6 @@ JSON_TREE_OPEN_DEPTH = 2  # objects and arrays nested deeper start closed
 MIN_REPEATS = 3  # this many identical consecutive calls or more become one group
 HANDSHAKE_TOOLS = {"mcp": "MCP server", "model": "agent harness"}  # environment steps' tools, as the page names them
 HARNESS_TOOL = "model"  # an environment step the agent reported (its harness's retries): shown as the agent harness's
-
-
-DRAWN_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # raster only: never SVG
-BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 
 @dataclass(frozen=True)
@@ -215,18 +211,11 @@ def step_name(step: Step) -> str | None:
 
 
 def _images(content: Any) -> tuple[Image, ...]:
-    """The image parts of a result's content that a page may draw: a raster type and base64 data kept whole (a
-    payload over the cap was left out when recorded, and stays named in the text)."""
+    """The image parts of a result's content that a page may draw (domain.trajectory.raster_image: a raster type
+    with its data kept whole; a payload over the cap was left out when recorded, and stays named in the text)."""
     if not isinstance(content, list):
         return ()
-    found = []
-    for part in content:
-        if not isinstance(part, dict) or part.get("type") != "image":
-            continue
-        mime, data = part.get("mimeType"), part.get("data")
-        if mime in DRAWN_IMAGES and isinstance(data, str) and BASE64.fullmatch(data):
-            found.append(Image(mime, data))
-    return tuple(found)
+    return tuple(Image(*image) for part in content if (image := raster_image(part)))
 
 
 def _result(result: ToolResult) -> Text:

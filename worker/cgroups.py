@@ -50,7 +50,10 @@ class Hierarchy:
             return "a cgroup v2 group per sandbox (memory.max, pids.max, cpu.max)"
         if self.version == 1:
             return "a cgroup v1 group per sandbox (memory.limit_in_bytes, pids.max, cpu.cfs_quota_us)"
-        return "per-process rlimits only (no writable cgroup hierarchy: run the worker as root to get one per sandbox)"
+        return (
+            "per-process rlimits only, memory as RLIMIT_DATA (no writable cgroup hierarchy: run the worker as root to "
+            "get one per sandbox)"
+        )
 
     def group(self, name: str) -> Cgroup:
         """Make a new, empty group for one party (before any of its programs runs)."""

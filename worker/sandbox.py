@@ -492,9 +492,20 @@ def _signal_of(returncode: int | None) -> int | None:
     return None
 
 
-# What programs print when an allocation, fork or open fails under a limit.
+# What programs print when an allocation, fork or open fails under a limit (memory: Python, C, C++, V8's heap and
+# Node's buffers, the JVM).
 _STDERR_SIGNS = (
-    ("memoryMb", ("MemoryError", "Cannot allocate memory", "out of memory", "bad_alloc", "heap out of memory")),
+    (
+        "memoryMb",
+        (
+            "MemoryError",
+            "Cannot allocate memory",
+            "out of memory",
+            "bad_alloc",
+            "Array buffer allocation failed",
+            "OutOfMemoryError",
+        ),
+    ),
     ("processes", ("Resource temporarily unavailable", "Cannot fork", "can't fork", "fork: retry")),
     ("openFiles", ("Too many open files",)),
     ("fileSizeMb", ("File too large",)),

@@ -300,8 +300,13 @@ def test_structured_content_is_kept_on_the_step_and_in_the_atif_export():
     assert json.loads(poke["observation"]) == {"pokes": 1, "unit": "poke"}  # the text the agent read
     atif = _atif_step(3, outcome.steps[2])
     assert atif["observation"]["results"][0]["extra"]["structuredContent"] == {"pokes": 1, "unit": "poke"}
-    image = _atif_step(3, first_tool(faulty("parts")).steps[2])["observation"]["results"][0]["extra"]
-    assert [part["type"] for part in image["content"]] == ["text", "image", "text"]
+    image = _atif_step(3, first_tool(faulty("parts")).steps[2])["observation"]["results"][0]
+    assert image["content"] == [  # ATIF's multimodal parts, the image as a data: URL; nothing left under extra
+        {"type": "text", "text": "before the picture"},
+        {"type": "image", "source": {"media_type": "image/png", "path": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "text", "text": "after the picture"},
+    ]
+    assert "extra" not in image
     snag = _atif_step(3, first_tool(faulty("snag")).steps[2])["observation"]["results"][0]["extra"]
     assert snag == {"isError": True}
 

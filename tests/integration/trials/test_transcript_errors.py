@@ -143,17 +143,21 @@ PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAW
 
 
 def test_images_a_tool_returned_are_drawn_and_only_raster_data_is(page, database, catalog):
-    parts = [
+    parts: list[dict[str, Any]] = [
         {"type": "text", "text": "the chart"},
         {"type": "image", "mimeType": "image/png", "data": PNG},
         {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zz48L3N2Zz4="},  # never drawn: no SVG
         {"type": "image", "mimeType": "image/png", "data": 'x" onerror="alert(1)'},  # no base64: not drawn
         {"type": "image", "mimeType": "image/png", "omitted": "400000 characters of base64 over the 262144 kept"},
+        # ATIF's image parts (an imported trajectory): a data: URL is drawn, a file path or a mislabelled URL is not
+        {"type": "image", "source": {"media_type": "image/gif", "path": f"data:image/gif;base64,{PNG}"}},
+        {"type": "image", "source": {"media_type": "image/png", "path": "images/step-1.png"}},
+        {"type": "image", "source": {"media_type": "image/png", "path": f"data:image/svg+xml;base64,{PNG}"}},
     ]
     steps: list[Step | dict[str, Any]] = [tool_step(1, "chart", {}, parts), message_step(2, "Done.")]
     doc = parse(page.get(f"/trials/{record(database, catalog, outcome(steps))}").text)
     images = doc.select("#step-1 img.result-image")
-    assert [attr(img, "src") for img in images] == [f"data:image/png;base64,{PNG}"]
+    assert [attr(img, "src") for img in images] == [f"data:image/png;base64,{PNG}", f"data:image/gif;base64,{PNG}"]
     assert "image/png" in attr(images[0], "alt")
     assert "[image image/png]" in one(doc, "#step-1 .observation").get_text()  # the text still names each part
     assert "onerror" not in str(one(doc, "#step-1"))
