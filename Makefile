@@ -15,9 +15,9 @@ $(VENV)/.runtime: requirements.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements.txt
 	touch $@
 
-$(VENV)/.dev: requirements.txt requirements-dev.txt requirements-trl.txt | $(BIN)/python
+$(VENV)/.dev: requirements.txt requirements-dev.txt requirements-trl.txt examples/local-model/requirements.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.txt
-	$(BIN)/pip install --quiet --no-deps -r requirements-trl.txt
+	$(BIN)/pip install --quiet --no-deps -r requirements-trl.txt -r examples/local-model/requirements.txt
 	touch $@ $(VENV)/.runtime
 
 # The worker runs beside the web server so runs started from the dashboard make progress; Ctrl-C stops both.
