@@ -43,10 +43,10 @@ lint: $(VENV)/.dev
 	$(BIN)/lint-imports
 	$(BIN)/mkdocs build --strict
 
-# Third-party MCP servers the tests run as environments: mcp-server-git (pip, in a virtualenv of its own) and the Node
-# servers server-everything and server-memory (npm ci, from tests/mcp/node/); as root, nodejs and npm are installed
-# when missing.
-.venv-mcp-servers/.installed: tests/mcp/requirements-servers.txt tests/mcp/node/package.json tests/mcp/node/package-lock.json | $(BIN)/python
+# Third-party MCP servers the tests run as environments: mcp-server-git and mcp-server-sqlite (pip, each in a
+# virtualenv of its own) and the Node servers server-everything and server-memory (npm ci, from tests/mcp/node/); as
+# root, nodejs and npm are installed when missing.
+.venv-mcp-servers/.installed: tests/mcp/requirements-servers.txt tests/mcp/requirements-sqlite.txt tests/mcp/node/package.json tests/mcp/node/package-lock.json | $(BIN)/python
 	@if ! command -v npm >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; fi
 	$(BIN)/python tests/mcp/servers.py
@@ -68,4 +68,4 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .venv-mcp-servers .node-mcp-servers .pytest_cache .ruff_cache test-output
+	rm -rf $(VENV) .venv-mcp-servers .venv-mcp-sqlite .node-mcp-servers .pytest_cache .ruff_cache test-output

@@ -78,6 +78,15 @@ ETC_ALLOWED = (
     "ssl",
     "timezone",
 )
+# Debian's JDKs keep their configuration (java.security, logging and net properties) under /etc/java-<n>-openjdk,
+# linked from the JDK's conf/: without it the JVM stops at "Error loading java.security file".
+ETC_ALLOWED_GLOBS = ("java-*-openjdk",)
+
+
+def _etc_allowed() -> list[str]:
+    """The /etc entries bound into a sandbox: ETC_ALLOWED, and those of this machine matching ETC_ALLOWED_GLOBS."""
+    found = [path.name for pattern in ETC_ALLOWED_GLOBS for path in sorted(Path("/etc").glob(pattern))]
+    return [*ETC_ALLOWED, *found]
 
 
 class SandboxUnavailable(Exception):
@@ -450,7 +459,7 @@ class TrialSandbox:
         # /etc made by bwrap would be 0700 root's: a sandbox uid could not read its passwd, and git stops on
         # "unable to access '/etc/gitconfig'" (EACCES, where a missing file is fine).
         flags += ["--perms", "0755", "--dir", "/etc"]
-        for name in ETC_ALLOWED:
+        for name in _etc_allowed():
             flags += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         flags += ["--ro-bind", str(side.host_dir / "passwd"), "/etc/passwd"]
         flags += ["--ro-bind", str(side.host_dir / "group"), "/etc/group"]

@@ -1,6 +1,7 @@
 """Install the third-party MCP servers the tests run as environments, each from its package registry.
 
-* Python servers (requirements-servers.txt) into their own virtualenv, .venv-mcp-servers/, with pip;
+* Python servers into virtualenvs of their own, with pip: mcp-server-git (requirements-servers.txt) into
+  .venv-mcp-servers/, mcp-server-sqlite with the mcp 1.x it needs (requirements-sqlite.txt) into .venv-mcp-sqlite/;
 * Node servers (node/package.json, exact versions in node/package-lock.json) into .node-mcp-servers/, with `npm ci`.
 
 Run by `make test` (python tests/mcp/servers.py) and by the test session's fixtures; a second run with the same pins
@@ -18,8 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".venv-mcp-servers"
-REQUIREMENTS = Path(__file__).with_name("requirements-servers.txt")
+PYTHON_SERVERS = {
+    "git": (ROOT / ".venv-mcp-servers", Path(__file__).with_name("requirements-servers.txt")),
+    "sqlite": (ROOT / ".venv-mcp-sqlite", Path(__file__).with_name("requirements-sqlite.txt")),
+}
 NODE_DIR = ROOT / ".node-mcp-servers"
 NODE_PINS = (Path(__file__).with_name("node") / "package.json", Path(__file__).with_name("node") / "package-lock.json")
 
@@ -38,15 +41,17 @@ def _installing(stamp: Path, wanted: str) -> Iterator[bool]:
         stamp.write_text(wanted)
 
 
-def install() -> Path:
-    """Return the virtualenv holding the pinned Python servers, creating or refreshing it when the pins changed."""
-    wanted = REQUIREMENTS.read_text()
-    with _installing(VENV / ".installed", wanted) as needed:
+def install(name: str = "git") -> Path:
+    """Return the virtualenv holding the pinned Python server `name`, creating or refreshing it when its pins
+    changed."""
+    venv, requirements = PYTHON_SERVERS[name]
+    wanted = requirements.read_text()
+    with _installing(venv / ".installed", wanted) as needed:
         if needed:
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-            pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-            subprocess.run([*pip, "-r", str(REQUIREMENTS)], check=True)
-    return VENV
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+            subprocess.run([*pip, "-r", str(requirements)], check=True)
+    return venv
 
 
 def install_node() -> Path:
@@ -66,5 +71,6 @@ def install_node() -> Path:
 
 
 if __name__ == "__main__":
-    print(install())
+    for server in PYTHON_SERVERS:
+        print(install(server))
     print(install_node())

@@ -343,11 +343,9 @@ def git_spec(venv: Path) -> dict:
     }
 
 
-def listed_by_the_server(venv: Path) -> list[dict]:
-    """tools/list exactly as mcp-server-git answers it, spoken to directly (no sandbox, no SDK client)."""
-    server = subprocess.Popen(
-        [str(venv / "bin" / "mcp-server-git")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+def listed_by_the_server(argv: list[str]) -> list[dict]:
+    """tools/list exactly as the server `argv` starts answers it, spoken to directly (no sandbox, no SDK client)."""
+    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdin is not None and server.stdout is not None
     hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
     for message in (
@@ -365,7 +363,7 @@ def listed_by_the_server(venv: Path) -> list[dict]:
     finally:
         server.kill()
         server.communicate()  # waits and closes its pipes
-    raise AssertionError("mcp-server-git did not list its tools")
+    raise AssertionError(f"{argv[0]} did not list its tools")
 
 
 def git_trial(venv: Path, trial_number: int):
@@ -393,7 +391,7 @@ def verifier_context(log: str) -> dict:
 
 
 def test_mcp_server_git_from_the_registry_runs_as_an_environment(mcp_servers):
-    truth = {tool["name"]: tool for tool in listed_by_the_server(mcp_servers)}
+    truth = {tool["name"]: tool for tool in listed_by_the_server([str(mcp_servers / "bin" / "mcp-server-git")])}
     first, second = git_trial(mcp_servers, 1), git_trial(mcp_servers, 2)
 
     for number, outcome in ((1, first), (2, second)):

@@ -1,7 +1,9 @@
-"""The Node MCP servers from npm (server-everything, server-memory) as environments, under the default limits.
+"""The Node MCP servers from npm (server-everything, server-memory) as environments, and a JVM agent, under the
+default limits.
 
-Under RLIMIT_AS (the old memory limit) every trial of theirs ended `resource_limit` with V8's "JavaScript heap out
-of memory" at ~28 MB of heap: the limit counted the address space V8 reserves. Memory is now the sandbox's control
+Under RLIMIT_AS (the old memory limit) every trial of the Node servers ended `resource_limit` with V8's "JavaScript
+heap out of memory" at ~28 MB of heap, and the JVM said "Could not create the Java Virtual Machine": the limit
+counted the address space they reserve. Memory is now the sandbox's control
 group (as root) or RLIMIT_DATA (without one); both are run here, and under both a real 4 GB allocation still ends
 the trial at the limit.
 """
@@ -9,6 +11,7 @@ the trial at the limit.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -137,3 +140,12 @@ def test_a_4_gb_allocation_still_ends_at_the_memory_limit(mechanism):
     )
     assert (outcome.status, outcome.failure_category) == ("failed", "resource_limit"), outcome.log
     assert "agent exceeded the limit of 1024 MB of memory" in outcome.log
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="no java here (apt-get install default-jre-headless)")
+def test_a_jvm_agent_starts_under_the_default_limits(mechanism):
+    # Debian's JDK reads its java.security from /etc/java-<n>-openjdk, which the sandbox binds for it.
+    agent = {"kind": "command", "argv": ["java", str(TESTS / "agents" / "JvmAgent.java")]}
+    outcome = trial({"kind": "builtin", "environment": "admin-console", "params": {}}, agent)
+    assert "agent finished: the JVM called list_inventory (" in outcome.log, outcome.log
+    assert outcome.failure_category == "gave_up"  # it stops after one call: the task is not done, nothing broke

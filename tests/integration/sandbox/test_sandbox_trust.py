@@ -34,7 +34,7 @@ from tests.integration.sandbox.test_sandbox import (
 from tests.openai_server import host_address
 from tests.paths import TESTS
 from worker import cgroups
-from worker.sandbox import LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox, run_bounded
+from worker.sandbox import ETC_ALLOWED, LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox, run_bounded
 from worker.trial import run_trial
 
 HOSTILE = TESTS / "hostile"
@@ -172,6 +172,24 @@ def test_four_processes_share_one_memory_limit():
     outcome = run_trial(BUILTIN, probe("memory", memoryMb=1024), world_seed=1, seed=1, max_steps=3, timeout_s=60)
     seen = report_of(outcome.log)
     assert seen["killed"] >= 1 and seen["survived"] <= 2, seen
+
+
+@pytest.mark.leak
+@needs_bwrap
+def test_a_sandboxed_program_sees_only_the_etc_entries_programs_need():
+    sandbox = TrialSandbox(SandboxSettings.from_environ(), seed=1, trial=1)
+    try:
+        finished = run_bounded(sandbox.launch("agent", ["ls", "-A", "/etc"]), timeout=20)
+    finally:
+        sandbox.close()
+    seen = set(finished.stdout.split())
+    assert "shadow" not in seen and "sudoers" not in seen and "ssh" not in seen, seen
+    host = set(os.listdir("/etc"))
+    allowed = (
+        set(ETC_ALLOWED) | {"passwd", "group"} | {name for name in host if re.fullmatch(r"java-\d+-openjdk", name)}
+    )
+    assert seen <= allowed, seen - allowed
+    assert seen >= allowed & host, (allowed & host) - seen
 
 
 @pytest.mark.fault
