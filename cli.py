@@ -1,7 +1,7 @@
 """The `flask --app app …` commands: init-db, create-org, create-user, add-member, invite, create-token,
-import-harbor, demo, worker. Registered by the app factory (as flaskr's db.py registers init-db); bad input prints
-one `Error:` line and exits 1 without writing anything. `main` is the `agentforge` console script: the same commands
-(and Flask's own: run, shell, routes) as one program.
+import-harbor, import-harbor-task, demo, worker. Registered by the app factory (as flaskr's db.py registers init-db);
+bad input prints one `Error:` line and exits 1 without writing anything. `main` is the `agentforge` console script:
+the same commands (and Flask's own: run, shell, routes) as one program.
 """
 
 from __future__ import annotations
@@ -19,15 +19,19 @@ from sqlalchemy import func, select
 
 from db.migrate import migrate
 from db.session import Database
+from domain.harbor_task import TaskRefused, archive_folder, read_task_archive
 from domain.rules import Refused, Rule, one_of
 from domain.vocabulary import ROLES
 from importers.harbor import MISSING_INSTRUCTION, read_harbor
+from importers.harbor_task import folder_archive
 from importers.ingest import IngestError, ingest
 from models.accounts import Membership, Organization
+from models.environments import Environment
 from queries.accounts import find_account, find_organization
 from worker.loop import WorkerSettings, run_workers
 from writes.accounts import AccountError, add_membership, create_organization, create_user
 from writes.demo import create_demo
+from writes.environments import add_harbor_task, create_environment
 from writes.invitations import invite
 from writes.tokens import create_token
 
@@ -182,6 +186,37 @@ def register_commands(app: Flask) -> None:
                 f"{len(result.differing)} of those already there differ from what was read now (another reward or "
                 f"trajectory), and were kept as imported before: {shown}."
             )
+
+    @app.cli.command("import-harbor-task")
+    @click.argument("path", type=click.Path(path_type=Path, file_okay=False, exists=True))
+    @click.option("--org", "org_name", required=True, help="Organization the environment belongs to.")
+    @click.option(
+        "--environment",
+        "environment_name",
+        required=True,
+        help="The environment it becomes a version of (made if new).",
+    )
+    def import_harbor_task(path: Path, org_name: str, environment_name: str) -> None:
+        """Make a Harbor task folder (instruction.md, task.toml, environment/, tests/, solution/) an environment
+        version; the same files again are the same version."""
+        org = _existing_org(database(), org_name)
+        try:
+            data = folder_archive(path)
+            tree = read_task_archive(data)
+        except TaskRefused as refused:
+            _fail(str(refused))
+        with database().session(org.id) as session, session.begin():
+            environment = session.scalar(select(Environment).where(Environment.name == environment_name))
+            if environment is None:
+                environment = create_environment(session, org.id, environment_name)
+            version, new = add_harbor_task(session, environment, tree, archive_folder(data) or path.name)
+            said = "is new" if new else "was already there: the same files"
+            click.echo(
+                f"{environment.name} version {version.version} ({len(tree.files)} files, tree sha256 "
+                f"{version.spec['treeSha256'][:12]}…) {said}."
+            )
+            for line in version.spec["build"]["notHonoured"]:
+                click.echo(f"Not honoured without a container runtime: {line}", err=True)
 
     @app.cli.command("demo")
     @click.option("--if-empty", is_flag=True, help="Do nothing when any organization exists.")

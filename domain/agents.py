@@ -3,8 +3,9 @@
 `{"kind": "scripted", "skill", "stepDelayS"}` is the built-in simulated agent,
 `{"kind": "command", "argv", "env", "network"?, "limits"?}` any program speaking
 JSON lines, `{"kind": "openai-chat", "baseUrl", "model", "network": true, …}` any model an OpenAI-compatible
-chat-completions server offers (hosted APIs, vLLM, SGLang, Ollama, llama.cpp), `{"kind": "external", "name"}` an
-agent that ran in another harness. Keys an agent does not use are dropped.
+chat-completions server offers (hosted APIs, vLLM, SGLang, Ollama, llama.cpp), `{"kind": "oracle"}` a
+Harbor task's own solution/solve.sh, `{"kind": "external", "name"}` an agent that ran in another harness. Keys an
+agent does not use are dropped.
 """
 
 from __future__ import annotations
@@ -119,6 +120,12 @@ class OpenAIChatAgent(AgentModel):
     limits: Annotated[dict[str, int], SandboxLimits()] | None = None
 
 
+class OracleAgent(AgentModel):
+    """A Harbor task's reference solution (solution/solve.sh) as the agent: the check that a task can be solved."""
+
+    kind: Literal["oracle"]
+
+
 class ExternalAgent(AgentModel):
     """An agent that ran in another harness (imported results)."""
 
@@ -126,12 +133,15 @@ class ExternalAgent(AgentModel):
     name: Annotated[str, Rule("must name the external agent", lambda v: isinstance(v, str) and bool(v))]
 
 
-AgentConfig = Annotated[ScriptedAgent | CommandAgent | OpenAIChatAgent | ExternalAgent, Field(discriminator="kind")]
+AgentConfig = Annotated[
+    ScriptedAgent | CommandAgent | OpenAIChatAgent | OracleAgent | ExternalAgent, Field(discriminator="kind")
+]
 AGENT_JSON_SCHEMA = TypeAdapter(AgentConfig).json_schema()
 AGENTS: dict[str, type[AgentModel]] = {
     "scripted": ScriptedAgent,
     "command": CommandAgent,
     "openai-chat": OpenAIChatAgent,
+    "oracle": OracleAgent,
     "external": ExternalAgent,
 }
 

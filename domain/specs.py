@@ -129,6 +129,34 @@ class McpSpec(Config):
     startupTimeoutS: Annotated[float, number_from(1, 300), Field(description=STARTUP)] | None = None
 
 
+HEX64 = Rule(
+    "must be 64 hex digits",
+    lambda v: isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v),
+    {"pattern": "^[0-9a-f]{64}$"},
+)
+UPLOADED = (
+    "a harbor-task version is made by uploading the task's folder as a tar.gz "
+    "(POST /api/v1/environments/{id}/versions/harbor-task, or flask import-harbor-task)"
+)
+
+
+class HarborTaskSpec(Config):
+    """A Harbor task (instruction.md, task.toml, environment/, tests/, solution/) run here: what its upload became
+    (domain.harbor_task.task_spec); its files are stored under `treeSha256`."""
+
+    kind: Literal["harbor-task"]
+    name: Text
+    treeSha256: Annotated[str, HEX64]
+    treeBytes: Annotated[int, integer_from(0, 1 << 40)]
+    files: Annotated[int, integer_from(1, 1 << 20)]
+    agentTimeoutS: Annotated[float, number_from(0.001, 1e7)]
+    verifierTimeoutS: Annotated[float, number_from(0.001, 1e7)]
+    buildTimeoutS: Annotated[float, number_from(0.001, 1e7)] | None = None
+    limits: Annotated[dict[str, int], SandboxLimits()] | None = None
+    metadata: JsonObject = {}
+    build: JsonObject
+
+
 class ExternalSpec(BaseModel):
     """An environment of another harness whose results were imported; kept as given, never run here."""
 
@@ -178,17 +206,19 @@ EnvironmentSpec = Annotated[
     Annotated[AdminConsoleSpec, Tag("admin-console")]
     | Annotated[SupportDeskSpec, Tag("support-desk")]
     | Annotated[McpSpec, Tag("mcp")]
+    | Annotated[HarborTaskSpec, Tag("harbor-task")]
     | Annotated[ExternalSpec, Tag("external")],
     Discriminator(_tag),
 ]
 SPEC_JSON_SCHEMA = TypeAdapter(EnvironmentSpec).json_schema()
-KINDS = "spec.kind must be 'builtin' or 'mcp' (or 'external' for imported results)"
+KINDS = "spec.kind must be 'builtin', 'mcp' or 'harbor-task' (or 'external' for imported results)"
 
 
 VARIANTS: dict[str, type[BaseModel]] = {
     "admin-console": AdminConsoleSpec,
     "support-desk": SupportDeskSpec,
     "mcp": McpSpec,
+    "harbor-task": HarborTaskSpec,
     "external": ExternalSpec,
 }
 BUILTIN = ("admin-console", "support-desk")

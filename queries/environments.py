@@ -21,6 +21,7 @@ from domain.agents import ran_elsewhere as agent_ran_elsewhere
 from domain.secret_env import open_env, row_name
 from domain.specs import ran_elsewhere as spec_ran_elsewhere
 from models import Environment, EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from models.evaluations import Artifact
 from queries.rows import all_by_name
 from queries.runs import run_label_sql
 
@@ -343,6 +344,14 @@ def runnable_spec(session: Session, version: EnvironmentVersion) -> dict[str, An
     """The version's spec with its env values in plaintext, for the worker (SecretsKeyError if they do not open)."""
     row = row_name("environment_versions", version.organization_id, version.id)
     return open_env(version.spec, version.secret_env, secrets_key_of(session), row)
+
+
+def task_files(session: Session, sha256: str) -> bytes | None:
+    """A Harbor task's stored files (the canonical tar whose sha256 a harbor-task version's spec names), or None."""
+    body: bytes | None = session.scalar(
+        select(Artifact.body).where(Artifact.sha256 == sha256, Artifact.content_type == "application/x-tar").limit(1)
+    )
+    return body
 
 
 def runnable_agent(session: Session, config: EvaluatorConfig) -> dict[str, Any]:

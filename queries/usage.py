@@ -62,12 +62,19 @@ class RecordedTotals:
     completion_tokens: int
 
 
+# The trial's own ATIF document only: the fences keep PostgreSQL from converting other artifacts' bodies (a Harbor
+# task's tar is no UTF-8) while it looks for this one.
 ATIF_TOTALS = text(
-    """SELECT d -> 'final_metrics' ->> 'total_prompt_tokens' AS prompt,
+    """WITH trial AS MATERIALIZED (
+           SELECT organization_id, atif_artifact_id FROM evaluation_trials
+           WHERE id = :id AND atif_artifact_id IS NOT NULL
+       ), doc AS MATERIALIZED (
+           SELECT convert_from(a.body, 'UTF8')::jsonb AS d
+           FROM trial t JOIN artifacts a ON a.organization_id = t.organization_id AND a.id = t.atif_artifact_id
+       )
+       SELECT d -> 'final_metrics' ->> 'total_prompt_tokens' AS prompt,
               d -> 'final_metrics' ->> 'total_completion_tokens' AS completion
-       FROM evaluation_trials t JOIN artifacts a ON a.organization_id = t.organization_id AND a.id = t.atif_artifact_id
-       CROSS JOIN LATERAL (SELECT convert_from(a.body, 'UTF8')::jsonb AS d) doc
-       WHERE t.id = :id AND jsonb_typeof(d -> 'final_metrics') = 'object'"""
+       FROM doc WHERE jsonb_typeof(d -> 'final_metrics') = 'object'"""
 )
 
 

@@ -105,6 +105,14 @@ AGENT_TEMPLATES = {
             AGENTS["openai-chat"],
             {"kind": "openai-chat", "baseUrl": "http://127.0.0.1:8000/v1", "model": ""},
         ),
+        Template(
+            "oracle",
+            "Harbor task oracle",
+            "Runs a Harbor task's own solution/solve.sh: the check that the task can be solved (on other "
+            "environments its trials end agent_error).",
+            AGENTS["oracle"],
+            {"kind": "oracle"},
+        ),
     )
 }
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from flask import Flask, Response, abort, request
 
+from domain.harbor_task import MAX_TASK_UPLOAD_BYTES
+
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -23,6 +25,8 @@ HEADERS = {
 # The headers of every download of an organization's trials (exports, trajectories, artifacts): never cached.
 PRIVATE = {"X-Privacy-Class": "PRIVATE", "Cache-Control": "no-store"}
 MAX_REQUEST_BYTES = 1024 * 1024  # JSON bodies and forms; larger requests answer 413
+# Endpoints that take more: a Harbor task's folder (domain.harbor_task.MAX_TASK_UPLOAD_BYTES).
+LARGER_BODIES = {"api.upload_harbor_task": MAX_TASK_UPLOAD_BYTES}
 
 
 def init_app(app: Flask) -> None:
@@ -32,7 +36,8 @@ def init_app(app: Flask) -> None:
 
     @app.before_request
     def refuse_oversized_bodies() -> None:
-        limit = app.config["MAX_CONTENT_LENGTH"]
+        limit = LARGER_BODIES.get(request.endpoint or "", app.config["MAX_CONTENT_LENGTH"])
+        request.max_content_length = limit  # also for a body sent without Content-Length (chunked)
         if request.content_length is not None and request.content_length > limit:
             abort(413, description=f"Request bodies are limited to {limit // 1024} KiB.")
 

@@ -29,8 +29,9 @@ from domain.errors import AgentConfigError, SpecError
 from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
 from domain.secret_env import SecretsKeyError
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
-from queries.environments import runnable_agent, runnable_spec
+from queries.environments import runnable_agent, runnable_spec, task_files
 from queries.runs import recorded_trial_numbers
+from worker.harbor_tasks import have_tree, store_tree
 from worker.sandbox import SandboxSettings
 from worker.trial import run_trial
 from writes.claims import claim_run, fail_run, release_run, renew_lease
@@ -126,6 +127,10 @@ class Worker:
             config = session.get_one(EvaluatorConfig, (org_id, run.evaluator_config_id))
             missing = sorted(set(range(1, run.attempt_count + 1)) - recorded_trial_numbers(session, run))
             spec, agent = runnable_spec(session, version), runnable_agent(session, config)  # env values in plaintext
+            if spec.get("kind") == "harbor-task" and not have_tree(self.settings.sandbox, spec["treeSha256"]):
+                files = task_files(session, spec["treeSha256"])
+                if files is not None:  # else each trial ends environment_error, saying the files are not here
+                    store_tree(self.settings.sandbox, spec["treeSha256"], files)
             session.commit()
         begun = False  # whether the trial about to run was already reported as beginning
         for index, number in enumerate(missing):

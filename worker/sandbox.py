@@ -101,6 +101,11 @@ class LimitExceeded(Exception):
     category = "resource_limit"
 
 
+def default_state_dir() -> str:
+    """Where sandboxes keep their workspaces and the worker its Harbor tasks: <temp dir>/agentforge-sandbox."""
+    return os.path.join(tempfile.gettempdir(), "agentforge-sandbox")
+
+
 @dataclass(frozen=True)
 class SandboxSettings:
     """How this worker sandboxes tenant programs: the mode, where bwrap is, and which host paths stay hidden."""
@@ -112,7 +117,7 @@ class SandboxSettings:
     shared: tuple[str, ...] = ()  # host directories every sandbox sees read-only (AGENTFORGE_SANDBOX_PATHS)
     uid_base: int = 900_000
     uid_slots: int = 4096
-    state_dir: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "agentforge-sandbox"))
+    state_dir: str = field(default_factory=lambda: default_state_dir())
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> SandboxSettings:
@@ -121,7 +126,9 @@ class SandboxSettings:
         mode = environ.get("AGENTFORGE_SANDBOX", "bwrap") or "bwrap"
         if mode not in MODES:
             raise ValueError(f"AGENTFORGE_SANDBOX must be one of {', '.join(MODES)}, not {mode!r}")
-        hidden = [ROOT / "instance", ROOT / ".git", ROOT / ".env"]
+        # The state directory holds every sandbox's workspace and every Harbor task's tests: never shown, wherever
+        # it is (under a private /tmp it is not shown anyway).
+        hidden = [ROOT / "instance", ROOT / ".git", ROOT / ".env", Path(default_state_dir())]
         if environ.get("AGENTFORGE_DATA_DIR"):  # the cluster, and its role passwords beside it
             data_dir = Path(environ["AGENTFORGE_DATA_DIR"]).expanduser().resolve()
             hidden += [data_dir, data_dir.with_name(data_dir.name + "-passwords")]
@@ -273,11 +280,21 @@ class Launch:
         return limit_breached(returncode, stderr, self.limits)
 
 
-class Party:
-    """One side of a trial (the agent, or the environment with its verifier): a uid of its own and a workspace."""
+@dataclass(frozen=True)
+class Bind:
+    """A directory of the worker's shown inside a sandbox at `inner` (read-only unless `writable`)."""
 
-    def __init__(self, settings: SandboxSettings, name: str) -> None:
-        self.settings, self.name = settings, name
+    host: Path
+    inner: str
+    writable: bool = False
+
+
+class Party:
+    """One side of a trial (the agent, or the environment with its verifier): a uid of its own and a workspace,
+    which its programs see at `workspace_at` (/workspace; a Harbor task's environment sees /app)."""
+
+    def __init__(self, settings: SandboxSettings, name: str, workspace_at: str = WORKSPACE) -> None:
+        self.settings, self.name, self.inner = settings, name, workspace_at
         self.as_root = os.geteuid() == 0 and settings.mode == "bwrap"
         self.lock_fd: int | None = None
         self.started = False  # once a program of this party may have run, the worker touches no path under it
@@ -298,17 +315,28 @@ class Party:
         if self.as_root:
             os.chown(self.workspace, self.uid, self.uid)
             (self.host_dir / "passwd").write_text(
-                f"root:x:0:0:root:/root:/usr/sbin/nologin\nagentforge:x:{self.uid}:{self.uid}:trial:{WORKSPACE}:/bin/sh\n"
+                f"root:x:0:0:root:/root:/usr/sbin/nologin\nagentforge:x:{self.uid}:{self.uid}:trial:{self.inner}:/bin/sh\n"
                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
             )
             (self.host_dir / "group").write_text(f"root:x:0:\nagentforge:x:{self.uid}:\nnogroup:x:65534:\n")
         else:
             (self.host_dir / "passwd").write_text(
-                f"agentforge:x:{INNER_UID}:{INNER_UID}:trial:{WORKSPACE}:/bin/sh\n"
+                f"agentforge:x:{INNER_UID}:{INNER_UID}:trial:{self.inner}:/bin/sh\n"
                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
             )
             (self.host_dir / "group").write_text(f"agentforge:x:{INNER_UID}:\nnogroup:x:65534:\n")
         os.chmod(self.host_dir, 0o711)
+
+    def own_dir(self, name: str, *subdirs: str, writable: bool = False) -> Path:
+        """Make a new directory `name` beside the workspace (with `subdirs`), for a Bind: the party's own when
+        `writable`, else the worker's and readable by all. The party's programs cannot write beside the workspace,
+        so this is safe after they ran; a name made twice is an error."""
+        made = self.host_dir / name
+        for path in (made, *(made / sub for sub in subdirs)):
+            path.mkdir(mode=0o755)
+            if writable and self.as_root:
+                os.chown(path, self.uid, self.uid)
+        return made
 
     def _claim_uid(self) -> int:
         """Take a free uid slot on this machine (an flock held until the trial ends, so crashed workers free theirs)."""
@@ -357,6 +385,13 @@ class TrialSandbox:
         """bwrap or none."""
         return self.settings.mode
 
+    def party(self, name: str, *, workspace_at: str = WORKSPACE) -> Party:
+        """The party `name` ("agent" or "environment"), made on first use; `workspace_at` is where its programs see
+        its workspace (given before its first launch: a party's first use decides it)."""
+        if name not in self.parties:
+            self.parties[name] = Party(self.settings, name, workspace_at)
+        return self.parties[name]
+
     def launch(
         self,
         party: str,
@@ -366,6 +401,7 @@ class TrialSandbox:
         network: bool = False,
         limits: dict[str, int] | None = None,
         cwd: str | None = None,
+        binds: tuple[Bind, ...] = (),
     ) -> Launch:
         """Return how to start `argv` for `party` ("agent" or "environment") inside the sandbox.
 
@@ -375,11 +411,11 @@ class TrialSandbox:
         problem = self.settings.problem(network=network)
         if problem:
             raise SandboxUnavailable(problem)
-        if party not in self.parties:
-            self.parties[party] = Party(self.settings, party)
-        side = self.parties[party]
+        side = self.party(party)
+        if binds and self.mode != "bwrap":
+            raise SandboxUnavailable("this environment needs the bubblewrap sandbox (AGENTFORGE_SANDBOX=bwrap)")
         resolved = resolve_limits(limits)
-        inner_workspace = WORKSPACE if self.mode == "bwrap" else str(side.workspace)
+        inner_workspace = side.inner if self.mode == "bwrap" else str(side.workspace)
         inner_cwd = os.path.normpath(os.path.join(inner_workspace, cwd or "."))
         if not (inner_cwd + "/").startswith(inner_workspace + "/"):
             raise SandboxUnavailable(f"cwd {cwd!r} is outside the trial's workspace")
@@ -412,7 +448,8 @@ class TrialSandbox:
         if self.mode == "none":
             host_cwd = str(side.workspace / relative_cwd)
             return Launch([*launcher, *argv], environment, host_cwd, resolved, inner_workspace, side.cgroup)
-        wrapped = [*launcher, self.settings.bwrap or "bwrap", *self._bwrap_flags(side, network, inner_cwd), "--"]
+        flags = self._bwrap_flags(side, network, inner_cwd, binds)
+        wrapped = [*launcher, self.settings.bwrap or "bwrap", *flags, "--"]
         if side.as_root:
             wrapped += [
                 "setpriv",
@@ -444,7 +481,7 @@ class TrialSandbox:
             result.append((limit.rlimit, value, value + 1 if limit.key == "cpuSeconds" else value))
         return result
 
-    def _bwrap_flags(self, side: Party, network: bool, inner_cwd: str) -> list[str]:
+    def _bwrap_flags(self, side: Party, network: bool, inner_cwd: str, binds: tuple[Bind, ...] = ()) -> list[str]:
         flags = _namespace_flags(as_root=side.as_root)
         # The private /tmp first: the project or the Python may live under the host's /tmp and are bound over it.
         flags += ["--size", str(64 * MIB), "--perms", "1777", "--tmpfs", "/tmp"]
@@ -468,7 +505,11 @@ class TrialSandbox:
         for path in self.settings.hidden:
             if any((path + "/").startswith(p.rstrip("/") + "/") for p in readable) and os.path.lexists(path):
                 flags += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
-        flags += ["--bind", str(side.workspace), WORKSPACE, "--proc", "/proc", "--dev", "/dev"]
+        flags += ["--bind", str(side.workspace), side.inner, "--proc", "/proc", "--dev", "/dev"]
+        for bind in binds:  # parents bwrap makes would be 0700 root's (/logs of /logs/agent): made 0755 first
+            for parent in reversed(Path(bind.inner).parents[:-1]):
+                flags += ["--perms", "0755", "--dir", str(parent)]
+            flags += ["--bind" if bind.writable else "--ro-bind", str(bind.host), bind.inner]
         flags += ["--chdir", inner_cwd]
         return flags
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from domain.outcome import LOG_CAP_CHARS, TrialOutcome
+from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, TrialOutcome
 from domain.trajectory import Content, Step, content_text, environment_step, message_step, step, tool_step
 from domain.trial_log import LogEntry, ProgramOutput, keep_end, log_text
 from domain.vocabulary import TrialStatus
@@ -62,8 +62,8 @@ def _failure_words(error: Exception, masker: Masker) -> str:
         return f"the sandbox could not start: {error}"
     if isinstance(error, LimitExceeded):
         return f"resource_limit: {error}"
-    if getattr(error, "category", None) == "timeout":  # an MCP server that did not answer its handshake in time
-        return str(error)
+    if getattr(error, "category", None) == "timeout" or getattr(error, "plain", False):
+        return str(error)  # an MCP server that did not answer its handshake in time; a Harbor task's failed build
     return _error_words(error, masker)
 
 
@@ -97,7 +97,7 @@ def run_trial(
     trial_sandbox = TrialSandbox(sandbox or SandboxSettings.from_environ(), seed=seed, trial=trial_number)
     try:
         try:
-            env = environments.load(spec, trial_sandbox, masker)
+            env = environments.load(spec, trial_sandbox, masker, oracle=agent_config.get("kind") == "oracle")
         except Exception as error:  # a spec that cannot become an environment: no score, no rollout
             failed = TrialOutcome(
                 status="error",
@@ -151,6 +151,7 @@ def _episode(
             log=log_text(log, masker.text),
             started_at=started,
         )
+    timeout_s = min(timeout_s, getattr(env, "agent_timeout_s", timeout_s))  # a Harbor task's own agent timeout
     deadline = time.monotonic() + timeout_s
     env.deadline = deadline
     steps: list[Step] = list(env.preamble)
@@ -259,11 +260,14 @@ def _episode(
             task=task.text,
         )
     try:
-        explanations = {key: text for key, text in env.explain().items() if key in stages}
+        explanations = {
+            key: text for key, text in env.explain().items() if key in stages or key == VERIFIER_EXPLANATION
+        }
     except Exception as error:  # the words are a courtesy: a verifier that cannot give them still scored
         explanations = {}
         log.append(f"the verifier could not explain its scores: {_error_words(error, masker)}")
-    reward = round(sum(stages.values()) / len(stages), 6)
+    # The mean of the stages, unless the environment's verifier gives the reward itself (a Harbor task's).
+    reward = round(env.reward(stages) if hasattr(env, "reward") else sum(stages.values()) / len(stages), 6)
     if reward == 1:
         status: TrialStatus
         status, category = "succeeded", None

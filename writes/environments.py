@@ -18,10 +18,14 @@ from sqlalchemy.orm import Session
 from db.session import secrets_key_of
 from domain.agents import validate_agent
 from domain.errors import AgentConfigError, SpecError
+from domain.harbor_task import TaskTree, task_spec
 from domain.secret_env import hidden_env_names, resubmitted_mask, row_name, seal_env
-from domain.specs import spec_sha256, validate_spec
+from domain.specs import UPLOADED, spec_sha256, validate_spec
 from models.base import new_id
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
+from models.evaluations import Artifact
+
+TASK_CONTENT_TYPE = "application/x-tar"  # a Harbor task's files, as domain.harbor_task's canonical tar
 
 
 def create_environment(
@@ -39,8 +43,18 @@ def create_environment(
 def create_environment_version(
     session: Session, environment: Environment, spec: Any, *, submission_key: uuid.UUID | None = None
 ) -> EnvironmentVersion:
-    """Pin a new immutable version of `environment` (numbered after the newest); SpecError when `spec` is invalid."""
+    """Pin a new immutable version of `environment` (numbered after the newest); SpecError when `spec` is invalid.
+
+    A harbor-task spec is refused here: its files come with it, through add_harbor_task."""
     normalised = validate_spec(spec)
+    if normalised["kind"] == "harbor-task":
+        raise SpecError(UPLOADED)
+    return _add_version(session, environment, normalised, submission_key)
+
+
+def _add_version(
+    session: Session, environment: Environment, normalised: dict[str, Any], submission_key: uuid.UUID | None
+) -> EnvironmentVersion:
     if hidden_env_names(normalised):
         raise SpecError(resubmitted_mask("spec", hidden_env_names(normalised)))
     latest = session.scalar(
@@ -64,6 +78,52 @@ def create_environment_version(
     session.add(version)
     session.flush()
     return version
+
+
+def add_harbor_task(
+    session: Session, environment: Environment, tree: TaskTree, name: str
+) -> tuple[EnvironmentVersion, bool]:
+    """The version a Harbor task becomes, and whether it is new: the same files (one canonical tar, one sha256) are
+    the version this environment already has; other files are a new version, their tar stored as an artifact."""
+    canonical = tree.canonical_tar()
+    spec = validate_spec(task_spec(tree, name))
+    session.execute(  # two uploads of one task at once: the second waits, then finds the first's version
+        select(Environment.id)
+        .where(Environment.organization_id == environment.organization_id, Environment.id == environment.id)
+        .with_for_update()
+    )
+    same = session.scalar(
+        select(EnvironmentVersion)
+        .where(
+            EnvironmentVersion.organization_id == environment.organization_id,
+            EnvironmentVersion.environment_id == environment.id,
+            EnvironmentVersion.spec["treeSha256"].astext == spec["treeSha256"],
+        )
+        .order_by(EnvironmentVersion.version)
+        .limit(1)
+    )
+    if same is not None:
+        return same, False
+    stored = session.scalar(
+        select(Artifact.id).where(
+            Artifact.organization_id == environment.organization_id,
+            Artifact.sha256 == spec["treeSha256"],
+            Artifact.content_type == TASK_CONTENT_TYPE,
+        )
+    )
+    if stored is None:
+        session.add(
+            Artifact(
+                organization_id=environment.organization_id,
+                id=new_id(),
+                filename=f"{name[:200]}.tar",
+                content_type=TASK_CONTENT_TYPE,
+                size=len(canonical),
+                sha256=spec["treeSha256"],
+                body=canonical,
+            )
+        )
+    return _add_version(session, environment, spec, None), True
 
 
 def create_evaluator_config(

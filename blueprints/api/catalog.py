@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import uuid
 
-from flask import current_app, g, jsonify
+from flask import current_app, g, jsonify, request
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from blueprints.api import ApiError, bp, json_object
 from blueprints.api.contract import Reply, created, operation, write
 from blueprints.api.schemas import Environment, EnvironmentVersion, EvaluatorConfig, validated
+from domain.harbor_task import MAX_TASK_UPLOAD_BYTES, TaskRefused, archive_folder, read_task_archive
 from models import Environment as EnvironmentRow
 from queries.environments import list_environments as environment_summaries
 from web.catalog_bodies import EnvironmentCreate, EnvironmentVersionCreate, EvaluatorConfigCreate
 from web.database import request_session
-from writes.environments import create_environment, create_environment_version, create_evaluator_config
+from writes.environments import (
+    add_harbor_task,
+    create_environment,
+    create_environment_version,
+    create_evaluator_config,
+)
 
 NAME_TAKEN = {409: "An environment or evaluator configuration of that name exists"}
 
@@ -57,6 +63,49 @@ def create_version(environment_id: uuid.UUID):
     reply = jsonify(answer.to_json())  # written out before the commit: a reply that cannot be made writes nothing
     session.commit()
     return reply, 201
+
+
+TASK_UPLOAD = {  # bytes to a generated client (format: binary)
+    "type": "string",
+    "format": "binary",
+    "description": "The Harbor task's folder (instruction.md, task.toml, environment/, tests/, solution/) as a tar.gz "
+    f"or tar, at most {MAX_TASK_UPLOAD_BYTES // (1024 * 1024)} MB",
+}
+
+
+@bp.post("/environments/<uuid:environment_id>/versions/harbor-task")
+@write(
+    "uploadHarborTask",
+    {
+        200: Reply("These files are already a version of this environment", EnvironmentVersion),
+        **created(EnvironmentVersion),
+    },
+    body=Reply("A Harbor task folder", TASK_UPLOAD, "application/gzip"),
+    errors=(404,),
+    error_reasons={
+        400: "A task that cannot be kept (`field` names the entry: a path, .., a link, a missing file, "
+        "task.toml); nothing was stored"
+    },
+)
+def upload_harbor_task(environment_id: uuid.UUID):
+    """A Harbor task folder, uploaded as a tar.gz, becomes a version (its files stored; the same files, the same
+    version); `?name=` names it (else the folder in the archive, else the environment)."""
+    session = request_session()
+    env = session.scalar(select(EnvironmentRow).where(EnvironmentRow.id == environment_id))
+    if env is None:
+        raise ApiError(404, "not found", f"no environment {environment_id}")
+    data = request.get_data(cache=False)
+    if not data:
+        raise ApiError(400, "empty body", "send the task's folder as a tar.gz (tar -czf - -C parent task-folder)")
+    try:
+        tree = read_task_archive(data)
+    except TaskRefused as refused:
+        raise ApiError(400, "invalid task", str(refused), field=refused.entry or "body") from None
+    name = request.args.get("name") or archive_folder(data) or env.name
+    version, new = add_harbor_task(session, env, tree, name[:200])
+    reply = jsonify(EnvironmentVersion.of(version).to_json())
+    session.commit()
+    return reply, 201 if new else 200
 
 
 @bp.post("/evaluator-configs")

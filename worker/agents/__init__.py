@@ -1,4 +1,5 @@
-"""Agents the worker can evaluate: the built-in scripted agent, any JSON-lines command, an OpenAI-compatible model."""
+"""Agents the worker can evaluate: the built-in scripted agent, any JSON-lines command, an OpenAI-compatible model,
+and the oracle (a Harbor task's own solution)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from domain.errors import AgentConfigError
 from worker.agents.base import Action, Agent, AgentFailure, Finish, ToolCall
 from worker.agents.command import CommandAgent
 from worker.agents.openai_chat import OpenAIChatAgent
+from worker.agents.oracle import OracleAgent
 from worker.agents.scripted import ScriptedAgent
 from worker.masking import Masker
 from worker.sandbox import TrialSandbox
@@ -26,4 +28,6 @@ def load(agent: dict[str, Any], seed: int, sandbox: TrialSandbox, masker: Masker
         return ScriptedAgent(config["skill"], seed, config["stepDelayS"])
     if config["kind"] == "openai-chat":
         return OpenAIChatAgent(config, sandbox, masker)
+    if config["kind"] == "oracle":
+        return OracleAgent()
     return CommandAgent(config, sandbox, masker)

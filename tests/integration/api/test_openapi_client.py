@@ -20,9 +20,13 @@ from werkzeug.serving import make_server
 from domain import task_stats
 from tests.factories import make_catalog
 from tests.helpers import create_token
+from tests.integration.harbor_tasks.test_task_upload import HELLO, tar_gz
 
 # The generated client reads NDJSON as bytes (its own parser knows JSON only); the document keeps application/x-ndjson.
-CONFIG = "post_hooks: []\ncontent_type_overrides:\n  application/x-ndjson: application/octet-stream\n"
+CONFIG = (
+    "post_hooks: []\ncontent_type_overrides:\n  application/x-ndjson: application/octet-stream\n"
+    "  application/gzip: application/octet-stream\n"
+)
 LINE = {
     "externalId": "ext-1",
     "environment": {"name": "harbor-tasks", "spec": {"kind": "external", "harness": "harbor"}},
@@ -125,9 +129,19 @@ def test_a_generated_client_calls_every_operation(served, generated, runner, mak
     )
     assert mcp_version.status_code == 201 and isinstance(mcp_version.parsed.spec, models.McpSpec)
 
+    task = types.File(payload=io.BytesIO(tar_gz(HELLO)), mime_type="application/gzip")
+    uploaded = call("upload_harbor_task", environment_id=created.parsed.id, body=task)
+    assert uploaded.status_code == 201 and isinstance(uploaded.parsed.spec, models.HarborTaskSpec)
+    assert uploaded.parsed.version == 3 and uploaded.parsed.spec.name == "hello-file"
+    task.payload.seek(0)
+    again = call("upload_harbor_task", environment_id=created.parsed.id, body=task)
+    assert again.status_code == 200 and again.parsed.id == uploaded.parsed.id
+    refused = call("upload_harbor_task", environment_id=created.parsed.id, body=types.File(payload=io.BytesIO(b"no")))
+    assert refused.status_code == 400 and isinstance(refused.parsed, models.Error)
+
     listed = call("list_environments")
     assert listed.status_code == 200
-    assert any(e.name == "support" and e.latest_version == 2 for e in listed.parsed)
+    assert any(e.name == "support" and e.latest_version == 3 for e in listed.parsed)
 
     agent = models.CommandAgent.from_dict({"kind": "command", "argv": ["python3", "agent.py"], "env": {"KEY": "s"}})
     config = call(

@@ -192,6 +192,7 @@ AGENTS = [
     {"kind": "openai-chat", "baseUrl": "http://h/v1", "model": "m", "network": True, "temperature": 3},
     {"kind": "openai-chat", "baseUrl": "http://h/v1", "model": "m", "network": True, "apiKeyEnv": "KEY"},
     {"kind": "command", "argv": ["a"], "env": {"K": "***"}},
+    {"kind": "oracle"},
 ]
 SPECS = [
     {"environment": "admin-console"},
@@ -204,6 +205,16 @@ SPECS = [
     {"kind": "mcp", "command": ["srv"], "verifier": {"command": ["v"]}, "startupTimeoutS": 0},
     {"kind": "mcp", "command": ["srv"], "verifier": {"tool": "t"}, "task": "x" * 70_000},
     {"kind": "support-desk"},
+    {
+        "kind": "harbor-task",
+        "name": "t",
+        "treeSha256": "0" * 64,
+        "treeBytes": 1,
+        "files": 2,
+        "agentTimeoutS": 60,
+        "verifierTimeoutS": 60,
+        "build": {},
+    },  # refused by both: a Harbor task is uploaded with its files
 ]
 
 
@@ -223,7 +234,7 @@ def test_the_evaluator_form_refuses_exactly_what_the_api_refuses(api, agent, cou
 
 
 def _agent_template(agent: dict) -> str:
-    return agent["kind"] if agent.get("kind") in ("command", "openai-chat") else "scripted"
+    return agent["kind"] if agent.get("kind") in ("command", "openai-chat", "oracle") else "scripted"
 
 
 @pytest.mark.bad_input

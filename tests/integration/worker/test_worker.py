@@ -202,7 +202,7 @@ def test_a_run_whose_agent_cannot_be_built_fails_with_the_reason(database, org, 
         conn.execute(text("ALTER TABLE evaluator_configs ENABLE TRIGGER evaluator_configs_agent_immutable"))
     work(database)
     run = rows(database, org.id, "SELECT status, error FROM evaluation_runs")[0]
-    kinds = "'scripted', 'command', 'openai-chat', 'external'"
+    kinds = "'scripted', 'command', 'openai-chat', 'oracle', 'external'"
     assert run.status == "failed" and f"agent.kind must be one of {kinds}, not 'telepathy'" in run.error
 
 

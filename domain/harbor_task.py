@@ -1,0 +1,425 @@
+"""A Harbor task directory as an environment version: its tree read safely, its hash, task.toml, its Dockerfile.
+
+Harbor's layout (Terminal-Bench 2.0 and its catalog): `instruction.md` (the task), `task.toml` (timeouts,
+metadata), `environment/Dockerfile` (and the files it copies), `tests/test.sh` (the verifier, which writes
+`/logs/verifier/reward.txt` or `reward.json`), `solution/solve.sh` (the author's reference solution).
+
+An upload is a tar (gzip or not) of the directory. Read here, it becomes a `TaskTree`: regular files only, each
+with its path and whether it is executable. A link inside the task is kept as a copy of the file it leads to; an
+absolute path, `..`, a link leading outside or to a directory, a device or FIFO, a tree over MAX_TREE_BYTES, and a
+task without instruction.md or tests/test.sh are refused (`TaskRefused`, naming the entry). The tree's canonical
+tar (entries sorted, times, owners and modes fixed) is what is stored, and its sha256 is the version's hash: the
+same task uploaded twice is the same version, and one changed byte makes another.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import math
+import posixpath
+import shlex
+import tarfile
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+import dockerfile
+
+from domain.limits import ceilings
+
+MAX_TREE_BYTES = 16 * 1024 * 1024  # the files of one task, uncompressed
+MAX_TASK_UPLOAD_BYTES = MAX_TREE_BYTES + 1024 * 1024  # an upload (its tar's headers on top; gzip only shrinks it)
+MAX_ENTRIES = 10_000
+REQUIRED = ("instruction.md", "tests/test.sh")
+APP = "/app"  # Harbor's Dockerfiles use WORKDIR /app; a trial's working directory
+DEFAULT_AGENT_TIMEOUT_S = 600.0
+DEFAULT_VERIFIER_TIMEOUT_S = 600.0
+
+
+class TaskRefused(ValueError):
+    """A task upload refused: the entry (a path in the archive, or "" for the archive itself) and why."""
+
+    def __init__(self, entry: str, says: str) -> None:
+        super().__init__(f"{entry}: {says}" if entry else says)
+        self.entry, self.says = entry, says
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """One file of a task: its path inside the task (`tests/test.sh`), its bytes, whether it is executable."""
+
+    path: str
+    data: bytes
+    executable: bool = False
+
+
+@dataclass(frozen=True)
+class TaskTree:
+    """A task's files, sorted by path."""
+
+    files: tuple[TaskFile, ...]
+
+    def get(self, path: str) -> TaskFile | None:
+        """The file at `path`, or None."""
+        return next((f for f in self.files if f.path == path), None)
+
+    def under(self, folder: str) -> tuple[TaskFile, ...]:
+        """The files below `folder` (`tests`), paths kept whole."""
+        return tuple(f for f in self.files if f.path.startswith(folder.rstrip("/") + "/"))
+
+    @property
+    def size(self) -> int:
+        return sum(len(f.data) for f in self.files)
+
+    def canonical_tar(self) -> bytes:
+        """The tree as a tar that depends on nothing but the files: sorted, mtime 0, root-owned, 0644 or 0755."""
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            for item in self.files:
+                info = tarfile.TarInfo(item.path)
+                info.size, info.mtime, info.mode = len(item.data), 0, 0o755 if item.executable else 0o644
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                archive.addfile(info, io.BytesIO(item.data))
+        return out.getvalue()
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.canonical_tar()).hexdigest()
+
+    def text(self, path: str) -> str:
+        """A file's text (UTF-8; a byte that is not is replaced)."""
+        found = self.get(path)
+        return found.data.decode("utf-8", "replace") if found else ""
+
+
+def _open(data: bytes) -> tarfile.TarFile:
+    """The archive `data` is (a gzip-compressed tar or a plain one), or TaskRefused."""
+    raw = data
+    if data[:2] == b"\x1f\x8b":
+        try:
+            raw = _gunzip(data)
+        except (OSError, EOFError, gzip.BadGzipFile) as error:
+            raise TaskRefused("", f"the upload is not a readable tar.gz ({error})") from None
+    try:
+        return tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
+    except tarfile.TarError as error:
+        raise TaskRefused("", f"the upload is not a tar archive ({error})") from None
+
+
+def _gunzip(data: bytes) -> bytes:
+    """`data` uncompressed, refused past what a task may hold (a small upload may expand without bound)."""
+    limit = MAX_TREE_BYTES + 64 * MAX_ENTRIES * 1024  # file bytes plus the tar's own headers and padding, generously
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+        raw = stream.read(limit + 1)
+    if len(raw) > limit:
+        raise TaskRefused("", f"the task is over {MAX_TREE_BYTES // (1024 * 1024)} MB uncompressed")
+    return raw
+
+
+def _clean(name: str) -> str:
+    """An entry's path inside the task, or TaskRefused: no absolute path, no `..`, no NUL."""
+    if "\x00" in name or name.startswith("/"):
+        raise TaskRefused(name, "an absolute path is not allowed in a task")
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise TaskRefused(name, "a path with .. is not allowed in a task")
+    return "/".join(parts)
+
+
+def _strip_top(paths: list[str]) -> str:
+    """The one folder every entry sits in when the archive holds the task's folder itself (`hello-file/…`)."""
+    tops = {path.split("/", 1)[0] for path in paths if path}
+    if len(tops) == 1 and all("/" in path for path in paths if path not in tops):
+        top = next(iter(tops))
+        if f"{top}/instruction.md" in paths or "instruction.md" not in paths:
+            return top + "/"
+    return ""
+
+
+def archive_folder(data: bytes) -> str | None:
+    """The one folder an upload's entries sit in (`hello-file` of `hello-file/instruction.md`), if there is one."""
+    try:
+        with _open(data) as archive:
+            names = [_clean(member.name) for member in archive]
+    except TaskRefused:
+        return None
+    top = _strip_top([name for name in names if name])
+    return top.rstrip("/") or None
+
+
+def read_task_archive(data: bytes) -> TaskTree:
+    """The task a tar or tar.gz upload holds, or TaskRefused naming the entry that cannot be kept."""
+    archive = _open(data)
+    with archive:
+        members = []
+        for count, member in enumerate(archive, start=1):
+            if count > MAX_ENTRIES:
+                raise TaskRefused("", f"the task has more than {MAX_ENTRIES} entries")
+            members.append(member)
+        regular: dict[str, tuple[bytes, bool]] = {}
+        links: dict[str, tarfile.TarInfo] = {}
+        total = 0
+        for member in members:
+            path = _clean(member.name)
+            if member.isdir() or not path:
+                continue
+            if member.isfile():
+                total += member.size
+                if total > MAX_TREE_BYTES:
+                    raise TaskRefused(path, f"the task is over {MAX_TREE_BYTES // (1024 * 1024)} MB uncompressed")
+                handle = archive.extractfile(member)
+                regular[path] = (handle.read() if handle else b"", bool(member.mode & 0o111))
+            elif member.issym() or member.islnk():
+                links[path] = member
+            else:
+                kind = "device" if member.isdev() and not member.isfifo() else "FIFO" if member.isfifo() else "entry"
+                raise TaskRefused(path, f"a {kind} is not allowed in a task; only files and folders")
+    folders = {parent for p in (*regular, *links) for parent in _parents(p)}
+    for path in sorted(folders & (set(regular) | set(links))):
+        raise TaskRefused(path, "is both a file and a folder in the archive")
+    for path, member in links.items():
+        regular[path] = _through_link(path, member, regular, folders)
+    top = _strip_top(sorted(regular))
+    files = tuple(
+        TaskFile(path.removeprefix(top), body, executable)
+        for path, (body, executable) in sorted(regular.items())
+        if path.startswith(top)
+    )
+    tree = TaskTree(files)
+    for required in REQUIRED:
+        if tree.get(required) is None:
+            raise TaskRefused(required, "is missing: a Harbor task needs instruction.md and tests/test.sh")
+    task_toml(tree)  # refused here when malformed
+    return tree
+
+
+def _parents(path: str) -> list[str]:
+    """Every folder `path` sits in (`a/b/c` → `a`, `a/b`)."""
+    parts = path.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _through_link(
+    path: str, member: tarfile.TarInfo, regular: dict[str, tuple[bytes, bool]], folders: set[str]
+) -> tuple[bytes, bool]:
+    """The file a link inside the task leads to (kept as a copy), or TaskRefused for one leading anywhere else."""
+    target = member.linkname
+    if member.issym():
+        if target.startswith("/"):
+            raise TaskRefused(path, f"a link leading outside the task ({target}) is not allowed")
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    else:  # a hard link names its target from the archive's root
+        joined = posixpath.normpath(target)
+    if joined.startswith("../") or joined == ".." or joined.startswith("/"):
+        raise TaskRefused(path, f"a link leading outside the task ({target}) is not allowed")
+    if joined in regular:
+        return regular[joined]
+    if joined in folders or any(p.startswith(joined + "/") for p in regular):
+        raise TaskRefused(path, f"a link to a folder ({target}) is not allowed; link files, or copy the folder")
+    raise TaskRefused(path, f"a link to {target}, which is not a file of the task, is not allowed")
+
+
+# task.toml -----------------------------------------------------------------------------------------------------
+
+
+def task_toml(tree: TaskTree) -> dict[str, Any]:
+    """task.toml parsed ({} without one), or TaskRefused naming what is wrong in it."""
+    found = tree.get("task.toml")
+    if found is None:
+        return {}
+    try:
+        parsed = tomllib.loads(found.data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise TaskRefused("task.toml", f"is not valid TOML ({error})") from None
+    for table in ("metadata", "agent", "verifier", "environment"):
+        if table in parsed and not isinstance(parsed[table], dict):
+            raise TaskRefused("task.toml", f"[{table}] must be a table")
+    for table in ("agent", "verifier"):
+        timeout = parsed.get(table, {}).get("timeout_sec")
+        if timeout is not None and not _positive(timeout):
+            raise TaskRefused("task.toml", f"[{table}] timeout_sec must be a number above 0, not {timeout!r}")
+    return parsed
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _scalar(value: Any) -> str | int | float | bool | None:
+    """A metadata value as the environment page shows it: scalars as they are, anything else as its TOML text."""
+    if isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+# The Dockerfile ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a task's Dockerfile asks that runs here without Docker, in its order, and what it asks that does not.
+
+    `steps` are `{"copy": [sources under environment/], "to": a path under /app}` and `{"run": argv, "line",
+    "command" (as written), "workdir", "env"}` (the WORKDIR and ENV in force at that line); `workdir` and `env` are
+    those in force at the end, where a trial's commands run.
+    """
+
+    workdir: str = APP
+    env: dict[str, str] = field(default_factory=dict)
+    steps: tuple[dict[str, Any], ...] = ()
+    not_honoured: tuple[str, ...] = ()
+
+    def as_spec(self) -> dict[str, Any]:
+        return {
+            "workdir": self.workdir,
+            "env": dict(self.env),
+            "steps": [dict(step) for step in self.steps],
+            "notHonoured": list(self.not_honoured),
+        }
+
+
+def _inside_app(path: str, workdir: str) -> str | None:
+    """`path` (relative to `workdir`) as an absolute path under /app, or None when it is outside."""
+    joined = posixpath.normpath(posixpath.join(workdir, path))
+    return joined if joined == APP or joined.startswith(APP + "/") else None
+
+
+def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
+    """ENV's pairs, values unquoted as the shell would (dockerfile gives `ENV K V` and `ENV K=V` alike, as name,
+    value, name, value …)."""
+    return {
+        name: " ".join(shlex.split(value)) if value else ""
+        for name, value in zip(values[::2], values[1::2], strict=False)
+    }
+
+
+def _copy_source_ok(source: str) -> bool:
+    return not source.startswith(("/", "http://", "https://", "git@")) and ".." not in source.split("/")
+
+
+def read_dockerfile(text: str) -> Build:
+    """The parts of a Dockerfile honoured without a container runtime, and the lines that are not.
+
+    Honoured, in order: WORKDIR (under /app), ENV, COPY and ADD of files from environment/ to a place under /app,
+    RUN (run once per version in the sandbox, without network). Not honoured (named, with their line): FROM's image
+    (its programs are not installed here), USER, every other instruction, and a COPY or WORKDIR outside /app.
+    """
+    try:
+        commands = dockerfile.parse_string(text)
+    except dockerfile.GoParseError as error:
+        raise TaskRefused("environment/Dockerfile", f"cannot be parsed ({error})") from None
+    workdir, env = APP, {}
+    steps: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for command in commands:
+        where = f"line {command.start_line}: {command.original}"
+        if command.cmd == "WORKDIR":
+            inside = _inside_app(command.value[0], workdir)
+            if inside is None:
+                skipped.append(f"{where} (only folders under {APP} exist here)")
+            else:
+                workdir = inside
+        elif command.cmd == "ENV":
+            env.update(_env_pairs(command.value))
+        elif command.cmd in ("COPY", "ADD") and not any(f.startswith("--from") for f in command.flags):
+            *sources, to = command.value
+            inside = _inside_app(to, workdir)
+            if inside is None or not sources or not all(_copy_source_ok(s) for s in sources):
+                skipped.append(f"{where} (files go from environment/ to {APP} only)")
+            else:
+                steps.append({"copy": list(sources), "to": inside + ("/" if to.endswith("/") else "")})
+        elif command.cmd == "RUN" and not command.flags:
+            argv = list(command.value) if command.json else ["/bin/sh", "-c", command.value[0]]
+            steps.append(
+                {
+                    "run": argv,
+                    "line": command.start_line,
+                    "command": command.original,
+                    "workdir": workdir,
+                    "env": dict(env),
+                }
+            )
+        elif command.cmd == "FROM":
+            skipped.append(f"{where} (programs come from this machine, not the image)")
+        else:
+            skipped.append(f"{where} (needs a container runtime)")
+    return Build(workdir, env, tuple(steps), tuple(skipped))
+
+
+# The version's spec --------------------------------------------------------------------------------------------
+
+
+def task_spec(tree: TaskTree, name: str) -> dict[str, Any]:
+    """The spec of the version a task becomes: its tree's hash and size, timeouts, metadata and build.
+
+    The spec is derived from the tree alone (and the name it was uploaded under), so the same upload gives the
+    same spec and the same spec_sha256.
+    """
+    parsed = task_toml(tree)
+    dockerfile_text = tree.text("environment/Dockerfile")
+    build = read_dockerfile(dockerfile_text) if dockerfile_text.strip() else Build()
+    environment = parsed.get("environment", {})
+    more: dict[str, Any] = {}
+    if _positive(environment.get("build_timeout_sec")):
+        more["buildTimeoutS"] = float(environment["build_timeout_sec"])
+    memory = environment.get("memory_mb")
+    if isinstance(memory, int) and not isinstance(memory, bool) and memory > 0:  # held to the operator's ceiling
+        more["limits"] = {"memoryMb": min(memory, ceilings()["memoryMb"])}
+    return {
+        "kind": "harbor-task",
+        "name": name,
+        "treeSha256": tree.sha256,
+        "treeBytes": tree.size,
+        "files": len(tree.files),
+        "agentTimeoutS": float(parsed.get("agent", {}).get("timeout_sec", DEFAULT_AGENT_TIMEOUT_S)),
+        "verifierTimeoutS": float(parsed.get("verifier", {}).get("timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S)),
+        "metadata": {str(k): _scalar(v) for k, v in parsed.get("metadata", {}).items()},
+        "build": build.as_spec(),
+        **more,
+    }
+
+
+# The verifier's reward -----------------------------------------------------------------------------------------
+
+
+def unit(value: float) -> float:
+    """A reward or stage value held to 0..1 (Harbor's verifiers may write any number)."""
+    return min(1.0, max(0.0, float(value)))
+
+
+def read_rewards(reward_json: bytes | None, reward_txt: bytes | None) -> tuple[float, dict[str, float]]:
+    """The reward and stage_* values a verifier wrote: reward.json's "reward" (its only key when it has one) and
+    every other numeric key as stage_<key>, else reward.txt's number. ValueError says what is wrong."""
+    if reward_json is not None:
+        try:
+            values = json.loads(reward_json)
+        except ValueError as error:
+            raise ValueError(f"reward.json is not JSON ({error})") from None
+        if isinstance(values, int | float) and not isinstance(values, bool):
+            return unit(values), {}
+        if not isinstance(values, dict):
+            raise ValueError("reward.json is neither a number nor an object")
+        numbers = {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        if "reward" in numbers:
+            reward = numbers.pop("reward")
+        elif len(numbers) == 1:
+            reward = next(iter(numbers.values()))
+            numbers = {}
+        else:
+            raise ValueError('reward.json has no numeric "reward"')
+        if not all(math.isfinite(v) for v in (reward, *numbers.values())):
+            raise ValueError("reward.json holds a number that is not finite")
+        return unit(reward), {f"stage_{k}": unit(v) for k, v in numbers.items()}
+    if reward_txt is not None:
+        try:
+            reward = float(reward_txt.decode("utf-8", "replace").strip())
+        except ValueError:
+            raise ValueError("reward.txt does not hold a number") from None
+        if not math.isfinite(reward):
+            raise ValueError("reward.txt holds a number that is not finite")
+        return unit(reward), {}
+    raise ValueError("the verifier wrote neither /logs/verifier/reward.txt nor reward.json")

@@ -1,0 +1,179 @@
+"""Harbor tasks run by the real worker in the real sandbox: the oracle (the task's solution/solve.sh) and a command
+agent driving `bash`, each through the API as a user would (upload, evaluator, run), read back from the API, the
+trial page and the ATIF export."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from atif import Trajectory
+
+from tests.helpers import one, parse
+from tests.integration.harbor_tasks.test_task_upload import HELLO, TASKS, tar_gz, upload
+from tests.paths import TESTS
+from worker.loop import WorkerSettings, run_workers
+from worker.sandbox import default_state_dir
+
+pytestmark = pytest.mark.slow  # sandboxed programs, the worker
+
+BASH_AGENT = TESTS / "agents" / "bash_agent.py"
+
+
+def bash_agent(*commands: str) -> dict:
+    return {"kind": "command", "argv": [sys.executable, str(BASH_AGENT), *commands]}
+
+
+def run_task(api, database, folder: Path, agent: dict, attempts: int = 1, timeout_s: float = 60) -> dict:
+    """Upload `folder`, run `agent` on it `attempts` times with the real worker, return the finished run (API)."""
+    environment = api.post("/api/v1/environments", {"name": f"{folder.name}-{secrets.token_hex(3)}"}).json
+    version = upload(api, environment["id"], tar_gz(folder))
+    assert version.status_code == 201, version.json
+    config = api.post(
+        "/api/v1/evaluator-configs",
+        {
+            "name": f"agent-{secrets.token_hex(3)}",
+            "attemptCount": attempts,
+            "maxSteps": 8,
+            "timeoutS": 60,
+            "agent": agent,
+        },
+    ).json
+    run = api.post(
+        "/api/v1/evaluation-runs", {"environmentVersionId": version.json["id"], "evaluatorConfigId": config["id"]}
+    ).json
+    assert run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True) == 1
+    finished = api.get(f"/api/v1/evaluation-runs/{run['id']}").json
+    assert finished["status"] == "completed", finished
+    return finished
+
+
+def trial_of(api, run: dict, number: int = 1) -> dict:
+    summary = next(t for t in run["trials"] if t["trialNumber"] == number)
+    return api.get(f"/api/v1/trials/{summary['id']}").json
+
+
+def outcome(trial: dict) -> tuple:
+    return trial["status"], trial["reward"], trial["failureCategory"]
+
+
+@pytest.mark.parametrize(
+    ("folder", "expected", "stages"),
+    [
+        (HELLO, ("succeeded", 1.0, None), {"stage_file_exists": 1.0, "stage_content_ok": 1.0}),  # Harbor's own task
+        (TASKS / "greet", ("succeeded", 1.0, None), {}),  # COPY, ENV and RUN of its Dockerfile honoured
+        (TASKS / "partial", ("succeeded", 1.0, None), {"stage_a_written": 1.0, "stage_b_written": 1.0}),
+    ],
+    ids=["hello-file", "greet", "partial"],
+)
+def test_the_oracle_solves_a_task_it_has_the_solution_of(api, database, folder, expected, stages):
+    trial = trial_of(api, run_task(api, database, folder, {"kind": "oracle"}))
+    assert outcome(trial) == expected, trial
+    assert trial["stages"] == stages
+    (call,) = [s for s in trial["steps"] if s.get("toolCalls")]
+    assert call["toolCalls"][0] == {
+        "id": "oracle_solve",
+        "name": "bash",
+        "arguments": {"command": "bash /solution/solve.sh"},
+    }
+    assert call["results"][0]["exitCode"] == 0
+
+
+def test_a_bash_agent_gets_partial_credit_and_its_calls_are_steps(api, database, client):
+    run = run_task(api, database, TASKS / "partial", bash_agent("echo done > a.txt", "pwd; ls", "cat b.txt"))
+    trial = trial_of(api, run)
+    assert outcome(trial) == ("failed", 0.5, "task_incomplete")
+    assert trial["stages"] == {"stage_a_written": 1.0, "stage_b_written": 0.0}
+    calls = [s for s in trial["steps"] if s.get("toolCalls")]
+    assert [c["toolCalls"][0]["arguments"]["command"] for c in calls] == ["echo done > a.txt", "pwd; ls", "cat b.txt"]
+    assert calls[1]["observation"] == "/app\na.txt\n[exit code 0]"
+    assert calls[2]["results"][0]["exitCode"] == 1 and "No such file or directory" in calls[2]["observation"]
+    # The trial page shows the calls, the failing one as an error, and the verifier's words.
+    page = parse(api.get(f"/trials/{trial['id']}").text)
+    shown = one(page, "main").get_text()
+    assert "echo done > a.txt" in shown and "No such file or directory" in shown and "a=1 b=0" in shown
+    # ATIF export: each bash call a tool call with its result.
+    documents = [json.loads(line) for line in client.get("/api/v1/rollouts?kind=all&format=atif").text.splitlines()]
+    (document,) = [d for d in documents if d["extra"]["evaluationRunId"] == run["id"]]
+    Trajectory.model_validate(document)
+    bash_calls = [c for step in document["steps"] for c in step.get("tool_calls", [])]
+    assert [c["arguments"]["command"] for c in bash_calls] == ["echo done > a.txt", "pwd; ls", "cat b.txt"]
+
+
+def test_the_agent_never_sees_the_tests_or_the_solution(api, database, tmp_path):
+    # The passphrase is made now, so no copy of it exists anywhere the sandbox could look (the checkout included).
+    passphrase = f"swordfish-{secrets.token_hex(8)}"
+    task = tmp_path / "hidden"
+    shutil.copytree(TASKS / "hidden", task)
+    for path in (task / "tests" / "test.sh", task / "solution" / "solve.sh"):
+        path.write_text(path.read_text().replace("swordfish-4417", passphrase))
+    looks = (
+        "ls -la /tests /solution /logs /logs/verifier 2>&1",
+        # the places a task's files could be (Harbor's, the sandbox's own, the worker's store of tasks)
+        f"grep -rIl '{passphrase[:13]}' /app /logs /tmp /workspace /tests /solution /root /home /var /opt /srv "
+        f"{default_state_dir()} 2>/dev/null | head; ls {default_state_dir()}/harbor-tasks 2>&1 | head -3",
+        "find / \\( -path /proc -o -path /sys -o -path /usr \\) -prune -o "
+        "\\( -name solve.sh -o -name test.sh \\) -print 2>/dev/null | head",
+        "ls -la /tmp; cat /proc/1/cmdline | tr '\\0' ' '",
+    )
+    run = run_task(api, database, task, bash_agent(*looks), timeout_s=300)  # searching takes a while on a busy machine
+    trial = trial_of(api, run)
+    assert outcome(trial) == ("failed", 0.0, "task_incomplete"), trial
+    seen = "\n".join(s["observation"] for s in trial["steps"] if s.get("toolCalls"))
+    assert passphrase not in seen and passphrase[10:] not in seen
+    assert "ls: cannot access '/tests'" in seen and "ls: cannot access '/solution'" in seen
+    assert "cannot access '/logs/verifier'" in seen  # the verifier's folder appears only for the verifier
+    assert f"ls: cannot access '{default_state_dir()}/harbor-tasks'" in seen
+    # The oracle, given the solution, passes the very same task: the tests did look for that passphrase.
+    solved = trial_of(api, run_task(api, database, task, {"kind": "oracle"}))
+    assert outcome(solved) == ("succeeded", 1.0, None)
+
+
+def test_a_dockerfile_line_that_fails_ends_each_trial_as_an_environment_error_naming_it(api, database):
+    trial = trial_of(api, run_task(api, database, TASKS / "run-fails", {"kind": "oracle"}))
+    assert outcome(trial) == ("error", None, "environment_error")
+    log = api.get(f"/trials/{trial['id']}").text
+    assert (
+        "line 4: RUN echo &#34;no such package: left-pad&#34; &gt;&amp;2 &amp;&amp; exit 3 failed (exit code 3)" in log
+    )
+    assert "no such package: left-pad" in log
+
+
+def test_a_verifier_past_its_timeout_gives_reward_0_as_verifier_failed(api, database):
+    trial = trial_of(api, run_task(api, database, TASKS / "slow-verifier", {"kind": "oracle"}))
+    assert outcome(trial) == ("failed", 0.0, "verifier_failed")
+    text = parse(api.get(f"/trials/{trial['id']}").text).get_text()
+    assert "tests/test.sh did not finish within 2s" in text
+    assert "the verifier wrote neither /logs/verifier/reward.txt nor reward.json" in text
+
+
+def test_each_trial_starts_from_a_fresh_app(api, database):
+    run = run_task(api, database, TASKS / "partial", bash_agent("ls; echo done > a.txt"), attempts=2)
+    first, second = trial_of(api, run, 1), trial_of(api, run, 2)
+    for trial in (first, second):  # the other trial's file is not there: each starts from the built /app
+        calls = [s for s in trial["steps"] if s.get("toolCalls")]
+        assert calls[0]["observation"] == "[exit code 0]", calls[0]
+        assert trial["reward"] == 0.5
+
+
+def test_the_oracle_on_an_environment_that_is_no_harbor_task_is_an_agent_error(api, database):
+    environment = api.post("/api/v1/environments", {"name": "console"}).json
+    version = api.post(
+        f"/api/v1/environments/{environment['id']}/versions", {"spec": {"environment": "admin-console"}}
+    ).json
+    config = api.post(
+        "/api/v1/evaluator-configs", {"name": "oracle", "attemptCount": 1, "agent": {"kind": "oracle"}}
+    ).json
+    run = api.post(
+        "/api/v1/evaluation-runs", {"environmentVersionId": version["id"], "evaluatorConfigId": config["id"]}
+    )
+    assert run.status_code == 202
+    run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True)
+    trial = trial_of(api, api.get(f"/api/v1/evaluation-runs/{run.json['id']}").json)
+    assert trial["failureCategory"] == "agent_error"
+    assert "this environment is not a Harbor task" in api.get(f"/trials/{trial['id']}").get_data(as_text=True)

@@ -1,0 +1,217 @@
+"""A Harbor task run natively: its /app in the trial's sandbox, a `bash` tool for the agent, its own tests as the
+verifier.
+
+Spec: {"kind": "harbor-task", "name", "treeSha256", …} (domain.harbor_task.task_spec). The environment's party of
+the trial's sandbox sees its workspace at /app, started from a copy of the /app the task's Dockerfile builds
+(worker.harbor_tasks), and /logs/agent. The agent gets one tool, `bash` (`{"command", "timeoutS"?}`): each call a
+fresh `bash -c` in the Dockerfile's WORKDIR with its ENV, run in the sandbox; its result is what it printed (stdout,
+then stderr) and its exit code. Nothing but files carries over from one call to the next. Only for the `oracle`
+agent is the task's solution/ shown, at /solution.
+
+When the agent is done, the task's tests/ (never shown before) appear at /tests and `bash /tests/test.sh` runs in
+the same /app, within the task's verifier timeout, with a fresh /logs/verifier. The reward is what it wrote to
+/logs/verifier/reward.json ("reward", and every other number as stage_<key>) or reward.txt; its output is the
+trial's explanation. Without a reward file the reward is 0, the category `verifier_failed`, and the output is in
+the log. Those files are read inside the sandbox too: the worker never opens a path a tenant's program wrote.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from domain.harbor_task import APP, read_rewards
+from domain.outcome import VERIFIER_EXPLANATION
+from domain.trajectory import Content, Step
+from domain.trial_log import LogEntry, ProgramOutput
+from worker.environments.base import Task, ToolError
+from worker.harbor_tasks import built_app, copy_tree, have_tree, task_dir
+from worker.masking import Masker
+from worker.sandbox import Bind, Party, SandboxUnavailable, TrialSandbox, run_bounded
+
+BASH_TIMEOUT_S = 120.0  # one bash call, when it names no timeoutS
+MAX_BASH_TIMEOUT_S = 1800.0
+OUTPUT_KEEP = 64 * 1024  # of each stream of a bash call or the verifier
+EXPLANATION_KEEP = 4000  # of the verifier's output, the end, kept as the trial's explanation
+BASH_TOOL = {
+    "name": "bash",
+    "description": (
+        "Run a bash command in the task's environment (working directory /app unless the task sets another) and "
+        "get what it printed and its exit code. Each call is a new shell: files persist, variables and cd do not."
+    ),
+    "parameters": {"command": "string", "timeoutS": "number"},
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command, run with bash -c"},
+            "timeoutS": {
+                "type": "number",
+                "description": (
+                    f"Seconds the command may take (default {BASH_TIMEOUT_S:g}, at most {MAX_BASH_TIMEOUT_S:g})"
+                ),
+            },
+        },
+        "required": ["command"],
+    },
+}
+# Run inside the sandbox after the verifier: the reward files it wrote, as JSON on stdout (base64 of each, or null).
+READ_REWARDS = (
+    "import base64, json, os\n"
+    "def read(name):\n"
+    "    path = os.path.join('/logs/verifier', name)\n"
+    "    if not os.path.isfile(path): return None\n"
+    "    with open(path, 'rb') as f: return base64.b64encode(f.read(1 << 20)).decode()\n"
+    "print(json.dumps({'json': read('reward.json'), 'txt': read('reward.txt')}))\n"
+)
+
+
+def _shown(done: Any) -> str:
+    """A finished command as the agent reads it: stdout, stderr, then its exit code."""
+    parts = [done.stdout.rstrip("\n"), done.stderr.rstrip("\n")]
+    text = "\n".join(part for part in parts if part)
+    return f"{text}\n[exit code {done.returncode}]" if text else f"[exit code {done.returncode}]"
+
+
+class HarborTaskEnvironment:
+    """One trial of a Harbor task (see the module's docstring)."""
+
+    name = "harbor-task"
+
+    def __init__(self, spec: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None, *, oracle: bool) -> None:
+        self.spec, self.sandbox, self.masker, self.oracle = spec, sandbox, masker or Masker(()), oracle
+        self.build = spec["build"]
+        self.log: list[LogEntry] = []
+        self.tool_errors = 0
+        self.preamble: list[Step] = []
+        self.deadline: float | None = None
+        self.result_extra: dict[str, Any] = {}
+        self.agent_timeout_s = float(spec["agentTimeoutS"])
+        self._reward: float | None = None
+        self._explanation = ""
+        self._failed = False
+        self._binds: tuple[Bind, ...] = ()
+        self._party: Party | None = None
+
+    # What the trial runner asks of every environment ---------------------------------------------------------
+
+    @property
+    def stage_keys(self) -> tuple[str, ...]:
+        return ()
+
+    def tools(self) -> list[dict[str, Any]]:
+        return [json.loads(json.dumps(BASH_TOOL))]
+
+    def reset(self, world_seed: int) -> Task:
+        settings = self.sandbox.settings
+        if settings.mode != "bwrap":
+            raise SandboxUnavailable("a Harbor task needs the bubblewrap sandbox (its /app); AGENTFORGE_SANDBOX=none")
+        sha = self.spec["treeSha256"]
+        if not have_tree(settings, sha):
+            raise RuntimeError("the task's files are not on this worker (the worker stores them before a run)")
+        tree = task_dir(settings, sha) / "tree"
+        app = built_app(settings, self.spec, tree)  # BuildFailed names the line
+        party = self.sandbox.party("environment", workspace_at=APP)
+        party.workspace.rmdir()  # replaced by a copy of the built /app, owned by the party, before anything runs
+        copy_tree(app, party.workspace, party.uid if party.as_root else None)
+        os.chmod(party.workspace, 0o700)
+        agent_logs = party.own_dir("agent-logs", writable=True)
+        binds = [Bind(agent_logs, "/logs/agent", writable=True)]
+        if self.oracle:
+            solution = party.own_dir("solution")
+            for item in sorted((tree / "solution").rglob("*")) if (tree / "solution").is_dir() else []:
+                target = solution / item.relative_to(tree / "solution")
+                if item.is_dir():
+                    target.mkdir(mode=0o755, exist_ok=True)
+                else:
+                    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                    target.write_bytes(item.read_bytes())
+                    os.chmod(target, 0o755 if item.stat().st_mode & 0o100 else 0o644)
+            binds.append(Bind(solution, "/solution"))
+        self._party, self._binds = party, tuple(binds)
+        self._tree = tree
+        self.note(f"opened Harbor task {self.spec['name']} ({self.spec['files']} files, /app from its Dockerfile)")
+        instruction = (tree / "instruction.md").read_text(errors="replace")
+        return Task(instruction, {"environment": "harbor-task", "task": self.spec["name"]})
+
+    def call(self, tool: str, args: dict[str, Any]) -> Content:
+        if tool != "bash":
+            self.tool_errors += 1
+            raise ToolError(f"unknown tool {tool!r}; available: bash")
+        command, timeout = args.get("command"), args.get("timeoutS", BASH_TIMEOUT_S)
+        if not isinstance(command, str) or not command.strip():
+            self.tool_errors += 1
+            raise ToolError("bash needs command, a non-empty string")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_BASH_TIMEOUT_S:
+            self.tool_errors += 1
+            raise ToolError(f"timeoutS must be a number of seconds above 0 and at most {MAX_BASH_TIMEOUT_S:g}")
+        if self.deadline is not None:
+            timeout = max(0.1, min(float(timeout), self.deadline - time.monotonic()))
+        launch = self._launch(["/bin/bash", "-c", command], self._binds)
+        try:
+            done = run_bounded(launch, timeout=float(timeout), keep=OUTPUT_KEEP, mask=self.masker.text)
+        except TimeoutError:
+            self.result_extra = {"exitCode": 124}
+            return f"[the command did not finish within {float(timeout):g}s and was stopped; exit code 124]"
+        self.result_extra = {"exitCode": done.returncode}
+        return _shown(done)
+
+    def score(self) -> dict[str, float]:
+        """Run the task's tests and read the reward they wrote (0 with verifier_failed when they wrote none)."""
+        party = self._party
+        if party is None:
+            raise RuntimeError("the task was never opened")
+        tests = party.own_dir("tests")
+        copy_tree(self._tree / "tests", tests / "t")
+        verifier_logs = party.own_dir("verifier-logs", writable=True)
+        binds = (*self._binds, Bind(tests / "t", "/tests"), Bind(verifier_logs, "/logs/verifier", writable=True))
+        timeout = float(self.spec["verifierTimeoutS"])
+        try:
+            done = run_bounded(
+                self._launch(["/bin/bash", "/tests/test.sh"], binds), timeout=timeout, mask=self.masker.text
+            )
+            said = (done.stdout + done.stderr).strip()
+            ended = f"exit code {done.returncode}"
+        except TimeoutError:
+            said, ended = "", f"did not finish within {timeout:g}s"
+        self._explanation = said[-EXPLANATION_KEEP:]
+        if said:
+            self.log.append(ProgramOutput("verifier", self.masker.text(said[-EXPLANATION_KEEP:])))
+        read = run_bounded(self._launch([sys.executable, "-I", "-c", READ_REWARDS], binds), timeout=30)
+        files = json.loads(read.stdout) if read.returncode == 0 and read.stdout.strip() else {}
+        reward_json, reward_txt = (base64.b64decode(files[k]) if files.get(k) else None for k in ("json", "txt"))
+        try:
+            self._reward, stages = read_rewards(reward_json, reward_txt)
+        except ValueError as problem:
+            self._reward, self._failed = 0.0, True
+            self.note(f"verifier_failed: tests/test.sh {ended}; {problem}")
+            return {}
+        self.note(f"tests/test.sh {ended}: reward {self._reward:g}")
+        return stages
+
+    def reward(self, stages: dict[str, float]) -> float:
+        """The reward the verifier wrote (not the mean of its other keys)."""
+        return self._reward if self._reward is not None else 0.0
+
+    def explain(self) -> dict[str, str]:
+        return {VERIFIER_EXPLANATION: self._explanation} if self._explanation else {}
+
+    def diagnose(self) -> str:
+        return "verifier_failed" if self._failed else "task_incomplete"
+
+    def note(self, line: str) -> None:
+        self.log.append(line)
+
+    def close(self) -> str:
+        return ""
+
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _launch(self, argv: list[str], binds: tuple[Bind, ...]) -> Any:
+        workdir = os.path.relpath(self.build["workdir"], APP)
+        return self.sandbox.launch(
+            "environment", argv, env=dict(self.build["env"]), cwd=workdir, binds=binds, limits=self.spec.get("limits")
+        )

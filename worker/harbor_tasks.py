@@ -1,0 +1,176 @@
+"""Harbor tasks on this worker's disk: each task's files, and its /app as its Dockerfile builds it, once per tree.
+
+`<state dir>/harbor-tasks/<tree sha256>/tree/` holds the task's files (from the version's stored tar, checked
+against its hash) and `…/app/` the /app its Dockerfile's COPY and RUN lines leave. The build runs once per tree,
+in a sandbox of its own without network, as the environment's party: COPY copies from the task's environment/
+folder (shown read-only at /context) inside the sandbox, RUN runs there, and a failing line stops the build with
+the line and the end of its output. Trials then start from a copy of that /app. The worker never writes into a
+folder a tenant's program has used: what the build leaves is copied out after every process of it has ended,
+links as links and nothing but files, folders and links.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import os
+import shlex
+import shutil
+import stat
+import tarfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from domain.harbor_task import APP
+from worker.sandbox import Bind, SandboxSettings, TrialSandbox, run_bounded
+
+BUILD_TIMEOUT_S = 600.0  # a whole build, when task.toml's [environment] build_timeout_sec says nothing
+OUTPUT_QUOTE_CHARS = 2000  # of a failing RUN line's output, the end, in the trial's log
+
+
+class BuildFailed(RuntimeError):
+    """A Dockerfile line that failed while a task's /app was built: the line and what it printed (the trial's log
+    quotes it as it is)."""
+
+    plain = True
+
+
+def _root(settings: SandboxSettings) -> Path:
+    root = Path(settings.state_dir) / "harbor-tasks"
+    root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    return root
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (workers of this machine build a task one at a time)."""
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def task_dir(settings: SandboxSettings, sha256: str) -> Path:
+    """Where a task's files and its built /app go on this machine."""
+    return _root(settings) / sha256
+
+
+def have_tree(settings: SandboxSettings, sha256: str) -> bool:
+    return (task_dir(settings, sha256) / "tree").is_dir()
+
+
+def store_tree(settings: SandboxSettings, sha256: str, canonical_tar: bytes) -> Path:
+    """Unpack a task's stored tar (its files only, as domain.harbor_task wrote it) under its hash; ValueError when
+    the bytes do not hash to `sha256`."""
+    if hashlib.sha256(canonical_tar).hexdigest() != sha256:
+        raise ValueError("the stored task does not match its version's hash")
+    home = task_dir(settings, sha256)
+    home.mkdir(mode=0o755, exist_ok=True)
+    tree = home / "tree"
+    with _locked(home.with_suffix(".lock")):
+        if tree.is_dir():
+            return tree
+        staging = home / f"tree-{uuid.uuid4().hex[:8]}"
+        with tarfile.open(fileobj=io.BytesIO(canonical_tar), mode="r:") as archive:
+            archive.extractall(staging, filter="data")  # regular files under the folder only (PEP 706)
+        for folder, _, files in os.walk(staging):
+            os.chmod(folder, 0o755)
+            for name in files:
+                path = Path(folder) / name
+                os.chmod(path, 0o755 if path.stat().st_mode & 0o100 else 0o644)
+        staging.rename(tree)
+    return tree
+
+
+def _copy_command(step: dict[str, Any]) -> list[str]:
+    """A COPY step as a shell command run inside the build's sandbox (sources from /context, globs as Docker's)."""
+    to = step["to"]
+    quoted = shlex.quote(to)
+    lines = ["set -e"]
+    many = len(step["copy"]) > 1 or to.endswith("/")
+    lines.append(f"mkdir -p {shlex.quote(to if many else os.path.dirname(to) or '/')}")
+    for source in step["copy"]:
+        pattern = "/context/" + "".join(ch if ch in "*?[]" else shlex.quote(ch) for ch in source.strip("/") or ".")
+        lines.append(
+            f'for f in {pattern}; do if [ -d "$f" ]; then mkdir -p {quoted} && cp -R "$f"/. {quoted}; '
+            f'else cp "$f" {quoted}; fi; done'
+        )
+    return ["/bin/sh", "-c", "\n".join(lines)]
+
+
+def _quote_end(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= OUTPUT_QUOTE_CHARS else "…" + text[-OUTPUT_QUOTE_CHARS:]
+
+
+def copy_tree(source: Path, target: Path, owner: int | None = None) -> None:
+    """Copy what a finished sandbox left in `source` to the new folder `target`: folders, regular files and links
+    (as links, never followed); FIFOs, sockets and devices are left out. `owner` (as root): the uid that owns it all."""
+    target.mkdir(mode=0o755)
+    for entry in os.scandir(source):
+        mode = entry.stat(follow_symlinks=False).st_mode
+        to = target / entry.name
+        if stat.S_ISLNK(mode):
+            os.symlink(os.readlink(entry.path), to)
+        elif stat.S_ISDIR(mode):
+            copy_tree(Path(entry.path), to, owner)
+            continue
+        elif stat.S_ISREG(mode):
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as read, open(to, "wb") as write:
+                shutil.copyfileobj(read, write)
+            os.chmod(to, stat.S_IMODE(mode) & 0o777)
+        else:
+            continue
+        if owner is not None:
+            os.lchown(to, owner, owner)
+    os.chmod(target, 0o755)
+    if owner is not None:
+        os.lchown(target, owner, owner)
+
+
+def built_app(settings: SandboxSettings, spec: dict[str, Any], tree: Path) -> Path:
+    """The /app a task's Dockerfile builds (built now when this machine has not yet), or BuildFailed."""
+    home = task_dir(settings, spec["treeSha256"])
+    app = home / "app"
+    with _locked(home.with_suffix(".lock")):
+        if app.is_dir():
+            return app
+        steps = spec["build"]["steps"]
+        if not steps:
+            app.mkdir(mode=0o755)
+            return app
+        sandbox = TrialSandbox(settings, seed=0, trial=0)
+        try:
+            party = sandbox.party("environment", workspace_at=APP)
+            context = tree / "environment"
+            binds = (Bind(context if context.is_dir() else party.own_dir("context"), "/context"),)
+            timeout = float(spec.get("buildTimeoutS") or BUILD_TIMEOUT_S)
+            for step in steps:
+                if "copy" in step:
+                    argv, cwd, env, words = _copy_command(step), ".", {}, f"COPY {' '.join(step['copy'])} {step['to']}"
+                else:
+                    argv, env, words = step["run"], step["env"], f"line {step['line']}: {step['command']}"
+                    cwd = os.path.relpath(step["workdir"], APP)
+                launch = sandbox.launch("environment", argv, env=env, cwd=cwd, binds=binds, limits=spec.get("limits"))
+                try:
+                    done = run_bounded(launch, timeout=timeout)
+                except TimeoutError:
+                    raise BuildFailed(f"the Dockerfile's {words} did not finish within {timeout:g}s") from None
+                if done.returncode != 0:
+                    said = _quote_end(done.stdout + done.stderr)
+                    raise BuildFailed(f"the Dockerfile's {words} failed (exit code {done.returncode}): {said}")
+            workspace = party.workspace
+            sandbox_parties = list(sandbox.parties.values())
+            for side in sandbox_parties:  # every process of the build ends before its files are read
+                if side.cgroup is not None:
+                    side.cgroup.remove()
+            staging = home / f"app-{uuid.uuid4().hex[:8]}"
+            copy_tree(workspace, staging)
+            staging.rename(app)
+        finally:
+            sandbox.close()
+    return app
