@@ -177,3 +177,21 @@ def test_the_oracle_on_an_environment_that_is_no_harbor_task_is_an_agent_error(a
     trial = trial_of(api, api.get(f"/api/v1/evaluation-runs/{run.json['id']}").json)
     assert trial["failureCategory"] == "agent_error"
     assert "this environment is not a Harbor task" in api.get(f"/trials/{trial['id']}").get_data(as_text=True)
+
+
+def test_the_dockerfiles_run_lines_run_once_per_version(api, database):
+    # The build writes a random id into /app; every trial of every run of the version reads the same one.
+    run = run_task(api, database, TASKS / "greet", bash_agent("cat notes/build-id; cat notes/build.txt"), attempts=2)
+    seen = {
+        next(s["observation"] for s in trial_of(api, run, number)["steps"] if s.get("toolCalls")) for number in (1, 2)
+    }
+    (shown,) = seen
+    build_id = shown.splitlines()[0]
+    assert len(build_id) == 16 and shown.endswith("built at build time\n[exit code 0]"), shown
+    again = api.post(
+        "/api/v1/evaluation-runs",
+        {"environmentVersionId": run["environmentVersionId"], "evaluatorConfigId": run["evaluatorConfigId"]},
+    ).json
+    run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True)
+    later = trial_of(api, api.get(f"/api/v1/evaluation-runs/{again['id']}").json)
+    assert next(s["observation"] for s in later["steps"] if s.get("toolCalls")).splitlines()[0] == build_id

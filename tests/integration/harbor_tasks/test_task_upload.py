@@ -182,7 +182,7 @@ def test_the_cli_imports_a_task_folder_once(runner, api, count_rows):
     first = cli_runner(["import-harbor-task", str(TASKS / "greet"), "--org", api.org.name, "--environment", "greet"])
     assert first.exit_code == 0, first.output
     assert "greet version 1 (6 files" in first.output and "is new" in first.output
-    assert "Not honoured without a container runtime: line 6: USER nobody (needs a container runtime)" in first.output
+    assert "Not honoured without a container runtime: line 7: USER nobody (needs a container runtime)" in first.output
     again = cli_runner(["import-harbor-task", str(TASKS / "greet"), "--org", api.org.name, "--environment", "greet"])
     assert "greet version 1" in again.output and "was already there: the same files" in again.output
     assert count_rows("environment_versions", api.org) == 1
@@ -195,10 +195,10 @@ def test_the_environment_page_shows_the_task_and_what_its_dockerfile_asks_that_i
     task = one(page, ".harbor-task").get_text(" ", strip=True)
     assert "Harbor task greet : 6 files, agent 60 s, verifier 30 s" in task
     assert "author_name: agentforge tests · category: file-operations · difficulty: easy" in task
-    assert "Its Dockerfile's 2 COPY/RUN step(s) build /app once per version" in task
+    assert "Its Dockerfile's 3 COPY/RUN step(s) build /app once per version" in task
     assert [li.get_text() for li in page.select(".not-honoured li")] == [
         "line 1: FROM ubuntu:24.04 (programs come from this machine, not the image)",
-        "line 6: USER nobody (needs a container runtime)",
+        "line 7: USER nobody (needs a container runtime)",
     ]
     assert "flask import-harbor-task DIR" in page.get_text() and not page.select("a[href$='/versions/new']")
     refused = api.get(f"/environments/{environment['id']}/versions/new")
