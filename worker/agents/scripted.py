@@ -13,7 +13,7 @@ import re
 import time
 from typing import Any
 
-from worker.agents.base import Action, Agent, Finish, ToolCall
+from worker.agents.base import Action, Agent, AgentFailure, Finish, ToolCall
 
 ERROR_RATE = 0.35
 ITEM_ARGS = ("sku", "customer_id", "ticket_id", "team", "priority")
@@ -68,6 +68,11 @@ class ScriptedAgent(Agent):
 
     def start(self, task_text: str, task_data: dict[str, Any], tools: list[dict[str, Any]], max_steps: int) -> None:
         self.data = task_data
+        if task_data.get("environment") not in PLANS:
+            raise AgentFailure(
+                f"the scripted agent plays the built-in worlds ({', '.join(sorted(PLANS))}) only, "
+                f"not {task_data.get('environment')!r}"
+            )
         self.plan = PLANS[task_data["environment"]](task_data)
         self.listing = next(t["name"] for t in tools if not t["parameters"])
 

@@ -195,3 +195,10 @@ def test_the_dockerfiles_run_lines_run_once_per_version(api, database):
     run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True)
     later = trial_of(api, api.get(f"/api/v1/evaluation-runs/{again['id']}").json)
     assert next(s["observation"] for s in later["steps"] if s.get("toolCalls")).splitlines()[0] == build_id
+
+
+def test_the_scripted_agent_on_a_harbor_task_is_an_agent_error_saying_it_plays_the_built_in_worlds(api, database):
+    trial = trial_of(api, run_task(api, database, TASKS / "partial", {"kind": "scripted"}))
+    assert outcome(trial) == ("failed", 0.0, "agent_error")
+    said = parse(api.get(f"/trials/{trial['id']}").text).get_text()
+    assert "the scripted agent plays the built-in worlds (admin-console, support-desk) only, not 'harbor-task'" in said
