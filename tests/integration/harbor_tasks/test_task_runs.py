@@ -202,3 +202,29 @@ def test_the_scripted_agent_on_a_harbor_task_is_an_agent_error_saying_it_plays_t
     assert outcome(trial) == ("failed", 0.0, "agent_error")
     said = parse(api.get(f"/trials/{trial['id']}").text).get_text()
     assert "the scripted agent plays the built-in worlds (admin-console, support-desk) only, not 'harbor-task'" in said
+
+
+@pytest.mark.bad_input
+def test_a_bash_call_past_its_timeout_is_stopped_and_bad_arguments_are_refused_as_the_calls_error(api, database):
+    calls = (
+        '{"command": "sleep 30; echo late", "timeoutS": 1}',
+        '{"command": ""}',
+        '{"command": "true", "timeoutS": 0}',
+        '{"command": "true", "timeoutS": "soon"}',
+        '{"timeoutS": 5}',
+        "echo still here",
+    )
+    trial = trial_of(api, run_task(api, database, TASKS / "partial", bash_agent(*calls)))
+    steps = [s for s in trial["steps"] if s.get("toolCalls")]
+    assert steps[0]["observation"] == "[the command did not finish within 1s and was stopped; exit code 124]"
+    assert steps[0]["results"][0]["exitCode"] == 124
+    assert steps[1]["observation"] == "error: bash needs command, a non-empty string"
+    assert (
+        steps[2]["observation"]
+        == steps[3]["observation"]
+        == ("error: timeoutS must be a number of seconds above 0 and at most 1800")
+    )
+    assert steps[4]["observation"] == "error: bash needs command, a non-empty string"
+    assert all(s["results"][0].get("isError") for s in steps[1:5])
+    assert steps[5]["observation"] == "still here\n[exit code 0]"  # the trial went on
+    assert outcome(trial) == ("failed", 0.0, "task_incomplete")
