@@ -20,6 +20,7 @@ import io
 import json
 import math
 import posixpath
+import re
 import shlex
 import tarfile
 import tomllib
@@ -288,13 +289,38 @@ def _inside_app(path: str, workdir: str) -> str | None:
     return joined if joined == APP or joined.startswith(APP + "/") else None
 
 
-def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
-    """ENV's pairs, values unquoted as the shell would (dockerfile gives `ENV K V` and `ENV K=V` alike, as name,
-    value, name, value …)."""
-    return {
-        name: " ".join(shlex.split(value)) if value else ""
-        for name, value in zip(values[::2], values[1::2], strict=False)
-    }
+# The environment a Dockerfile's ENV lines start from: the PATH of the images Harbor tasks use (Debian and Ubuntu).
+IMAGE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+_VARIABLE = re.compile(
+    r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<op>[-+])(?P<word>[^}]*))?\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))"
+)
+ARCHIVES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+
+
+def substitute(text: str, env: dict[str, str]) -> str:
+    r"""`$NAME`, `${NAME}`, `${NAME:-word}` and `${NAME:+word}` replaced as Docker does in ENV, WORKDIR and COPY
+    (a name not set is empty; `\$` stays a dollar)."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match["braced"] or match["plain"]
+        current = env.get(name, "")
+        if match["op"] == "-":
+            return current or match["word"]
+        if match["op"] == "+":
+            return match["word"] if current else ""
+        return current
+
+    return "$".join(_VARIABLE.sub(value, part) for part in text.split("\\$"))
+
+
+def _env_pairs(values: tuple[str, ...], env: dict[str, str]) -> dict[str, str]:
+    """ENV's pairs, values unquoted as the shell would and variables replaced from `env` and the line's earlier
+    pairs, except in single quotes (dockerfile gives `ENV K V` and `ENV K=V` alike, as name, value, name, value …)."""
+    pairs: dict[str, str] = {}
+    for name, raw in zip(values[::2], values[1::2], strict=False):
+        unquoted = " ".join(shlex.split(raw)) if raw else ""
+        pairs[name] = unquoted if raw.startswith("'") else substitute(unquoted, {**env, **pairs})
+    return pairs
 
 
 def _copy_source_ok(source: str) -> bool:
@@ -312,24 +338,26 @@ def read_dockerfile(text: str) -> Build:
         commands = dockerfile.parse_string(text)
     except dockerfile.GoParseError as error:
         raise TaskRefused("environment/Dockerfile", f"cannot be parsed ({error})") from None
-    workdir, env = APP, {}
+    workdir, env = APP, dict(IMAGE_ENV)
     steps: list[dict[str, Any]] = []
     skipped: list[str] = []
     for command in commands:
         where = f"line {command.start_line}: {command.original}"
         if command.cmd == "WORKDIR":
-            inside = _inside_app(command.value[0], workdir)
+            inside = _inside_app(substitute(command.value[0], env), workdir)
             if inside is None:
                 skipped.append(f"{where} (only folders under {APP} exist here)")
             else:
                 workdir = inside
         elif command.cmd == "ENV":
-            env.update(_env_pairs(command.value))
+            env.update(_env_pairs(command.value, env))
         elif command.cmd in ("COPY", "ADD") and not any(f.startswith("--from") for f in command.flags):
-            *sources, to = command.value
+            *sources, to = (substitute(value, env) for value in command.value)
             inside = _inside_app(to, workdir)
             if inside is None or not sources or not all(_copy_source_ok(s) for s in sources):
                 skipped.append(f"{where} (files go from environment/ to {APP} only)")
+            elif command.cmd == "ADD" and any(s.endswith(ARCHIVES) for s in sources):
+                skipped.append(f"{where} (ADD unpacks archives: COPY it and unpack it in a RUN line)")
             else:
                 steps.append({"copy": list(sources), "to": inside + ("/" if to.endswith("/") else "")})
         elif command.cmd == "RUN" and not command.flags:

@@ -1,0 +1,93 @@
+"""A Harbor task's Dockerfile as read without Docker, and the rewards its verifier writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.harbor_task import IMAGE_ENV, read_dockerfile, read_rewards, substitute
+
+
+def test_env_workdir_and_copy_take_variables_as_docker_does():
+    build = read_dockerfile(
+        "FROM ubuntu:24.04\n"
+        "ENV HOME_DIR=/app/home PATH=/app/bin:$PATH\n"
+        "ENV GREETING=\"hi there\" ALT=${MISSING:-fallback} PLUS=${GREETING:+set} EMPTY=$MISSING LIT='$HOME_DIR'\n"
+        "WORKDIR $HOME_DIR\n"
+        "COPY data.txt ${HOME_DIR}/\n"
+        "RUN echo $GREETING > greeting.txt\n"
+    )
+    assert build.env == {
+        "PATH": "/app/bin:" + IMAGE_ENV["PATH"],
+        "HOME_DIR": "/app/home",
+        "GREETING": "hi there",
+        "ALT": "fallback",
+        "PLUS": "set",
+        "EMPTY": "",
+        "LIT": "$HOME_DIR",
+    }
+    assert build.workdir == "/app/home"
+    copy, run = build.steps
+    assert copy == {"copy": ["data.txt"], "to": "/app/home/"}
+    # RUN is left to its shell, which sees the ENV in force at its line.
+    assert run["run"] == ["/bin/sh", "-c", "echo $GREETING > greeting.txt"] and run["workdir"] == "/app/home"
+    assert run["env"]["GREETING"] == "hi there"
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("FROM python:3.12", "programs come from this machine, not the image"),
+        ("USER nobody", "needs a container runtime"),
+        ("EXPOSE 8080", "needs a container runtime"),
+        ("COPY --from=builder /out /app/", "needs a container runtime"),
+        ("COPY secrets.txt /etc/secrets.txt", "files go from environment/ to /app only"),
+        ("COPY ../outside.txt /app/", "files go from environment/ to /app only"),
+        ("ADD https://example.com/x.tar.gz /app/", "files go from environment/ to /app only"),
+        ("ADD vendor.tar.gz /app/", "ADD unpacks archives"),
+        ("WORKDIR /srv", "only folders under /app exist here"),
+        ("RUN --mount=type=cache,target=/root/.cache pip install x", "needs a container runtime"),
+    ],
+)
+def test_what_needs_a_container_runtime_is_named_with_its_line(line, why):
+    build = read_dockerfile(f"FROM ubuntu:24.04\n{line}\n") if not line.startswith("FROM") else read_dockerfile(line)
+    assert build.steps == ()
+    assert any(
+        entry.startswith(f"line {1 if line.startswith('FROM') else 2}: ") and why in entry
+        for entry in build.not_honoured
+    ), build.not_honoured
+
+
+def test_an_escaped_dollar_stays_a_dollar():
+    assert substitute(r"cost \$5 for $WHO", {"WHO": "you"}) == "cost $5 for you"
+
+
+@pytest.mark.parametrize(
+    ("json_body", "txt_body", "expected"),
+    [
+        (b'{"reward": 0.5, "a": 1, "b": 0}', None, (0.5, {"stage_a": 1.0, "stage_b": 0.0})),
+        (b'{"score": 0.75}', None, (0.75, {})),  # its only number is the reward
+        (b"1", None, (1.0, {})),
+        (b'{"reward": 7, "a": -2}', None, (1.0, {"stage_a": 0.0})),  # held to 0..1
+        (None, b" 0.25\n", (0.25, {})),
+        (b'{"reward": 1}', b"0", (1.0, {})),  # reward.json first, as Harbor reads it
+    ],
+)
+def test_rewards_a_verifier_wrote(json_body, txt_body, expected):
+    assert read_rewards(json_body, txt_body) == expected
+
+
+@pytest.mark.parametrize(
+    ("json_body", "txt_body", "says"),
+    [
+        (None, None, "the verifier wrote neither /logs/verifier/reward.txt nor reward.json"),
+        (b"{not json", None, "reward.json is not JSON"),
+        (b'{"a": 1, "b": 0}', None, 'reward.json has no numeric "reward"'),
+        (b'"yes"', None, "reward.json is neither a number nor an object"),
+        (None, b"passed", "reward.txt does not hold a number"),
+        (None, b"nan", "reward.txt holds a number that is not finite"),
+        (b'{"reward": NaN}', None, "reward.json holds a number that is not finite"),
+    ],
+)
+def test_rewards_that_cannot_be_read_say_why(json_body, txt_body, says):
+    with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        read_rewards(json_body, txt_body)
