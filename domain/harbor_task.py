@@ -30,6 +30,7 @@ from typing import Any
 import dockerfile
 
 from domain.limits import ceilings
+from domain.outcome import STAGE_KEY_CHARS
 
 MAX_TREE_BYTES = 16 * 1024 * 1024  # the files of one task, uncompressed
 MAX_TASK_UPLOAD_BYTES = MAX_TREE_BYTES + 1024 * 1024  # an upload (its tar's headers on top; gzip only shrinks it)
@@ -441,6 +442,8 @@ def read_rewards(reward_json: bytes | None, reward_txt: bytes | None) -> tuple[f
             raise ValueError('reward.json has no numeric "reward"')
         if not all(math.isfinite(v) for v in (reward, *numbers.values())):
             raise ValueError("reward.json holds a number that is not finite")
+        if long := next((k for k in numbers if len(f"stage_{k}") > STAGE_KEY_CHARS), None):
+            raise ValueError(f"reward.json has a key of more than {STAGE_KEY_CHARS - 6} characters ({long[:40]}…)")
         return unit(reward), {f"stage_{k}": unit(v) for k, v in numbers.items()}
     if reward_txt is not None:
         try:

@@ -86,6 +86,7 @@ def test_rewards_a_verifier_wrote(json_body, txt_body, expected):
         (None, b"passed", "reward.txt does not hold a number"),
         (None, b"nan", "reward.txt holds a number that is not finite"),
         (b'{"reward": NaN}', None, "reward.json holds a number that is not finite"),
+        (b'{"reward": 1, "' + b"k" * 95 + b'": 1}', None, "reward.json has a key of more than 94 characters"),
     ],
 )
 def test_rewards_that_cannot_be_read_say_why(json_body, txt_body, says):
