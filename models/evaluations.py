@@ -167,6 +167,7 @@ class EvaluationTrial(OrgScoped, Base):
         CheckConstraint("trial_number >= 1", name="trial_number_positive"),
         CheckConstraint(REWARD_RANGE, name="reward_range"),
         CheckConstraint(one_of("status", TRIAL_STATUSES), name="status_known"),  # migration 0030
+        CheckConstraint("trial_metrics_are_stages(metrics)", name="metrics_are_stages"),  # migration 0036
         org_fk("evaluation_run_id", "evaluation_runs"),
         org_fk("trajectory_artifact_id", "artifacts"),
         org_fk("environment_version_id", "environment_versions"),
@@ -238,6 +239,10 @@ class EvaluationTrial(OrgScoped, Base):
     finished_at: Mapped[datetime | None]
     # A reviewer recorded something on the trial (migration 0033): exports read the triage tables for these only.
     triaged: Mapped[bool] = mapped_column(server_default=false(), default=False)
+    # Set by a trigger whenever steps are written (migration 0036), for the export's line: the steps nest deeper than
+    # MAX_STORED_JSON_DEPTH; there are none.
+    steps_too_deep: Mapped[bool] = mapped_column(server_default=false(), default=False)
+    no_steps: Mapped[bool] = mapped_column(server_default=false(), default=False)
 
 
 class TrialStage(Base):

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from atif import Trajectory
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from domain.outcome import TrialOutcome
 from domain.vocabulary import TrialStatus
@@ -320,10 +321,17 @@ def test_single_rollout_and_its_artifact(logged_in, v1):
 
 def test_only_stage_keys_appear_in_stages(logged_in, database, v1):
     catalog, _, ids = v1
-    with database.session(catalog.org_id) as session, session.begin():
+    # Metrics hold stage_* values and the verifier's explanations, and nothing else (a CHECK, migration 0036).
+    with pytest.raises(IntegrityError, match="metrics_are_stages"), database.session(catalog.org_id) as session:
         session.execute(text("""UPDATE evaluation_trials SET metrics = metrics || '{"steps_taken": 5}'"""))
+        session.commit()
+    with database.session(catalog.org_id) as session, session.begin():
+        explained = """'{"explanations": {"stage_found": "found it"}}'"""
+        session.execute(text(f"UPDATE evaluation_trials SET metrics = metrics || {explained}"))
     assert logged_in.get(f"/api/v1/rollouts/{ids[0.15]}").json["stages"] == STAGES
     assert all(line["stages"] == STAGES for line in lines(export(logged_in, kind="failed")))
+    atif = lines(export(logged_in, kind="failed", format="atif"))
+    assert all(document["extra"]["stages"] == STAGES for document in atif)
 
 
 @pytest.mark.leak
