@@ -178,6 +178,11 @@ def _json(expression: str) -> str:
     return f"coalesce(to_json({expression})::text, 'null')"
 
 
+def _quoted(uuid_expression: str) -> str:
+    """A uuid as a JSON string (its text holds nothing to escape)."""
+    return f"""'"' || {uuid_expression} || '"'"""
+
+
 def _members(*pairs: tuple[str, str]) -> str:
     """SQL text of JSON object members `"key": value, …` from (key, SQL yielding JSON text) pairs."""
     return " || ', ' || ".join(f"""'"{key}": ' || {value}""" for key, value in pairs)
@@ -212,12 +217,13 @@ TRIAGE_MEMBERS = (
 ROLLOUT_MEMBERS = " || ', ' || ".join(
     (
         _members(
-            ("rolloutId", _json("r.id")),
-            ("seed", _json("r.seed")),
-            ("reward", _json("r.reward")),
-            ("evaluationRunId", _json("r.evaluation_run_id")),
-            ("environmentVersionId", _json("r.environment_version_id")),
-            ("trialNumber", _json("t.trial_number")),
+            # ids, integers and rewards (finite: a CHECK holds them to 0..1) need no escaping
+            ("rolloutId", _quoted("r.id")),
+            ("seed", "r.seed::text"),
+            ("reward", "coalesce(r.reward::text, 'null')"),
+            ("evaluationRunId", _quoted("r.evaluation_run_id")),
+            ("environmentVersionId", _quoted("r.environment_version_id")),
+            ("trialNumber", "t.trial_number::text"),
             ("failureCategory", _json("t.failure_category")),
         ),
         f"({TRIAGE_MEMBERS})",
