@@ -199,7 +199,7 @@ def summary(result: ExportResult) -> list[str]:
         *rows,
         "",
         f"Export throughput (MB/s) is **{throughput_ratio(result.export, result.copy_stored):.2f}x** that of COPY of "
-        "the same rollouts with their stored steps (target at least 0.5x), "
+        "the same rollouts with their stored steps (target at least 0.8x), "
         f"{throughput_ratio(result.export, result.copy):.2f}x that of COPY of the export's own query. Peak RSS "
         f"growth of the gunicorn server during the exports: **{result.rss_growth_mb:.1f} MB** (target under 50 MB).",
     ]

@@ -44,7 +44,7 @@ SMALL, LARGE = 10_000, int(os.environ.get("BENCH_TRIALS", "1000000"))
 TARGETS = {
     "aggregate_ratio": 1.3,
     "page_p95_ms": 50.0,
-    "export_vs_copy": 0.5,
+    "export_vs_copy": 0.8,
     "rss_mb": 50.0,
     "record_ratio": 2.0,
     "record_search_ratio": 1.3,
