@@ -25,6 +25,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from domain.harbor_task import unit
 from domain.json_depth import TooDeep, loads
 from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, truncate
 from domain.vocabulary import MAX_ATTEMPTS
@@ -213,18 +214,13 @@ def _verifier_output(files: HarborFiles, trial_dir: Path) -> dict[str, str]:
     return {VERIFIER_EXPLANATION: text} if text else {}
 
 
-def _unit(value: float) -> float:
-    """A reward or stage value held to 0..1 (Harbor's verifiers may write any number)."""
-    return min(1.0, max(0.0, float(value)))
-
-
 def _step_stages(result: dict[str, Any]) -> dict[str, float]:
     """`stage_step_<n>` for each of result.json's `step_results` with a numeric reward (multi-step tasks)."""
     stages = {}
     for item in result.get("step_results") or []:
         reward = item.get("reward") if isinstance(item, dict) else None
         if isinstance(reward, int | float) and not isinstance(reward, bool) and isinstance(item.get("step"), int):
-            stages[f"stage_step_{item['step']}"] = _unit(reward)
+            stages[f"stage_step_{item['step']}"] = unit(reward)
     return stages
 
 
@@ -247,7 +243,7 @@ def harbor_line(
     reward = rewards.pop("reward", None)
     reward = _reward_file(files, trial_dir) if reward is None else _number(files, result_file, reward)
     numeric = {k: float(v) for k, v in rewards.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    stages = {(k if k.startswith("stage_") else f"stage_{k}"): _unit(v) for k, v in numeric.items()}
+    stages = {(k if k.startswith("stage_") else f"stage_{k}"): unit(v) for k, v in numeric.items()}
     stages = {**_step_stages(result), **stages}  # a multi-step task's per-step rewards are its partial credit
     if reward is None and stages:
         reward = sum(stages.values()) / len(stages)
@@ -270,7 +266,7 @@ def harbor_line(
         "externalId": f"harbor:{result.get('id') or f'{job_name}/{trial_dir.name}'}",
         "environment": {"name": task, "spec": spec},
         "attempt": 1,
-        "reward": None if reward is None else _unit(reward),
+        "reward": None if reward is None else unit(reward),
         "stages": stages,
         "failureCategory": category,
         "log": _log(files, trial_dir, result),
