@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 
 from db.migrate import migrate
 from db.session import Database
-from domain.harbor_task import TaskRefused, archive_folder, read_task_archive
+from domain.harbor_task import TaskRefused, read_task_archive
 from domain.rules import Refused, Rule, one_of
 from domain.vocabulary import ROLES
 from importers.harbor import MISSING_INSTRUCTION, read_harbor
@@ -209,7 +209,7 @@ def register_commands(app: Flask) -> None:
             environment = session.scalar(select(Environment).where(Environment.name == environment_name))
             if environment is None:
                 environment = create_environment(session, org.id, environment_name)
-            version, new = add_harbor_task(session, environment, tree, archive_folder(data) or path.name)
+            version, new = add_harbor_task(session, environment, tree, tree.folder or path.name)
             said = "is new" if new else "was already there: the same files"
             click.echo(
                 f"{environment.name} version {version.version} ({len(tree.files)} files, tree sha256 "

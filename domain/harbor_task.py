@@ -63,6 +63,7 @@ class TaskTree:
     """A task's files, sorted by path."""
 
     files: tuple[TaskFile, ...]
+    folder: str | None = None  # the one folder the archive held the task in (`hello-file`), if it did
 
     def get(self, path: str) -> TaskFile | None:
         """The file at `path`, or None."""
@@ -142,17 +143,6 @@ def _strip_top(paths: list[str]) -> str:
     return ""
 
 
-def archive_folder(data: bytes) -> str | None:
-    """The one folder an upload's entries sit in (`hello-file` of `hello-file/instruction.md`), if there is one."""
-    try:
-        with _open(data) as archive:
-            names = [_clean(member.name) for member in archive]
-    except TaskRefused:
-        return None
-    top = _strip_top([name for name in names if name])
-    return top.rstrip("/") or None
-
-
 def read_task_archive(data: bytes) -> TaskTree:
     """The task a tar or tar.gz upload holds, or TaskRefused naming the entry that cannot be kept."""
     archive = _open(data)
@@ -191,7 +181,7 @@ def read_task_archive(data: bytes) -> TaskTree:
         for path, (body, executable) in sorted(regular.items())
         if path.startswith(top)
     )
-    tree = TaskTree(files)
+    tree = TaskTree(files, top.rstrip("/") or None)
     for required in REQUIRED:
         if tree.get(required) is None:
             raise TaskRefused(required, "is missing: a Harbor task needs instruction.md and tests/test.sh")

@@ -32,6 +32,7 @@ from domain.rules import (
     Text,
     Vars,
     both_env_and_vars,
+    hex_key,
     integer_from,
     number_from,
     one_of,
@@ -129,11 +130,7 @@ class McpSpec(Config):
     startupTimeoutS: Annotated[float, number_from(1, 300), Field(description=STARTUP)] | None = None
 
 
-HEX64 = Rule(
-    "must be 64 hex digits",
-    lambda v: isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v),
-    {"pattern": "^[0-9a-f]{64}$"},
-)
+TREE_SHA256 = hex_key(64, "must be 64 hex digits (the sha256 of the task's canonical tar)")
 UPLOADED = (
     "a harbor-task version is made by uploading the task's folder as a tar.gz "
     "(POST /api/v1/environments/{id}/versions/harbor-task, or flask import-harbor-task)"
@@ -146,7 +143,7 @@ class HarborTaskSpec(Config):
 
     kind: Literal["harbor-task"]
     name: Text
-    treeSha256: Annotated[str, HEX64]
+    treeSha256: Annotated[str, TREE_SHA256]
     treeBytes: Annotated[int, integer_from(0, 1 << 40)]
     files: Annotated[int, integer_from(1, 1 << 20)]
     agentTimeoutS: Annotated[float, number_from(0.001, 1e7)]

@@ -164,10 +164,8 @@ def built_app(settings: SandboxSettings, spec: dict[str, Any], tree: Path) -> Pa
                     said = _quote_end(done.stdout + done.stderr)
                     raise BuildFailed(f"the Dockerfile's {words} failed (exit code {done.returncode}): {said}")
             workspace = party.workspace
-            sandbox_parties = list(sandbox.parties.values())
-            for side in sandbox_parties:  # every process of the build ends before its files are read
-                if side.cgroup is not None:
-                    side.cgroup.remove()
+            if party.cgroup is not None:  # every process of the build ends before its files are read
+                party.cgroup.remove()
             staging = home / f"app-{uuid.uuid4().hex[:8]}"
             copy_tree(workspace, staging)
             staging.rename(app)

@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from blueprints.api import ApiError, bp, json_object
 from blueprints.api.contract import Reply, created, operation, write
 from blueprints.api.schemas import Environment, EnvironmentVersion, EvaluatorConfig, validated
-from domain.harbor_task import MAX_TASK_UPLOAD_BYTES, TaskRefused, archive_folder, read_task_archive
+from domain.harbor_task import MAX_TASK_UPLOAD_BYTES, TaskRefused, read_task_archive
 from models import Environment as EnvironmentRow
 from queries.environments import list_environments as environment_summaries
 from web.catalog_bodies import EnvironmentCreate, EnvironmentVersionCreate, EvaluatorConfigCreate
@@ -101,7 +101,7 @@ def upload_harbor_task(environment_id: uuid.UUID):
         tree = read_task_archive(data)
     except TaskRefused as refused:
         raise ApiError(400, "invalid task", str(refused), field=refused.entry or "body") from None
-    name = request.args.get("name") or archive_folder(data) or env.name
+    name = request.args.get("name") or tree.folder or env.name
     version, new = add_harbor_task(session, env, tree, name[:200])
     reply = jsonify(EnvironmentVersion.of(version).to_json())
     session.commit()

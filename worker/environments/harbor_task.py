@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from domain.harbor_task import APP, read_rewards
@@ -95,6 +96,7 @@ class HarborTaskEnvironment:
         self._failed = False
         self._binds: tuple[Bind, ...] = ()
         self._party: Party | None = None
+        self._tree: Path | None = None
 
     # What the trial runner asks of every environment ---------------------------------------------------------
 
@@ -122,14 +124,8 @@ class HarborTaskEnvironment:
         binds = [Bind(agent_logs, "/logs/agent", writable=True)]
         if self.oracle:
             solution = party.own_dir("solution")
-            for item in sorted((tree / "solution").rglob("*")) if (tree / "solution").is_dir() else []:
-                target = solution / item.relative_to(tree / "solution")
-                if item.is_dir():
-                    target.mkdir(mode=0o755, exist_ok=True)
-                else:
-                    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-                    target.write_bytes(item.read_bytes())
-                    os.chmod(target, 0o755 if item.stat().st_mode & 0o100 else 0o644)
+            if (tree / "solution").is_dir():
+                copy_tree(tree / "solution", solution := solution / "s")
             binds.append(Bind(solution, "/solution"))
         self._party, self._binds = party, tuple(binds)
         self._tree = tree
@@ -161,11 +157,11 @@ class HarborTaskEnvironment:
 
     def score(self) -> dict[str, float]:
         """Run the task's tests and read the reward they wrote (0 with verifier_failed when they wrote none)."""
-        party = self._party
-        if party is None:
+        party, tree = self._party, self._tree
+        if party is None or tree is None:
             raise RuntimeError("the task was never opened")
         tests = party.own_dir("tests")
-        copy_tree(self._tree / "tests", tests / "t")
+        copy_tree(tree / "tests", tests / "t")
         verifier_logs = party.own_dir("verifier-logs", writable=True)
         binds = (*self._binds, Bind(tests / "t", "/tests"), Bind(verifier_logs, "/logs/verifier", writable=True))
         timeout = float(self.spec["verifierTimeoutS"])
