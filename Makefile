@@ -64,8 +64,10 @@ fast: $(VENV)/.dev
 docs-images: $(VENV)/.dev
 	AGENTFORGE_DOCS_IMAGES=docs/images $(BIN)/pytest -q tests/browser/test_docs_screenshots.py
 
+# make bench SIZE=10M: the large size (1M by default, so an everyday run stays short; 10k, 500k, 10M…).
+SIZE ?= 1M
 bench: $(VENV)/.dev
-	$(BIN)/python -m bench.run
+	BENCH_SIZE=$(SIZE) $(BIN)/python -m bench.run
 
 clean:
 	rm -rf $(VENV) .venv-mcp-servers .venv-mcp-sqlite .node-mcp-servers .pytest_cache .ruff_cache test-output

@@ -15,8 +15,10 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import psycopg
@@ -26,6 +28,8 @@ from db.session import Database
 from db.urls import libpq_url
 from queries.exports import psycopg_sql, rollout_lines_sql, select_rollouts
 from queries.filters import TrialFilters
+
+T = TypeVar("T")
 
 TRIALS = "JOIN evaluation_trials t ON t.organization_id = r.organization_id AND t.id = r.evaluation_trial_id"
 
@@ -130,7 +134,7 @@ def timed_copy(database: Database, org_id, kind: str, stored: bool = False) -> T
     return Transfer(lines, size, time.perf_counter() - started)
 
 
-def peak_rss_growth(process: psutil.Process, work) -> tuple[float, object]:
+def peak_rss_growth(process: psutil.Process, work: Callable[[], T]) -> tuple[float, T]:
     """Run `work()` while sampling the RSS of `process` and its children; return (growth in MB, result)."""
 
     def rss() -> int:

@@ -18,10 +18,14 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 
 from sqlalchemy import text
 
 from app import create_app
+from bench.bulk import bulk_load
 from db.session import Database
 from domain.scoring import pass_at_k_table
 from models.accounts import Organization
@@ -95,12 +99,82 @@ def ensure_catalog(database: Database, org_name: str, email: str, versions: int)
 PASS_AT_K_VALUES = ", ".join(
     f"({c}, CAST('{json.dumps(pass_at_k_table(ATTEMPTS, c))}' AS jsonb))" for c in range(ATTEMPTS + 1)
 )
+# Distinct trial contents per environment in a growth step (at most): steps, task, log, search vector and
+# trajectory artifact are computed once per content, then shared by the trials that draw it (see contents).
+CONTENTS = 65_536
+# Each growth step plants the rare phrase in about RARE trials and SKU-7062 as the main SKU in about SKU trials,
+# whatever its size, as a search benchmark needs (a rare term compared at two sizes must match at both).
+RARE, SKU_PLANTED = 40, 200
+CONTENTS_TABLE = "bench_trial_contents"
+CONTENT = f"JOIN {CONTENTS_TABLE} c ON c.environment = :env AND c.kind = g.kind AND c.slot = g.slot"
+FILLED_TABLES = ("evaluation_trials", "artifacts", "rollouts", "trial_stages", "evaluation_runs")
+BULK_TRIALS = 200_000
+STREAMS = 2  # versions generated at a time (one per core)
 
 
-def plant_moduli(growth_trials: int) -> dict[str, int]:
-    """The moduli that put the rare phrase in about 40 and SKU-7062 in about 200 of `growth_trials` new trials (never
-    more often than one trial in 250 and one in 50)."""
-    return {"rare_modulus": max(250, growth_trials // 40), "sku_modulus": max(50, growth_trials // 200)}
+@contextmanager
+def contents(database: Database, growth_trials: int) -> Iterator[None]:
+    """Compute the trial contents of a growth step of `growth_trials` trials into CONTENTS_TABLE, and drop them after.
+
+    Per environment: min(CONTENTS, growth_trials) plain contents, RARE with the rare phrase, SKU_PLANTED with SKU-7062,
+    each from its own random seed. The search vector is the production function's (trial_search_vector) and the
+    artifact is the trajectory file the generator has always written; computing them per content rather than per
+    trial is what makes generation fast (the vector alone costs ~0.2 ms a trial). The table holds no organization's
+    data (no organization_id): it is the owner's scratch table, gone when the step ends.
+    """
+    plain = max(1, min(CONTENTS, growth_trials))
+    kinds = (("plain", plain, False, False), ("rare", RARE, True, False), ("sku", SKU_PLANTED, False, True))
+
+    def compute(env_name: str) -> None:
+        selects = [
+            f"""SELECT '{kind}' AS kind, n - 1 AS slot, seed, {STEPS} AS steps, {TASK} AS task,
+                       'opened {env_name} (world ' || seed || E')\\nstep budget 12, used 5' AS log
+                FROM (SELECT n, (random() * 2147483647)::int AS seed, {str(rare).upper()} AS rare,
+                             {str(sku).upper()} AS sku FROM generate_series(1, {count}) n) g"""
+            for kind, count, rare, sku in kinds
+        ]
+        with database.admin_session() as session, session.begin():
+            session.execute(
+                text(f"""
+                INSERT INTO {CONTENTS_TABLE}
+                SELECT '{env_name}', c.kind, c.slot, c.seed, c.steps, c.task, c.log,
+                       trial_search_vector(c.task, c.log, c.steps), b.body, octet_length(b.body),
+                       encode(sha256(b.body), 'hex')
+                FROM ({" UNION ALL ".join(selects)}) c
+                CROSS JOIN LATERAL (SELECT convert_to(json_build_object(
+                    'schemaVersion', 1, 'log', c.log, 'trajectory', json_build_object('steps', c.steps)::text
+                )::text, 'UTF8') AS body) b""")
+            )
+
+    with database.admin_session() as session, session.begin():
+        session.execute(text(f"DROP TABLE IF EXISTS {CONTENTS_TABLE}"))
+        session.execute(
+            text(f"""CREATE UNLOGGED TABLE {CONTENTS_TABLE} (environment text, kind text, slot int, seed int,
+                     steps jsonb, task text, log text, search_vector tsvector, body bytea, size int, sha256 text,
+                     PRIMARY KEY (environment, kind, slot))""")
+        )
+    with ThreadPoolExecutor(STREAMS) as streams:
+        list(streams.map(compute, ENVIRONMENTS))
+    with database.admin_session() as session, session.begin():
+        session.execute(text(f"ANALYZE {CONTENTS_TABLE}"))
+    try:
+        yield
+    finally:
+        with database.admin_session() as session, session.begin():
+            session.execute(text(f"DROP TABLE IF EXISTS {CONTENTS_TABLE}"))
+
+
+def draw(growth_trials: int) -> dict[str, float | int]:
+    """The bound parameters by which each trial draws its content: the chance of a rare and of a SKU-7062 content
+    (about RARE and SKU_PLANTED trials in the step, fewer in a small step), and the number of each kind."""
+    growth = max(1, growth_trials)
+    return {  # never more often than one trial in 250 and one in 50
+        "rare_p": min(1 / 250, RARE / growth),
+        "sku_p": min(1 / 50, SKU_PLANTED / growth),
+        "plain": max(1, min(CONTENTS, growth)),
+        "rare_n": RARE,
+        "sku_n": SKU_PLANTED,
+    }
 
 
 def generate_runs(
@@ -108,7 +182,8 @@ def generate_runs(
 ) -> None:
     """Insert `runs` completed runs of ATTEMPTS trials each, with artifacts, rollouts and rollups, in chunks.
 
-    `growth_trials` is how many trials this growth step adds over every version (see plant_moduli)."""
+    Call it inside `contents(database, growth_trials)`, where `growth_trials` is how many trials this growth step
+    adds over every version: each trial draws its steps, task, log, search vector and artifact from those contents."""
     stages, categories = ENVIRONMENTS[env_name]
     stage_array = "ARRAY[" + ", ".join(f"'{s}'" for s in stages) + "]"
     category_array = "ARRAY[" + ", ".join(f"'{c}'" for c in categories) + "]"
@@ -116,8 +191,8 @@ def generate_runs(
     while done < runs:
         chunk = min(CHUNK_RUNS, runs - done)
         with database.admin_session(org_id) as session, session.begin():
-            params = {"org": org_id, "version": version_id, "config": config_id, "runs": chunk}
-            params |= plant_moduli(growth_trials or runs * ATTEMPTS)
+            params = {"org": org_id, "version": version_id, "config": config_id, "runs": chunk, "env": env_name}
+            params |= draw(growth_trials or runs * ATTEMPTS)
             session.execute(
                 text("""
                 CREATE TEMP TABLE gen_runs ON COMMIT DROP AS
@@ -128,14 +203,19 @@ def generate_runs(
             session.execute(
                 text(f"""
                 CREATE TEMP TABLE gen_trials ON COMMIT DROP AS
-                SELECT run_id, id, artifact_id, trial_number, seed, created_at, {STEPS} AS steps,
-                       CASE WHEN u < 0.45 THEN ARRAY[1, 1, 1]::float8[]
-                            WHEN u < 0.8 THEN ARRAY[1, CASE WHEN v < 0.5 THEN 0.5 ELSE 0 END, 0]::float8[]
-                            ELSE ARRAY[0, 0, 0]::float8[] END AS stage_values
-                FROM (SELECT r.id AS run_id, gen_random_uuid() AS id, gen_random_uuid() AS artifact_id,
-                             t AS trial_number, (random() * 2147483647)::int AS seed, random() AS u, random() AS v,
-                             r.created_at
-                      FROM gen_runs r CROSS JOIN generate_series(1, {ATTEMPTS}) t) g"""),
+                SELECT g.*, c.seed FROM (SELECT run_id, id, artifact_id, trial_number, created_at,
+                             CASE WHEN d < :rare_p THEN 'rare' WHEN d < :rare_p + :sku_p THEN 'sku' ELSE 'plain' END
+                             AS kind,
+                             CASE WHEN d < :rare_p THEN floor(random() * :rare_n)
+                                  WHEN d < :rare_p + :sku_p THEN floor(random() * :sku_n)
+                                  ELSE floor(random() * :plain) END::int AS slot,
+                             CASE WHEN u < 0.45 THEN ARRAY[1, 1, 1]::float8[]
+                                  WHEN u < 0.8 THEN ARRAY[1, CASE WHEN v < 0.5 THEN 0.5 ELSE 0 END, 0]::float8[]
+                                  ELSE ARRAY[0, 0, 0]::float8[] END AS stage_values
+                      FROM (SELECT r.id AS run_id, gen_random_uuid() AS id, gen_random_uuid() AS artifact_id,
+                                   t AS trial_number, random() AS d, random() AS u, random() AS v, r.created_at
+                            FROM gen_runs r CROSS JOIN generate_series(1, {ATTEMPTS}) t) r) g
+                JOIN {CONTENTS_TABLE} c ON c.environment = :env AND c.kind = g.kind AND c.slot = g.slot"""),
                 params,
             )
             session.execute(
@@ -150,13 +230,8 @@ def generate_runs(
             session.execute(
                 text(f"""
                 INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256, body, created_at)
-                SELECT :org, artifact_id, 'trial-' || trial_number || '-trajectory.json', 'application/json',
-                       octet_length(body), encode(sha256(body), 'hex'), body, created_at
-                FROM (SELECT artifact_id, trial_number, created_at, convert_to(json_build_object(
-                        'schemaVersion', 1,
-                        'log', 'opened {env_name} (world ' || seed || ') … step budget used',
-                        'trajectory', json_build_object('steps', steps)::text
-                     )::text, 'UTF8') AS body FROM gen_trials) b"""),
+                SELECT :org, g.artifact_id, 'trial-' || g.trial_number || '-trajectory.json', 'application/json',
+                       c.size, c.sha256, c.body, g.created_at FROM gen_trials g {CONTENT}"""),
                 params,
             )
             session.execute(
@@ -164,15 +239,14 @@ def generate_runs(
                 INSERT INTO evaluation_trials (organization_id, id, evaluation_run_id, environment_version_id,
                     trial_number, seed, status, reward, failure_category, metrics, trajectory_artifact_id,
                     log_excerpt, task, started_at, finished_at, steps, tools, search_vector)
-                SELECT :org, id, run_id, :version, trial_number, seed,
-                       CASE WHEN reward = 1 THEN 'succeeded' ELSE 'failed' END, reward,
-                       CASE WHEN reward < 1 THEN ({category_array})[1 + abs(seed) % {len(categories)}] END,
-                       (SELECT jsonb_object_agg(k, v) FROM unnest({stage_array}, stage_values) AS s(k, v)),
-                       artifact_id, log, task, created_at, created_at, steps, '{TOOLS}'::jsonb,
-                       trial_search_vector(task, log, steps)
+                SELECT :org, g.id, g.run_id, :version, g.trial_number, g.seed,
+                       CASE WHEN g.reward = 1 THEN 'succeeded' ELSE 'failed' END, g.reward,
+                       CASE WHEN g.reward < 1 THEN ({category_array})[1 + abs(g.seed) % {len(categories)}] END,
+                       (SELECT jsonb_object_agg(k, v) FROM unnest({stage_array}, g.stage_values) AS s(k, v)),
+                       g.artifact_id, c.log, c.task, g.created_at, g.created_at, c.steps, '{TOOLS}'::jsonb,
+                       c.search_vector
                 FROM (SELECT *, round(((stage_values[1] + stage_values[2] + stage_values[3]) / 3)::numeric, 6)::float8
-                      AS reward, {TASK} AS task, 'opened {env_name} (world ' || seed || E')\\nstep budget 12, used 5'
-                      AS log FROM gen_trials) t"""),
+                      AS reward FROM gen_trials) g {CONTENT}"""),
                 params,
             )
             session.execute(
@@ -198,6 +272,23 @@ def generate_runs(
         done += chunk
 
 
+def generate(database: Database, versions: list[tuple], runs_per_version: int, bulk: bool | None = None) -> int:
+    """Add `runs_per_version` runs to every (organization, version, environment, evaluator) of `versions` as one
+    growth step, STREAMS versions at a time; return the number of trials added.
+
+    A `bulk` step (by default one of at least BULK_TRIALS trials) drops the secondary indexes of the tables it fills
+    and builds them again at the end (bench.bulk): far cheaper than maintaining them row by row."""
+    growth = runs_per_version * ATTEMPTS * len(versions)
+    if not growth:
+        return 0
+    if bulk is None:
+        bulk = growth >= BULK_TRIALS
+    loading = bulk_load(database, FILLED_TABLES) if bulk else nullcontext()
+    with contents(database, growth), loading, ThreadPoolExecutor(STREAMS) as streams:
+        list(streams.map(lambda v: generate_runs(database, v[0], v[1], v[2], v[3], runs_per_version, growth), versions))
+    return growth
+
+
 def _sql_step(number: int, tool: str, arguments: str, observation: str) -> str:
     """SQL building one structured step (domain.trajectory's record) of an agent's tool call, from `seed`."""
     command = f"'{tool}'" if arguments == "'{}'" else f"'{tool} ' || {arguments}"
@@ -216,14 +307,12 @@ def _sql_message_step(number: int, message: str) -> str:
 
 
 # Realistic text for search: tool names, JSON arguments, multi-line observations of a few hundred characters.
-# Each trial's SKUs, order and ledger line come from its seed: one SKU number in 10,000; "permission denied" in one
-# trial of 8 and "timed out" in one of 10 (common words). Two kinds of term are planted so that every growth step adds
-# about the same number of them whatever its size, as a search benchmark needs (a rare term compared at two sizes
-# must match at both): the phrase "quota exceeded for warehouse" in about 40 trials of each step (rare), and
-# SKU-7062 as the trial's main SKU in about 200 (an identifier a researcher looks up), on top of its natural share.
-# Their moduli are bound parameters (:rare_modulus, :sku_modulus) of the generating statements: see plant_moduli.
+# Each content's SKUs, order and ledger line come from its seed: one SKU number in 10,000; "permission denied" in one
+# content of 8 and "timed out" in one of 10 (common words). The `rare` contents hold the phrase "quota exceeded for
+# warehouse" and the `sku` ones have SKU-7062 as their main SKU (an identifier a researcher looks up); trials draw
+# them at the rates of `draw`, so every growth step adds about RARE and SKU_PLANTED of them whatever its size.
 SKU = "'SKU-' || lpad(((seed / {0}) % 10000)::text, 4, '0')"
-SKU_A = f"(CASE WHEN seed % :sku_modulus = 1 THEN 'SKU-7062' ELSE {SKU.format(1)} END)"
+SKU_A = f"(CASE WHEN sku THEN 'SKU-7062' ELSE {SKU.format(1)} END)"
 SKU_B, SKU_C = SKU.format(7), SKU.format(131)
 ORDER = "'ORD-' || lpad((seed % 100000)::text, 5, '0')"
 INVENTORY = f"""{SKU_A} || ' widget-' || (seed % 89) || '  shelf A' || (seed % 12) || '  qty=' || (seed % 13) || E'\\n'
@@ -246,7 +335,7 @@ LEDGER = f"""CASE WHEN seed % 8 = 1
              || (seed % 991) || ': ' || {SKU_A} || ' reserved ' || (1 + seed % 9) || ' units for ' || {ORDER}
              || E'\\n' || (seed % 983) || ': nightly reconciliation ok, checksum ' || md5(seed::text) END"""
 RESTOCK = f"""'{{"sku": "' || {SKU_A} || '", "quantity": ' || (5 + seed % 20) || '}}'"""
-RESTOCKED = f"""CASE WHEN seed % :rare_modulus = 17
+RESTOCKED = f"""CASE WHEN rare
         THEN 'error: quota exceeded for warehouse east-' || (seed % 4) || ' while restocking ' || {SKU_A}
         ELSE 'restocked ' || {SKU_A} || ': ' || (seed % 13) || ' -> ' || (seed % 13 + 5 + seed % 20) || ' units' END"""
 CLOSING = f"""CASE WHEN seed % 8 = 1
@@ -400,11 +489,11 @@ def main() -> None:
     versions = [(org, *entry) for org, catalog in catalogs for entry in catalog]
     runs_per_version = max(1, args.trials // ATTEMPTS // len(versions))
     total = runs_per_version * ATTEMPTS * len(versions)
-    for org_id, version_id, env_name, config_id in versions:
-        generate_runs(database, org_id, version_id, env_name, config_id, runs_per_version, total)
+    generate(database, versions, runs_per_version)
+    elapsed = time.perf_counter() - started
     print(
-        f"added {total} trials ({runs_per_version * len(versions)} runs, {len(versions)} environment versions, "
-        f"{len(catalogs)} organizations) in {time.perf_counter() - started:.1f}s"
+        f"added {total:,} trials ({runs_per_version * len(versions):,} runs, {len(versions)} environment versions, "
+        f"{len(catalogs)} organizations) in {elapsed:.1f} s: {total / elapsed:,.0f} trials/s"
     )
 
 

@@ -32,11 +32,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import create_engine, func, insert, select, text, update
+from sqlalchemy import func, insert, select, text, update
 
 import writes.runs
+from bench.bulk import owner_connection
 from db.session import Database
-from db.urls import sqlalchemy_url
 from models import Artifact, EnvironmentVersion, EvaluationRun, EvaluationTrial, EvaluatorConfig, Rollout
 from models.base import new_id
 from worker.loop import WorkerSettings, run_workers
@@ -90,19 +90,9 @@ def _runs(database: Database, org_id: uuid.UUID, version_id: uuid.UUID, config_i
     return runs
 
 
-@contextmanager
-def _owner(database: Database):
-    engine = create_engine(sqlalchemy_url(database.urls.admin), isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            yield conn
-    finally:
-        engine.dispose()
-
-
 def _clean_pending_list(database: Database) -> float:
     """Milliseconds to move the GIN index's pending list into the index."""
-    with _owner(database) as conn:
+    with owner_connection(database) as conn:
         started = time.perf_counter()
         conn.execute(text("SELECT gin_clean_pending_list(CAST(:index AS regclass))"), {"index": SEARCH_INDEX})
         return (time.perf_counter() - started) * 1000
@@ -112,7 +102,7 @@ def _clean_pending_list(database: Database) -> float:
 def _before_search_and_explorer(database: Database):
     """RECORD_TRIAL without the search vector, and evaluation_trials without the indexes of migrations 0018, 0019
     and 0023 (recreated from their definitions afterwards) and the stage results' trigger (enabled afterwards)."""
-    with _owner(database) as conn:
+    with owner_connection(database) as conn:
         definitions = conn.execute(
             text("""SELECT indexname, indexdef FROM pg_indexes
                     WHERE tablename = 'evaluation_trials' AND indexname = ANY(:names)"""),

@@ -3,8 +3,8 @@ load, sandbox overhead → BENCHMARKS.md.
 
 Runs on the app's own database configuration, in the database
 `agentforge_bench` of the embedded cluster (recreated at the start, unless
-BENCH_KEEP=1 or DATABASE_URL points elsewhere). BENCH_TRIALS (default
-1,000,000) sets the large size.
+BENCH_KEEP=1 or DATABASE_URL points elsewhere). The large size is SIZE
+(`make bench SIZE=10M`, read from BENCH_SIZE; 1M by default).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from bench import load as load_bench
 from bench import pages, recording
 from bench import sandbox as sandbox_bench
 from bench import search as search_bench
+from bench import storage as storage_bench
 from bench import trial_diff as trial_diff_bench
 from bench.generate import (
     ATTEMPTS,
@@ -33,14 +34,31 @@ from bench.generate import (
     check_rollups,
     ensure_catalog,
     ensure_members,
-    generate_runs,
+    generate,
 )
 from bench.triage import seed_triage
 from db.cluster import drop_embedded_database, start_embedded_cluster
 from db.urls import sqlalchemy_url
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL, LARGE = 10_000, int(os.environ.get("BENCH_TRIALS", "1000000"))
+SUFFIXES = {"k": 1_000, "M": 1_000_000}
+
+
+def trials_of(size: str) -> int:
+    """`1M` → 1,000,000; `500k` → 500,000; `2500` → 2,500 (the SIZE of `make bench`)."""
+    size = size.strip().replace("_", "")
+    scale = SUFFIXES.get(size[-1:], 1)
+    number = size[:-1] if size[-1:] in SUFFIXES else size
+    try:
+        trials = int(float(number) * scale)
+    except ValueError:
+        raise SystemExit(f"SIZE must be a number of trials such as 10k, 1M or 10M, not {size!r}") from None
+    if trials <= 10_000:
+        raise SystemExit(f"SIZE must be more than the small size of 10k trials, not {size!r}")
+    return trials
+
+
+SMALL, LARGE = 10_000, trials_of(os.environ.get("BENCH_SIZE") or os.environ.get("BENCH_TRIALS") or "1M")
 TARGETS = {
     "aggregate_ratio": 1.3,
     "page_p95_ms": 50.0,
@@ -71,9 +89,7 @@ def grow_to(database, total: int) -> float:
             have += session.execute(text("SELECT coalesce(sum(trials), 0) FROM environment_version_stats")).scalar()
     runs_per_version = max(0, (total - have) // ATTEMPTS // len(versions))
     started = time.perf_counter()
-    growth = runs_per_version * ATTEMPTS * len(versions)
-    for org_id, version_id, env_name, config_id in versions:
-        generate_runs(database, org_id, version_id, env_name, config_id, runs_per_version, growth)
+    generate(database, versions, runs_per_version)
     return time.perf_counter() - started
 
 
@@ -113,6 +129,7 @@ def main() -> None:
     seed_triage(database, org_ids)
     vacuum_analyze(database)
     small_trials = trial_count(database, org_ids)
+    stored_small = storage_bench.measure(database)
     ids_small = pages.sample_ids(database, org_id)
     small = pages.measure_all(app, email, ids_small)
     naive_small = pages.naive_timings(database, org_id, ids_small)
@@ -123,6 +140,7 @@ def main() -> None:
     seed_triage(database, org_ids)
     vacuum_analyze(database)
     large_trials = trial_count(database, org_ids)
+    stored_large = storage_bench.measure(database)
     rollups_ok = check_rollups(database) == []
     ids_large = pages.sample_ids(database, org_id)
     large = pages.measure_all(app, email, ids_large)
@@ -183,7 +201,9 @@ def main() -> None:
         f"{platform.platform()}.",
         "",
         f"History: {small_trials:,} trials (generated in {generated_small:.1f} s), then {large_trials:,} trials "
-        f"(generated in {generated_large:.1f} s) over 2 organizations and 20 environment versions; the measured "
+        f"(the {large_trials - small_trials:,} more generated in {generated_large:.1f} s, "
+        f"{(large_trials - small_trials) / generated_large:,.0f} trials/s, index builds included; "
+        "`python -m bench.generate`) over 2 organizations and 20 environment versions; the measured "
         f"organization holds 70% of them. Rollups equal the raw trials after generation: {rollups_ok}. "
         "Each size is measured after VACUUM (ANALYZE), so autovacuum does not run under the measurements.",
         "",
@@ -273,6 +293,7 @@ def main() -> None:
         "",
         *load_bench.summary(loaded, load_urls),
         "",
+        *storage_bench.section([stored_small, stored_large]),
         *sandbox_bench.section(sandbox_bench.measure()),
         *trial_diff_bench.section(diffed),
     ]

@@ -80,8 +80,8 @@ def measure(trials: int = 40) -> SandboxResult:
     for _ in range(trials):
         for way in WAYS:
             times[way].append(_trial_ms(way, settings))
-    medians = [statistics.median(times[way]) for way in WAYS]
-    return SandboxResult(trials, *medians, settings.describe_limits())
+    networked, offline, bare = (statistics.median(times[way]) for way in WAYS)
+    return SandboxResult(trials, networked, offline, bare, settings.describe_limits())
 
 
 def section(result: SandboxResult) -> list[str]:

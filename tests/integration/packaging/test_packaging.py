@@ -60,8 +60,8 @@ def test_every_package_is_installed_typed_linted_and_type_checked():
     top_level = sorted({package.split(".")[0] for package in packages})
     assert [name for name in top_level if not (ROOT / name / "py.typed").is_file()] == []
     assert sorted(PYPROJECT["tool"]["importlinter"]["root_packages"]) == top_level
-    # mypy reads every package, the two modules, the tests and the examples (which are not installed).
-    assert set(PYPROJECT["tool"]["mypy"]["files"]) == {*top_level, "app.py", "cli.py", "tests", "examples"}
+    # mypy reads every package, the two modules, and the tests, examples and benchmarks (which are not installed).
+    assert set(PYPROJECT["tool"]["mypy"]["files"]) == {*top_level, "app.py", "cli.py", "tests", "examples", "bench"}
 
 
 def test_the_agentforge_script_names_a_function():
