@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,9 @@ from db.urls import sqlalchemy_url
 
 ROOT = Path(__file__).resolve().parent.parent
 SUFFIXES = {"k": 1_000, "M": 1_000_000}
+# Disk a generated trial needs while the bench runs: about 8.1 KB stored at 1M (BENCHMARKS.md, "Storage per trial")
+# and headroom for the WAL and the index builds of a bulk growth step.
+DISK_BYTES_PER_TRIAL = 9_500
 
 
 def trials_of(size: str) -> int:
@@ -71,11 +75,27 @@ TARGETS = {
 
 
 def fresh_database() -> None:
-    """Recreate the embedded bench database so every run starts from the same empty state."""
+    """Recreate the embedded bench database so every run starts from the same empty state, after checking that the
+    disk holds the large size (a full disk would stop the cluster halfway through generation)."""
     if os.environ.get("DATABASE_URL") or os.environ.get("BENCH_KEEP") == "1":
         return
     data_dir = os.environ.get("AGENTFORGE_DATA_DIR", str(ROOT / "instance" / "pgdata"))
     drop_embedded_database(start_embedded_cluster(data_dir), os.environ["AGENTFORGE_DATABASE"])
+    problem = disk_problem(Path(data_dir), LARGE)
+    if problem:
+        raise SystemExit(problem)
+
+
+def disk_problem(data_dir: Path, trials: int) -> str | None:
+    """Why the disk of `data_dir` cannot hold `trials` generated trials, or None."""
+    free, needed = shutil.disk_usage(data_dir).free, trials * DISK_BYTES_PER_TRIAL
+    if needed <= free:
+        return None
+    return (
+        f"{trials:,} trials need about {needed / 1e9:,.0f} GB of disk ({DISK_BYTES_PER_TRIAL:,} bytes a trial with "
+        f"WAL and index builds; see BENCHMARKS.md, Storage per trial), and {free / 1e9:,.0f} GB are free at "
+        f"{data_dir}: free some, or choose a smaller SIZE"
+    )
 
 
 def grow_to(database, total: int) -> float:

@@ -1,0 +1,44 @@
+"""`make bench SIZE=…`: the large size a user asks for, refused with a reason when it is not a size or does not fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.run import DISK_BYTES_PER_TRIAL, disk_problem, trials_of
+
+
+@pytest.mark.parametrize(
+    ("size", "trials"),
+    [
+        ("1M", 1_000_000),
+        ("10M", 10_000_000),
+        ("500k", 500_000),
+        ("2.5M", 2_500_000),
+        ("20000", 20_000),
+        ("10_000_000", 10_000_000),
+    ],
+)
+def test_sizes_read_as_trials(size, trials):
+    assert trials_of(size) == trials
+
+
+@pytest.mark.parametrize(
+    ("size", "says"),
+    [
+        ("ten", "must be a number of trials"),
+        ("1G", "must be a number"),
+        ("10k", "more than the small size"),
+        ("-1M", "more than the small size"),
+    ],
+)
+def test_sizes_that_are_not_refused_with_a_reason(size, says):
+    with pytest.raises(SystemExit) as refused:
+        trials_of(size)
+    assert says in str(refused.value) and repr(size) in str(refused.value)
+
+
+def test_a_size_the_disk_cannot_hold_is_refused_before_anything_is_generated(tmp_path):
+    assert disk_problem(tmp_path, 1_000) is None
+    problem = disk_problem(tmp_path, 10**15 // DISK_BYTES_PER_TRIAL)
+    assert problem is not None
+    assert "1,000,000 GB of disk" in problem and "GB are free at" in problem and str(tmp_path) in problem
