@@ -106,7 +106,8 @@ def section(sizes: list[Storage]) -> list[str]:
         f"({kept * 1e8 / GB:,.0f} GB at 100M). The plan:",
         "",
         "- **Partition evaluation_trials, trial_stages, rollouts and artifacts by month of creation** (range on "
-        "`created_at`/`started_at`, the primary key extended with it). Every list and export reads newest first and "
+        "the creation time, which the primary keys and the foreign keys between them then carry: a trial's stages, "
+        "rollout and artifact share its month). Every list and export reads newest first and "
         "the aggregates read rollups, so a page touches one or two partitions; old months can be detached, moved "
         "to cheaper disks or dropped without a VACUUM of the rest. Organizations are not the key: one organization "
         "holds 70% of the rows here, and RLS already makes every index lead with organization_id.",
