@@ -203,7 +203,11 @@ def generate_runs(
             session.execute(
                 text(f"""
                 CREATE TEMP TABLE gen_trials ON COMMIT DROP AS
-                SELECT g.*, c.seed FROM (SELECT run_id, id, artifact_id, trial_number, created_at,
+                SELECT g.*, c.seed,
+                       CASE WHEN g.reward < 1 THEN ({category_array})[1 + abs(c.seed) % {len(categories)}] END
+                       AS failure_category
+                FROM (SELECT *, round(((stage_values[1] + stage_values[2] + stage_values[3]) / 3)::numeric, 6)::float8
+                      AS reward FROM (SELECT run_id, id, artifact_id, trial_number, created_at,
                              CASE WHEN d < :rare_p THEN 'rare' WHEN d < :rare_p + :sku_p THEN 'sku' ELSE 'plain' END
                              AS kind,
                              CASE WHEN d < :rare_p THEN floor(random() * :rare_n)
@@ -214,8 +218,8 @@ def generate_runs(
                                   ELSE ARRAY[0, 0, 0]::float8[] END AS stage_values
                       FROM (SELECT r.id AS run_id, gen_random_uuid() AS id, gen_random_uuid() AS artifact_id,
                                    t AS trial_number, random() AS d, random() AS u, random() AS v, r.created_at
-                            FROM gen_runs r CROSS JOIN generate_series(1, {ATTEMPTS}) t) r) g
-                JOIN {CONTENTS_TABLE} c ON c.environment = :env AND c.kind = g.kind AND c.slot = g.slot"""),
+                            FROM gen_runs r CROSS JOIN generate_series(1, {ATTEMPTS}) t) r) d) g
+                {CONTENT}"""),
                 params,
             )
             session.execute(
@@ -240,35 +244,31 @@ def generate_runs(
                     trial_number, seed, status, reward, failure_category, metrics, trajectory_artifact_id,
                     log_excerpt, task, started_at, finished_at, steps, tools, search_vector)
                 SELECT :org, g.id, g.run_id, :version, g.trial_number, g.seed,
-                       CASE WHEN g.reward = 1 THEN 'succeeded' ELSE 'failed' END, g.reward,
-                       CASE WHEN g.reward < 1 THEN ({category_array})[1 + abs(g.seed) % {len(categories)}] END,
+                       CASE WHEN g.reward = 1 THEN 'succeeded' ELSE 'failed' END, g.reward, g.failure_category,
                        (SELECT jsonb_object_agg(k, v) FROM unnest({stage_array}, g.stage_values) AS s(k, v)),
                        g.artifact_id, c.log, c.task, g.created_at, g.created_at, c.steps, '{TOOLS}'::jsonb,
                        c.search_vector
-                FROM (SELECT *, round(((stage_values[1] + stage_values[2] + stage_values[3]) / 3)::numeric, 6)::float8
-                      AS reward FROM gen_trials) g {CONTENT}"""),
+                FROM gen_trials g {CONTENT}"""),
                 params,
             )
             session.execute(
                 text("""
                 INSERT INTO rollouts (organization_id, id, environment_version_id, evaluation_run_id,
                                       evaluation_trial_id, seed, reward, created_at)
-                SELECT :org, gen_random_uuid(), :version, t.evaluation_run_id, t.id, t.seed, t.reward, t.started_at
-                FROM evaluation_trials t JOIN gen_runs r ON r.id = t.evaluation_run_id
-                ORDER BY r.created_at, t.trial_number"""),
+                SELECT :org, gen_random_uuid(), :version, run_id, id, seed, reward, created_at
+                FROM gen_trials ORDER BY created_at, trial_number"""),
                 params,
             )
             session.execute(
                 text(f"""
                 UPDATE evaluation_runs er SET pass_at_k = p.pass_at_k, mean_reward = s.mean_reward
-                FROM (SELECT evaluation_run_id, count(*) FILTER (WHERE reward = 1) AS c,
-                             round(avg(reward)::numeric, 6)::float8 AS mean_reward FROM evaluation_trials t
-                      JOIN gen_runs r ON r.id = t.evaluation_run_id GROUP BY 1) s
+                FROM (SELECT run_id, count(*) FILTER (WHERE reward = 1) AS c,
+                             round(avg(reward)::numeric, 6)::float8 AS mean_reward FROM gen_trials GROUP BY 1) s
                 JOIN (VALUES {PASS_AT_K_VALUES}) AS p(c, pass_at_k) ON p.c = s.c
-                WHERE er.id = s.evaluation_run_id"""),
+                WHERE er.organization_id = :org AND er.id = s.run_id"""),
                 params,
             )
-            add_rollups(session, "gen_runs")
+            add_rollups(session, params, stage_array)
         done += chunk
 
 
@@ -372,44 +372,38 @@ TOOLS = json.dumps(
 )
 
 
-def add_rollups(session, runs: str) -> None:
-    """Add the stats, failure_category and stage_* rollups of the runs listed in table `runs` and their trials,
-    as the worker would have (the stats through the worker's own statement)."""
-    trials_join = f"JOIN {runs} r ON r.id = t.evaluation_run_id"
+def add_rollups(session, params: dict, stage_array: str) -> None:
+    """Add the stats, failure_category and stage_* rollups of the chunk's runs and trials (gen_runs, gen_trials) to
+    the version's, as the worker would have one trial at a time (the stats through the worker's own statement);
+    check_rollups compares them with the raw trials."""
     session.execute(
         text(
-            version_stats_upsert(f"""
-            SELECT er.organization_id, er.environment_version_id, 1, 0, 0, NULL::float8
-            FROM evaluation_runs er JOIN {runs} r ON r.id = er.id
-            UNION ALL
-            SELECT t.organization_id, t.environment_version_id, 0, 1, (ro.id IS NOT NULL)::int, ro.reward
-            FROM evaluation_trials t {trials_join}
-            LEFT JOIN rollouts ro ON ro.organization_id = t.organization_id AND ro.evaluation_trial_id = t.id""")
-        )
+            version_stats_upsert("""
+            SELECT CAST(:org AS uuid), CAST(:version AS uuid), 1, 0, 0, NULL::float8 FROM gen_runs
+            UNION ALL SELECT CAST(:org AS uuid), CAST(:version AS uuid), 0, 1, 1, reward FROM gen_trials""")
+        ),
+        params,
     )
     session.execute(
-        text(f"""
+        text("""
         INSERT INTO failure_category_counts (organization_id, environment_version_id, failure_category, trials)
-        SELECT t.organization_id, er.environment_version_id, t.failure_category, count(*)
-        FROM evaluation_trials t {trials_join}
-        JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
-        WHERE t.failure_category IS NOT NULL GROUP BY 1, 2, 3
+        SELECT :org, :version, failure_category, count(*) FROM gen_trials
+        WHERE failure_category IS NOT NULL GROUP BY failure_category
         ON CONFLICT (organization_id, environment_version_id, failure_category)
-        DO UPDATE SET trials = failure_category_counts.trials + EXCLUDED.trials""")
+        DO UPDATE SET trials = failure_category_counts.trials + EXCLUDED.trials"""),
+        params,
     )
     session.execute(
         text(f"""
         INSERT INTO stage_metric_rollups (organization_id, environment_version_id, stage_key, trials, passed,
                                           value_sum)
-        SELECT t.organization_id, er.environment_version_id, m.key, count(*),
-               count(*) FILTER (WHERE m.value::float8 = 1), sum(m.value::float8)
-        FROM evaluation_trials t {trials_join}
-        JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
-        CROSS JOIN LATERAL jsonb_each_text(t.metrics) m WHERE m.key LIKE 'stage\\_%' GROUP BY 1, 2, 3
+        SELECT :org, :version, s.k, count(*), count(*) FILTER (WHERE s.v = 1), sum(s.v)
+        FROM gen_trials g CROSS JOIN LATERAL unnest({stage_array}, g.stage_values) AS s(k, v) GROUP BY s.k
         ON CONFLICT (organization_id, environment_version_id, stage_key) DO UPDATE SET
             trials = stage_metric_rollups.trials + EXCLUDED.trials,
             passed = stage_metric_rollups.passed + EXCLUDED.passed,
-            value_sum = stage_metric_rollups.value_sum + EXCLUDED.value_sum""")
+            value_sum = stage_metric_rollups.value_sum + EXCLUDED.value_sum"""),
+        params,
     )
 
 
