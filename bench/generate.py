@@ -122,8 +122,11 @@ def contents(database: Database, growth_trials: int) -> Iterator[None]:
     trial is what makes generation fast (the vector alone costs ~0.2 ms a trial). The table holds no organization's
     data (no organization_id): it is the owner's scratch table, gone when the step ends.
     """
-    plain = max(1, min(CONTENTS, growth_trials))
-    kinds = (("plain", plain, False, False), ("rare", RARE, True, False), ("sku", SKU_PLANTED, False, True))
+    kinds = (
+        ("plain", plain_contents(growth_trials), False, False),
+        ("rare", RARE, True, False),
+        ("sku", SKU_PLANTED, False, True),
+    )
 
     def compute(env_name: str) -> None:
         selects = [
@@ -164,6 +167,11 @@ def contents(database: Database, growth_trials: int) -> Iterator[None]:
             session.execute(text(f"DROP TABLE IF EXISTS {CONTENTS_TABLE}"))
 
 
+def plain_contents(growth_trials: int) -> int:
+    """How many plain contents a growth step of `growth_trials` trials computes per environment."""
+    return max(1, min(CONTENTS, growth_trials))
+
+
 def draw(growth_trials: int) -> dict[str, float | int]:
     """The bound parameters by which each trial draws its content: the chance of a rare and of a SKU-7062 content
     (about RARE and SKU_PLANTED trials in the step, fewer in a small step), and the number of each kind."""
@@ -171,14 +179,14 @@ def draw(growth_trials: int) -> dict[str, float | int]:
     return {  # never more often than one trial in 250 and one in 50
         "rare_p": min(1 / 250, RARE / growth),
         "sku_p": min(1 / 50, SKU_PLANTED / growth),
-        "plain": max(1, min(CONTENTS, growth)),
+        "plain": plain_contents(growth),
         "rare_n": RARE,
         "sku_n": SKU_PLANTED,
     }
 
 
 def generate_runs(
-    database: Database, org_id: uuid.UUID, version_id, env_name: str, config_id, runs: int, growth_trials: int = 0
+    database: Database, org_id: uuid.UUID, version_id, env_name: str, config_id, runs: int, growth_trials: int
 ) -> None:
     """Insert `runs` completed runs of ATTEMPTS trials each, with artifacts, rollouts and rollups, in chunks.
 
@@ -192,7 +200,7 @@ def generate_runs(
         chunk = min(CHUNK_RUNS, runs - done)
         with database.admin_session(org_id) as session, session.begin():
             params = {"org": org_id, "version": version_id, "config": config_id, "runs": chunk, "env": env_name}
-            params |= draw(growth_trials or runs * ATTEMPTS)
+            params |= draw(growth_trials)
             session.execute(
                 text("""
                 CREATE TEMP TABLE gen_runs ON COMMIT DROP AS
@@ -270,6 +278,12 @@ def generate_runs(
             )
             add_rollups(session, params, stage_array)
         done += chunk
+
+
+def bench_versions(database: Database) -> list[tuple]:
+    """(organization, version, environment, evaluator) of every version of the ORGS, their catalogs made if missing."""
+    catalogs = [ensure_catalog(database, name, email, versions) for name, email, versions in ORGS]
+    return [(org, *entry) for org, catalog in catalogs for entry in catalog]
 
 
 def generate(database: Database, versions: list[tuple], runs_per_version: int, bulk: bool | None = None) -> int:
@@ -479,15 +493,13 @@ def main() -> None:
         print("\n".join(problems) or "rollups equal the raw trials in every organization")
         raise SystemExit(1 if problems else 0)
     started = time.perf_counter()
-    catalogs = [ensure_catalog(database, name, email, versions) for name, email, versions in ORGS]
-    versions = [(org, *entry) for org, catalog in catalogs for entry in catalog]
+    versions = bench_versions(database)
     runs_per_version = max(1, args.trials // ATTEMPTS // len(versions))
-    total = runs_per_version * ATTEMPTS * len(versions)
-    generate(database, versions, runs_per_version)
+    total = generate(database, versions, runs_per_version)
     elapsed = time.perf_counter() - started
     print(
         f"added {total:,} trials ({runs_per_version * len(versions):,} runs, {len(versions)} environment versions, "
-        f"{len(catalogs)} organizations) in {elapsed:.1f} s: {total / elapsed:,.0f} trials/s"
+        f"{len(ORGS)} organizations) in {elapsed:.1f} s: {total / elapsed:,.0f} trials/s"
     )
 
 

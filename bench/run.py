@@ -32,6 +32,7 @@ from bench.generate import (
     ATTEMPTS,
     BENCH_PASSWORD,
     ORGS,
+    bench_versions,
     check_rollups,
     ensure_catalog,
     ensure_members,
@@ -100,11 +101,9 @@ def disk_problem(data_dir: Path, trials: int) -> str | None:
 
 def grow_to(database, total: int) -> float:
     """Add trials (spread over both organizations' 20 versions) until the database holds about `total`."""
-    catalogs = [ensure_catalog(database, name, email, versions) for name, email, versions in ORGS]
-    versions = [(org, *entry) for org, catalog in catalogs for entry in catalog]
-    orgs = [org for org, _ in catalogs]
+    versions = bench_versions(database)
     have = 0
-    for org in orgs:
+    for org in dict.fromkeys(org for org, *_ in versions):
         with database.session(org) as session:
             have += session.execute(text("SELECT coalesce(sum(trials), 0) FROM environment_version_stats")).scalar()
     runs_per_version = max(0, (total - have) // ATTEMPTS // len(versions))
@@ -149,7 +148,7 @@ def main() -> None:
     seed_triage(database, org_ids)
     vacuum_analyze(database)
     small_trials = trial_count(database, org_ids)
-    stored_small = storage_bench.measure(database)
+    stored_small = storage_bench.measure(database, small_trials)
     ids_small = pages.sample_ids(database, org_id)
     small = pages.measure_all(app, email, ids_small)
     naive_small = pages.naive_timings(database, org_id, ids_small)
@@ -160,7 +159,7 @@ def main() -> None:
     seed_triage(database, org_ids)
     vacuum_analyze(database)
     large_trials = trial_count(database, org_ids)
-    stored_large = storage_bench.measure(database)
+    stored_large = storage_bench.measure(database, large_trials)
     rollups_ok = check_rollups(database) == []
     ids_large = pages.sample_ids(database, org_id)
     large = pages.measure_all(app, email, ids_large)

@@ -51,9 +51,13 @@ class Storage:
     def total(self) -> int:
         return sum(table.total for table in self.tables)
 
+    def table(self, name: str) -> TableBytes:
+        return next(table for table in self.tables if table.table == name)
 
-def measure(database: Database) -> Storage:
-    """The sizes PostgreSQL reports for TABLES (as the owner: sizes are the whole database's, both organizations)."""
+
+def measure(database: Database, trials: int) -> Storage:
+    """The sizes PostgreSQL reports for TABLES over the database's `trials` trials (as the owner: sizes are the whole
+    database's, both organizations)."""
     with owner_connection(database) as conn:
         rows = conn.execute(
             text("""SELECT c.relname, pg_relation_size(c.oid),
@@ -61,21 +65,18 @@ def measure(database: Database) -> Storage:
                     FROM pg_class c WHERE c.oid = ANY(CAST(:tables AS regclass[]))"""),
             {"tables": list(TABLES)},
         ).all()
-        # Row counts from the statistics VACUUM (ANALYZE) just refreshed, which RLS does not filter.
-        trials = conn.execute(text("SELECT reltuples::bigint FROM pg_class WHERE oid = 'evaluation_trials'::regclass"))
-        count = int(trials.scalar() or 0)
     by_name = {name: TableBytes(name, heap, toast, indexes) for name, heap, toast, indexes in rows}
-    return Storage(count, [by_name[name] for name in TABLES])
+    return Storage(trials, [by_name[name] for name in TABLES])
 
 
 def section(sizes: list[Storage]) -> list[str]:
     """The BENCHMARKS.md section: bytes per trial per table at each size, and the 100M plan with its figures."""
     header = " | ".join(f"heap / TOAST / indexes at {size.trials:,}" for size in sizes)
     rows = []
-    for index, name in enumerate(TABLES):
+    for name in TABLES:
         cells = []
         for size in sizes:
-            table = size.tables[index]
+            table = size.table(name)
             cells.append(
                 f"{size.per_trial(table.heap):,.0f} / {size.per_trial(table.toast):,.0f} / "
                 f"{size.per_trial(table.indexes):,.0f} = **{size.per_trial(table.total):,.0f}**"
@@ -84,8 +85,9 @@ def section(sizes: list[Storage]) -> list[str]:
     totals = " | ".join(f"**{size.per_trial(size.total):,.0f}** ({size.total / GB:.2f} GB)" for size in sizes)
     largest = sizes[-1]
     per_trial = largest.per_trial(largest.total)
-    trials_table = largest.tables[0]
-    bodies = largest.per_trial(trials_table.toast) + largest.per_trial(largest.tables[1].total)
+    artifacts = largest.table("artifacts")
+    bodies = largest.per_trial(largest.table("evaluation_trials").toast + artifacts.total)
+    moved = largest.per_trial(artifacts.heap + artifacts.toast)
     kept = per_trial - bodies
     return [
         "## Storage per trial",
@@ -112,9 +114,8 @@ def section(sizes: list[Storage]) -> list[str]:
         "to cheaper disks or dropped without a VACUUM of the rest. Organizations are not the key: one organization "
         "holds 70% of the rows here, and RLS already makes every index lead with organization_id.",
         "- **Trajectory artifact bodies move to object storage** (S3-compatible, content-addressed by the sha256 "
-        f"already stored): the artifacts table keeps its metadata row, saving about "
-        f"{largest.per_trial(largest.tables[1].heap + largest.tables[1].toast):,.0f} bytes a trial "
-        f"({largest.per_trial(largest.tables[1].heap + largest.tables[1].toast) * 1e8 / GB:,.0f} GB at 100M). "
+        f"already stored): the artifacts table keeps its metadata row, saving about {moved:,.0f} bytes a trial "
+        f"({moved * 1e8 / GB:,.0f} GB at 100M). "
         "The export streams steps from evaluation_trials, so it does not read them.",
         "- **What stays in PostgreSQL**: the trial rows with their steps (search, snippets, the explorer and "
         "exports read them), the search vector and its GIN index, the rollups, stages and reviews. With lz4 "

@@ -237,13 +237,12 @@ ROLLOUT_MEMBERS = " || ', ' || ".join(
 # from the steps, which are read once. Steps stored nested deeper than MAX_STORED_JSON_DEPTH (before JSON that comes
 # in was held to MAX_JSON_DEPTH, or written by hand) are left out of the line, which says so in
 # `trajectoryOmitted`: every line stays JSON that any reader parses.
-_NO_STEPS = "t.no_steps"
 _OMITTED_WORDS = json.dumps(f"its steps are {OMITTED[1:-1]}").replace("'", "''")
 ATIF_SHAPED_LINE = f"""
     '{{"schemaVersion": 1, "privacyClass": "PRIVATE", '
-    || CASE WHEN {_NO_STEPS} OR t.steps_too_deep THEN '' ELSE '"format": "atif-shaped", ' END
+    || CASE WHEN t.no_steps OR t.steps_too_deep THEN '' ELSE '"format": "atif-shaped", ' END
     || {ROLLOUT_MEMBERS}
-    || CASE WHEN {_NO_STEPS} THEN '}}'
+    || CASE WHEN t.no_steps THEN '}}'
             WHEN t.steps_too_deep THEN ', "trajectoryOmitted": {_OMITTED_WORDS}}}'
             ELSE ', "trajectory": ' || t.steps::text || '}}' END"""
 
