@@ -1,5 +1,5 @@
-"""`make bench`: pages and searches at 10k and 1M trials, naive aggregates, exports vs COPY, worker recording,
-load, sandbox overhead → BENCHMARKS.md.
+"""`make bench`: pages and searches at 10k and 1M trials (and at a larger SIZE beside them), naive aggregates,
+exports vs COPY, worker recording, load, sandbox overhead → BENCHMARKS.md.
 
 Runs on the app's own database configuration, in the database
 `agentforge_bench` of the embedded cluster (recreated at the start, unless
@@ -14,7 +14,9 @@ import platform
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
 
@@ -38,6 +40,7 @@ from bench.generate import (
     ensure_members,
     generate,
 )
+from bench.pages import Timing
 from bench.triage import seed_triage
 from db.cluster import drop_embedded_database, start_embedded_cluster
 from db.urls import sqlalchemy_url
@@ -63,7 +66,8 @@ def trials_of(size: str) -> int:
     return trials
 
 
-SMALL, LARGE = 10_000, trials_of(os.environ.get("BENCH_SIZE") or os.environ.get("BENCH_TRIALS") or "1M")
+SMALL, MIDDLE = 10_000, 1_000_000  # MIDDLE is measured on the way to a larger SIZE (10M beside 1M)
+LARGE = trials_of(os.environ.get("BENCH_SIZE") or os.environ.get("BENCH_TRIALS") or "1M")
 TARGETS = {
     "aggregate_ratio": 1.3,
     "page_p95_ms": 50.0,
@@ -134,6 +138,57 @@ def mark(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
 
+@dataclass(frozen=True)
+class SizeMeasured:
+    """Everything measured at one size of the database."""
+
+    trials: int
+    generated_s: float  # growing to this size from the one before
+    stored: storage_bench.Storage
+    ids: dict[str, Any]
+    page_times: dict[str, Timing]
+    naive: dict[str, Timing]
+    searched: dict[str, Timing]
+    matches: dict[str, int]
+
+
+def sizes_of(large: int) -> list[int]:
+    """The sizes a run measures: SMALL, MIDDLE on the way when the large size is past it, and the large size."""
+    return [SMALL, *([MIDDLE] if large > MIDDLE else []), large]
+
+
+def measure_size(app, database, email: str, org_ids: list, total: int) -> SizeMeasured:
+    """Grow the database to about `total` trials (triage seeded, VACUUM ANALYZE) and measure every page and search."""
+    generated = grow_to(database, total)
+    seed_triage(database, org_ids)
+    vacuum_analyze(database)
+    trials = trial_count(database, org_ids)
+    ids = pages.sample_ids(database, org_ids[0])
+    return SizeMeasured(
+        trials,
+        generated,
+        storage_bench.measure(database, trials),
+        ids,
+        pages.measure_all(app, email, ids),
+        pages.naive_timings(database, org_ids[0], ids),
+        search_bench.measure_searches(app, email),
+        search_bench.matching_trials(database, org_ids[0]),
+    )
+
+
+def history(measured: list[SizeMeasured]) -> str:
+    """How the database grew: each size, and how fast its trials were generated."""
+    steps, before = [], 0
+    for size in measured:
+        added = size.trials - before
+        steps.append(
+            f"{size.trials:,} trials ({added:,} generated in {size.generated_s:.1f} s, "
+            f"{added / size.generated_s:,.0f} trials/s)"
+        )
+        before = size.trials
+    return ", then ".join(steps)
+
+
 def main() -> None:
     """Run every measurement and write BENCHMARKS.md."""
     started = time.perf_counter()
@@ -141,31 +196,18 @@ def main() -> None:
     app = create_app()
     database = app.extensions["agentforge_db"]
     email = ORGS[0][1]
-
-    generated_small = grow_to(database, SMALL)
-    org_id, _ = ensure_catalog(database, *ORGS[0])
     org_ids = [ensure_catalog(database, *o)[0] for o in ORGS]
-    seed_triage(database, org_ids)
-    vacuum_analyze(database)
-    small_trials = trial_count(database, org_ids)
-    stored_small = storage_bench.measure(database, small_trials)
-    ids_small = pages.sample_ids(database, org_id)
-    small = pages.measure_all(app, email, ids_small)
-    naive_small = pages.naive_timings(database, org_id, ids_small)
-    searched_small = search_bench.measure_searches(app, email)
-    matches_small = search_bench.matching_trials(database, org_id)
+    org_id = org_ids[0]
 
-    generated_large = grow_to(database, LARGE)
-    seed_triage(database, org_ids)
-    vacuum_analyze(database)
-    large_trials = trial_count(database, org_ids)
-    stored_large = storage_bench.measure(database, large_trials)
-    rollups_ok = check_rollups(database) == []
-    ids_large = pages.sample_ids(database, org_id)
-    large = pages.measure_all(app, email, ids_large)
-    naive_large = pages.naive_timings(database, org_id, ids_large)
-    searched_large = search_bench.measure_searches(app, email)
-    matches_large = search_bench.matching_trials(database, org_id)
+    measured = []
+    for total in sizes_of(LARGE):
+        measured.append(measure_size(app, database, email, org_ids, total))
+        if total == LARGE:
+            rollups_ok = check_rollups(database) == []
+    first, last = measured[0], measured[-1]
+    small, large = first.page_times, last.page_times
+    searched_small, searched_large = first.searched, last.searched
+    small_trials, large_trials, ids_large = first.trials, last.trials, last.ids
 
     exported = export_bench.measure_export(database, org_id, email, BENCH_PASSWORD)
     recorded = recording.measure_recording(database, org_id, ids_large["version"])
@@ -182,7 +224,7 @@ def main() -> None:
     steepest = max(explorer, key=lambda label: large[label].p95 / small[label].p95)
     explorer_p95 = large[slowest].p95
     explorer_ratio = large[steepest].p95 / small[steepest].p95
-    export_ratio = export_bench.throughput_ratio(exported.export, exported.copy_stored)
+    export_ratio = exported.ratio()
     record_ratio = recorded.worker_ms / recorded.bare_ms
     record_search_ratio = recorded.worker_ms / recorded.worker_before_search_ms
     search_targets = []
@@ -195,21 +237,25 @@ def main() -> None:
             f"| search, {label} (`{q}`): p95 at most {target:.0f} ms at the large size, at most "
             f"{search_bench.RATIO_TARGET:.0f}x the small size | {large_t.p95:.2f} ms, {ratio:.2f}x | {mark(ok)} |"
         )
-        search_rows.append(
-            f"| {label} | `{q}` | {matches_small[label]:,} | {small_t.median:.2f} | {small_t.p95:.2f} | "
-            f"{matches_large[label]:,} | {large_t.median:.2f} | {large_t.p95:.2f} | {ratio:.2f} |"
+        cells = " | ".join(
+            f"{size.matches[label]:,} | {size.searched[label].median:.2f} | {size.searched[label].p95:.2f}"
+            for size in measured
         )
+        search_rows.append(f"| {label} | `{q}` | {cells} | {ratio:.2f} |")
     rows = []
     for label in small:
-        ratio = large[label].median / small[label].median
-        rows.append(
-            f"| `{label}` | {small[label].median:.2f} | {small[label].p95:.2f} | {large[label].median:.2f} | "
-            f"{large[label].p95:.2f} | {ratio:.2f} |"
-        )
+        timings = [size.page_times[label] for size in measured]
+        cells = " | ".join(f"{timing.median:.2f} | {timing.p95:.2f}" for timing in timings)
+        rows.append(f"| `{label}` | {cells} | {large[label].median / small[label].median:.2f} |")
     naive_rows = [
-        f"| `{label}` | {large[label].median:.2f} | {naive_small[label].median:.2f} | {naive_large[label].median:.2f} |"
+        f"| `{label}` | {large[label].median:.2f} | "
+        + " | ".join(f"{size.naive[label].median:.2f}" for size in measured)
+        + " |"
         for label in pages.AGGREGATE_PAGES
     ]
+    page_header = " | ".join(f"median at {size.trials:,} | p95 at {size.trials:,}" for size in measured)
+    search_header = " | ".join(f"matching at {size.trials:,} | median | p95" for size in measured)
+    naive_header = " | ".join(f"naive SQL at {size.trials:,}" for size in measured)
     lines = [
         "# Benchmarks",
         "",
@@ -219,10 +265,8 @@ def main() -> None:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
         f"{platform.platform()}.",
         "",
-        f"History: {small_trials:,} trials (generated in {generated_small:.1f} s), then {large_trials:,} trials "
-        f"(the {large_trials - small_trials:,} more generated in {generated_large:.1f} s, "
-        f"{(large_trials - small_trials) / generated_large:,.0f} trials/s, index builds included; "
-        "`python -m bench.generate`) over 2 organizations and 20 environment versions; the measured "
+        f"History: {history(measured)}, index builds included (`python -m bench.generate`), "
+        "over 2 organizations and 20 environment versions; the measured "
         f"organization holds 70% of them. Rollups equal the raw trials after generation: {rollups_ok}. "
         "Each size is measured after VACUUM (ANALYZE), so autovacuum does not run under the measurements.",
         "",
@@ -258,9 +302,8 @@ def main() -> None:
         f"Server time through Flask's test client (routing, auth, SQL, rendering; no network), {pages.REQUESTS} "
         "requests each after 5 warm-ups, in milliseconds.",
         "",
-        f"| endpoint | median at {small_trials:,} | p95 at {small_trials:,} | median at {large_trials:,} | "
-        f"p95 at {large_trials:,} | ratio (medians) |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| endpoint | {page_header} | ratio (medians, {large_trials:,} over {small_trials:,}) |",
+        "|---|" + "---:|---:|" * len(measured) + "---:|",
         *rows,
         "",
         "## Search",
@@ -270,9 +313,8 @@ def main() -> None:
         "highlighted snippets per trial from the steps of those 50 only. Matching trials are the measured "
         "organization's.",
         "",
-        f"| search | q | matching at {small_trials:,} | median | p95 | matching at {large_trials:,} | median | p95 | "
-        "ratio (medians) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"| search | q | {search_header} | ratio (medians) |",
+        "|---|---|" + "---:|---:|---:|" * len(measured) + "---:|",
         *search_rows,
         "",
         "## Aggregate pages beside the naive aggregate over raw trials",
@@ -280,8 +322,8 @@ def main() -> None:
         "What PostgreSQL alone takes for the hand-written aggregate each page replaces (median of 5, runtime role), "
         "beside the whole page's server time, in milliseconds.",
         "",
-        f"| page | page median at {large_trials:,} | naive SQL at {small_trials:,} | naive SQL at {large_trials:,} |",
-        "|---|---:|---:|---:|",
+        f"| page | page median at {large_trials:,} | {naive_header} |",
+        "|---|---:|" + "---:|" * len(measured),
         *naive_rows,
         "",
         "## Export: failed rollouts at the large size",
@@ -312,7 +354,7 @@ def main() -> None:
         "",
         *load_bench.summary(loaded, load_urls),
         "",
-        *storage_bench.section([stored_small, stored_large]),
+        *storage_bench.section([size.stored for size in measured]),
         *sandbox_bench.section(sandbox_bench.measure()),
         *trial_diff_bench.section(diffed),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.run import DISK_BYTES_PER_TRIAL, disk_problem, trials_of
+from bench.run import DISK_BYTES_PER_TRIAL, SizeMeasured, disk_problem, history, sizes_of, trials_of
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,29 @@ def test_a_size_the_disk_cannot_hold_is_refused_before_anything_is_generated(tmp
     problem = disk_problem(tmp_path, 10**15 // DISK_BYTES_PER_TRIAL)
     assert problem is not None
     assert "1,000,000 GB of disk" in problem and "GB are free at" in problem and str(tmp_path) in problem
+
+
+@pytest.mark.parametrize(
+    ("large", "sizes"),
+    [
+        (1_000_000, [10_000, 1_000_000]),
+        (500_000, [10_000, 500_000]),
+        (10_000_000, [10_000, 1_000_000, 10_000_000]),
+        (2_500_000, [10_000, 1_000_000, 2_500_000]),
+    ],
+)
+def test_a_size_past_1m_is_measured_beside_1m(large, sizes):
+    assert sizes_of(large) == sizes
+
+
+def test_the_history_says_how_fast_each_size_was_generated():
+    def grown(trials: int, seconds: float) -> SizeMeasured:
+        return SizeMeasured(trials, seconds, None, {}, {}, {}, {}, {})  # type: ignore[arg-type]
+
+    said = history([grown(10_080, 2.0), grown(1_000_080, 300.0), grown(10_000_080, 1_800.0)])
+
+    assert said == (
+        "10,080 trials (10,080 generated in 2.0 s, 5,040 trials/s), "
+        "then 1,000,080 trials (990,000 generated in 300.0 s, 3,300 trials/s), "
+        "then 10,000,080 trials (9,000,000 generated in 1800.0 s, 5,000 trials/s)"
+    )
