@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import positive_data_acceptance
 
 from blueprints.api.contract import standalone_document
+from domain.limits import DEFAULT_MAX_TRIAL_TIMEOUT_S
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog
 
@@ -90,6 +91,31 @@ def test_the_document_is_served_publicly_and_names_every_api_route(app, client):
         for r in routes
     }
     assert as_names == documented
+
+
+def timeout_maxima(node) -> set:
+    """Every `maximum` of a timeoutS property anywhere in the document."""
+    if isinstance(node, list):
+        return set().union(*(timeout_maxima(item) for item in node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    timeout = node.get("timeoutS")
+    found = {timeout["maximum"]} if isinstance(timeout, dict) and "maximum" in timeout else set()
+    return found.union(*(timeout_maxima(value) for value in node.values()))
+
+
+def test_the_document_says_the_operators_current_timeout_ceiling(app, client, monkeypatch):
+    before = client.get("/api/v1/openapi.json")
+    monkeypatch.setitem(app.config, "AGENTFORGE_MAX_TRIAL_TIMEOUT_S", 4321)
+    changed = client.get("/api/v1/openapi.json")
+    monkeypatch.undo()
+    after = client.get("/api/v1/openapi.json")
+
+    assert before.status_code == changed.status_code == after.status_code == 200
+    assert before.mimetype == "application/json"
+    assert timeout_maxima(before.json) == {DEFAULT_MAX_TRIAL_TIMEOUT_S}
+    assert timeout_maxima(changed.json) == {4321}
+    assert after.data == before.data
 
 
 # Keywords of pydantic's Field() that JSON Schema does not know: a generator or validator reading the document would
