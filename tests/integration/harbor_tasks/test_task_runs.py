@@ -40,7 +40,7 @@ def run_task(api, database, folder: Path, agent: dict, attempts: int = 1, timeou
             "name": f"agent-{secrets.token_hex(3)}",
             "attemptCount": attempts,
             "maxSteps": 8,
-            "timeoutS": 60,
+            "timeoutS": timeout_s,
             "agent": agent,
         },
     ).json
