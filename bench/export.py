@@ -87,9 +87,13 @@ class ExportResult:
     def copy_stored(self) -> Transfer:
         return median_transfer([r.copy_stored for r in self.rounds])
 
+    def round_ratios(self, baseline: str = "copy_stored") -> list[float]:
+        """Each round's export MB/s over that of the round's `baseline` COPY, in round order."""
+        return [throughput_ratio(r.export, getattr(r, baseline)) for r in self.rounds]
+
     def ratio(self, baseline: str = "copy_stored") -> float:
-        """The median over the rounds of the export's MB/s over that of the round's `baseline` COPY."""
-        return median([throughput_ratio(r.export, getattr(r, baseline)) for r in self.rounds])
+        """The median of the rounds' ratios."""
+        return median(self.round_ratios(baseline))
 
 
 def start_server(env: dict[str, str], workers: int = 1, threads: int = 4) -> subprocess.Popen:
@@ -219,7 +223,7 @@ def throughput_ratio(export: Transfer, copy: Transfer) -> float:
 
 def summary(result: ExportResult) -> list[str]:
     """Markdown lines for BENCHMARKS.md."""
-    ratios = sorted(throughput_ratio(r.export, r.copy_stored) for r in result.rounds)
+    ratios = sorted(result.round_ratios())
     rows = []
     for name, t in (
         ("GET /api/v1/rollouts?kind=failed (gunicorn)", result.export),

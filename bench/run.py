@@ -199,11 +199,8 @@ def main() -> None:
     org_ids = [ensure_catalog(database, *o)[0] for o in ORGS]
     org_id = org_ids[0]
 
-    measured = []
-    for total in sizes_of(LARGE):
-        measured.append(measure_size(app, database, email, org_ids, total))
-        if total == LARGE:
-            rollups_ok = check_rollups(database) == []
+    measured = [measure_size(app, database, email, org_ids, total) for total in sizes_of(LARGE)]
+    rollups_ok = check_rollups(database) == []
     first, last = measured[0], measured[-1]
     small, large = first.page_times, last.page_times
     searched_small, searched_large = first.searched, last.searched
