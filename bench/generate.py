@@ -8,7 +8,10 @@ as the owner role, one organization at a time with app.current_org set, so
 RLS WITH CHECK still holds; PostgreSQL refuses COPY FROM on tables with
 row-level security, and generating server-side avoids shipping the rows at
 all. Rollups are then added from the generated trials exactly as the worker
-would have added them one trial at a time.
+would have added them one trial at a time. Ids are time-ordered UUIDs (PostgreSQL's
+uuidv7()), as the app's own (models.base.new_id): each insert lands at the right
+edge of its unique indexes instead of on a random page of them, which at 5M trials
+made a growth step 1.5 times as fast.
 """
 
 from __future__ import annotations
@@ -204,7 +207,7 @@ def generate_runs(
             session.execute(
                 text("""
                 CREATE TEMP TABLE gen_runs ON COMMIT DROP AS
-                SELECT gen_random_uuid() AS id, now() - (n || ' seconds')::interval AS created_at
+                SELECT uuidv7() AS id, now() - ((:runs - n) || ' seconds')::interval AS created_at
                 FROM generate_series(1, :runs) n"""),
                 params,
             )
@@ -224,7 +227,7 @@ def generate_runs(
                              CASE WHEN u < 0.45 THEN ARRAY[1, 1, 1]::float8[]
                                   WHEN u < 0.8 THEN ARRAY[1, CASE WHEN v < 0.5 THEN 0.5 ELSE 0 END, 0]::float8[]
                                   ELSE ARRAY[0, 0, 0]::float8[] END AS stage_values
-                      FROM (SELECT r.id AS run_id, gen_random_uuid() AS id, gen_random_uuid() AS artifact_id,
+                      FROM (SELECT r.id AS run_id, uuidv7() AS id, uuidv7() AS artifact_id,
                                    t AS trial_number, random() AS d, random() AS u, random() AS v, r.created_at
                             FROM gen_runs r CROSS JOIN generate_series(1, {ATTEMPTS}) t) r) d) g
                 {CONTENT}"""),
@@ -263,7 +266,7 @@ def generate_runs(
                 text("""
                 INSERT INTO rollouts (organization_id, id, environment_version_id, evaluation_run_id,
                                       evaluation_trial_id, seed, reward, created_at)
-                SELECT :org, gen_random_uuid(), :version, run_id, id, seed, reward, created_at
+                SELECT :org, uuidv7(), :version, run_id, id, seed, reward, created_at
                 FROM gen_trials ORDER BY created_at, trial_number"""),
                 params,
             )

@@ -39,6 +39,17 @@ def test_generated_history_is_consistent_and_the_check_catches_drift(database, a
             GROUP BY r.organization_id, r.id""")
         ).all()
     assert trials == rollouts == 48
+    with database.session(org_id) as session:
+        versions = (
+            session.execute(
+                text("""SELECT DISTINCT uuid_extract_version(id) FROM (SELECT id FROM evaluation_runs UNION ALL
+                    SELECT id FROM evaluation_trials UNION ALL SELECT id FROM artifacts UNION ALL
+                    SELECT id FROM rollouts) ids""")
+            )
+            .scalars()
+            .all()
+        )
+    assert versions == [7], "ids are time-ordered like the app's own (models.base.new_id)"
     assert all(stored == pass_at_k_table(8, successes) for stored, successes in runs)
 
     auth.login(ORGS[0][1], "bench-password")
