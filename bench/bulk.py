@@ -9,6 +9,8 @@ keys would not pay: under forced row-level security PostgreSQL cannot check a re
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -46,10 +48,25 @@ def secondary_indexes(conn: Connection, tables: tuple[str, ...]) -> list[tuple[s
 
 
 def _run_all(database: Database, statements: list[str]) -> None:
-    with owner_connection(database) as conn:
-        conn.execute(text(f"SET maintenance_work_mem = '{BUILD_MEMORY}'"))
-        for statement in statements:
-            conn.execute(text(statement))
+    """Run `statements` on BUILDERS connections, each taking the next statement as soon as it is free: the search
+    vector's GIN index (the largest, built first) takes as long as all the B-trees together, so a builder that
+    drew it in a fixed share would leave the other idle for most of the build."""
+    queue = deque(statements)
+    claim = threading.Lock()
+
+    def builder() -> None:
+        with owner_connection(database) as conn:
+            conn.execute(text(f"SET maintenance_work_mem = '{BUILD_MEMORY}'"))
+            while True:
+                with claim:
+                    if not queue:
+                        return
+                    statement = queue.popleft()
+                conn.execute(text(statement))
+
+    with ThreadPoolExecutor(BUILDERS) as builders:
+        for done in [builders.submit(builder) for _ in range(BUILDERS)]:
+            done.result()
 
 
 @contextmanager
@@ -65,7 +82,5 @@ def bulk_load(database: Database, tables: tuple[str, ...]) -> Iterator[None]:
     try:
         yield
     finally:
-        definitions = [definition for _, definition in indexes]
-        with ThreadPoolExecutor(BUILDERS) as builders:
-            list(builders.map(lambda start: _run_all(database, definitions[start::BUILDERS]), range(BUILDERS)))
+        _run_all(database, [definition for _, definition in indexes])
         _run_all(database, [f"ALTER TABLE {table} RESET (autovacuum_enabled)" for table in tables])
