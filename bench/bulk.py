@@ -1,10 +1,11 @@
 """PostgreSQL's bulk-load recipe ("Populating a Database" in its manual) for the generator's large growth steps.
 
 For the duration of the load the tables being filled lose their non-unique indexes and autovacuum; after it, each
-index is built again from its own definition (a large maintenance_work_mem, two builds at a time, one per core) and
-autovacuum is back. Unique indexes, foreign keys and triggers stay, so every row is still checked as it is added
-and the derived tables (stages, evaluator rollups) are filled the way production fills them. (Dropping the foreign
-keys would not pay: under forced row-level security PostgreSQL cannot check a re-added key in one join.)
+index is built again from its own definition (a large maintenance_work_mem, two builds at a time, one per core,
+largest first) and autovacuum is back. Unique indexes, foreign keys and triggers stay, so every row is still checked
+as it is added and the derived tables (stages, evaluator rollups) are filled the way production fills them.
+(Dropping the foreign keys would not pay: under forced row-level security PostgreSQL's check of a re-added key
+sees only the rows of the organization in `app.current_org`, so it would have to be checked once per organization.)
 """
 
 from __future__ import annotations
