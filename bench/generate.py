@@ -120,9 +120,10 @@ def contents(database: Database, growth_trials: int) -> Iterator[None]:
     """Compute the trial contents of a growth step of `growth_trials` trials into CONTENTS_TABLE, and drop them after.
 
     Per environment: min(CONTENTS, growth_trials) plain contents, RARE with the rare phrase, SKU_PLANTED with SKU-7062,
-    each from its own random seed. The search vector is the production function's (trial_search_vector) and the
-    artifact is the trajectory file the generator has always written; computing them per content rather than per
-    trial is what makes generation fast (the vector alone costs ~0.2 ms a trial). The table holds no organization's
+    each from its own random seed. The search vector is the production function's (trial_search_vector), and so are
+    the size and sha256 of the trajectory file (trial_trajectory_document, which renders the file from its trial:
+    its body is not stored, as record_trial stores none); computing them per content rather than per trial is what
+    makes generation fast (the vector alone costs ~0.2 ms a trial). The table holds no organization's
     data (no organization_id): it is the owner's scratch table, gone when the step ends.
     """
     kinds = (
@@ -144,19 +145,16 @@ def contents(database: Database, growth_trials: int) -> Iterator[None]:
                 text(f"""
                 INSERT INTO {CONTENTS_TABLE}
                 SELECT '{env_name}', c.kind, c.slot, c.seed, c.steps, c.task, c.log,
-                       trial_search_vector(c.task, c.log, c.steps), b.body, octet_length(b.body),
-                       encode(sha256(b.body), 'hex')
+                       trial_search_vector(c.task, c.log, c.steps), octet_length(b.body), encode(sha256(b.body), 'hex')
                 FROM ({" UNION ALL ".join(selects)}) c
-                CROSS JOIN LATERAL (SELECT convert_to(json_build_object(
-                    'schemaVersion', 1, 'log', c.log, 'trajectory', json_build_object('steps', c.steps)::text
-                )::text, 'UTF8') AS body) b""")
+                CROSS JOIN LATERAL (SELECT trial_trajectory_document(c.log, c.steps) AS body) b""")
             )
 
     with database.admin_session() as session, session.begin():
         session.execute(text(f"DROP TABLE IF EXISTS {CONTENTS_TABLE}"))
         session.execute(
             text(f"""CREATE UNLOGGED TABLE {CONTENTS_TABLE} (environment text, kind text, slot int, seed int,
-                     steps jsonb, task text, log text, search_vector tsvector, body bytea, size int, sha256 text,
+                     steps jsonb, task text, log text, search_vector tsvector, size int, sha256 text,
                      PRIMARY KEY (environment, kind, slot))""")
         )
     with ThreadPoolExecutor(STREAMS) as streams:
@@ -218,7 +216,7 @@ def generate_runs(
                        CASE WHEN g.reward < 1 THEN ({category_array})[1 + abs(c.seed) % {len(categories)}] END
                        AS failure_category
                 FROM (SELECT *, round(((stage_values[1] + stage_values[2] + stage_values[3]) / 3)::numeric, 6)::float8
-                      AS reward FROM (SELECT run_id, id, artifact_id, trial_number, created_at,
+                      AS reward FROM (SELECT run_id, id, trial_number, created_at,
                              CASE WHEN d < :rare_p THEN 'rare' WHEN d < :rare_p + :sku_p THEN 'sku' ELSE 'plain' END
                              AS kind,
                              CASE WHEN d < :rare_p THEN floor(random() * :rare_n)
@@ -227,7 +225,7 @@ def generate_runs(
                              CASE WHEN u < 0.45 THEN ARRAY[1, 1, 1]::float8[]
                                   WHEN u < 0.8 THEN ARRAY[1, CASE WHEN v < 0.5 THEN 0.5 ELSE 0 END, 0]::float8[]
                                   ELSE ARRAY[0, 0, 0]::float8[] END AS stage_values
-                      FROM (SELECT r.id AS run_id, uuidv7() AS id, uuidv7() AS artifact_id,
+                      FROM (SELECT r.id AS run_id, uuidv7() AS id,
                                    t AS trial_number, random() AS d, random() AS u, random() AS v, r.created_at
                             FROM gen_runs r CROSS JOIN generate_series(1, {ATTEMPTS}) t) r) d) g
                 {CONTENT}"""),
@@ -244,9 +242,9 @@ def generate_runs(
             )
             session.execute(
                 text(f"""
-                INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256, body, created_at)
-                SELECT :org, g.artifact_id, 'trial-' || g.trial_number || '-trajectory.json', 'application/json',
-                       c.size, c.sha256, c.body, g.created_at FROM gen_trials g {CONTENT}"""),
+                INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256, created_at)
+                SELECT :org, g.id, 'trial-' || g.trial_number || '-trajectory.json', 'application/json',
+                       c.size, c.sha256, g.created_at FROM gen_trials g {CONTENT}"""),
                 params,
             )
             session.execute(
@@ -257,7 +255,7 @@ def generate_runs(
                 SELECT :org, g.id, g.run_id, :version, g.trial_number, g.seed,
                        CASE WHEN g.reward = 1 THEN 'succeeded' ELSE 'failed' END, g.reward, g.failure_category,
                        (SELECT jsonb_object_agg(k, v) FROM unnest({stage_array}, g.stage_values) AS s(k, v)),
-                       g.artifact_id, c.log, c.task, g.created_at, g.created_at, c.steps, '{TOOLS}'::jsonb,
+                       g.id, c.log, c.task, g.created_at, g.created_at, c.steps, '{TOOLS}'::jsonb,
                        c.search_vector
                 FROM gen_trials g {CONTENT}"""),
                 params,

@@ -143,10 +143,15 @@ def measure_recording(database: Database, org_id: uuid.UUID, version_id: uuid.UU
         assert renew_lease(session, org_id, run.id, "bench", 60)
         record_trial(session, run, number, number, outcome)
 
-    body = json.dumps(outcome.artifact_document()).encode()
+    with database.session(org_id) as session:  # the trajectory file's bytes, rendered as record_trial renders them
+        body = session.execute(
+            text("SELECT trial_trajectory_document(:log, CAST(:steps AS jsonb))"),
+            {"log": outcome.log, "steps": json.dumps(outcome.stored_steps())},
+        ).scalar_one()
 
     def bare(session, run, number: int) -> None:
-        artifact_id, trial_id = new_id(), new_id()
+        trial_id = new_id()
+        artifact_id = trial_id  # a trajectory file is its trial's (migration 0037): no body stored
         of_this_trial = {"organization_id": org_id, "seed": number, "reward": outcome.reward}
         of_this_run = {"evaluation_run_id": run.id, "environment_version_id": version_id}
         session.execute(
@@ -157,7 +162,6 @@ def measure_recording(database: Database, org_id: uuid.UUID, version_id: uuid.UU
                 content_type="application/json",
                 size=len(body),
                 sha256=hashlib.sha256(body).hexdigest(),
-                body=body,
             )
         )
         session.execute(

@@ -17,6 +17,7 @@ from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
 from queries.triage import list_labels, trial_triage
 from queries.trials import (
     ExplorerChoices,
+    TrajectoryChanged,
     UnknownCursor,
     count_trials,
     explorer_choices,
@@ -159,7 +160,10 @@ def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | No
 @bp.get("/trials/<uuid:trial_id>/trajectory.json")
 def trajectory(trial_id: uuid.UUID):
     """The trial's stored trajectory document, downloaded as `<environment>-v<N>-run-<n>-trial-<n>-trajectory.json`."""
-    found = trajectory_file(request_session(), trial_id)
+    try:
+        found = trajectory_file(request_session(), trial_id)
+    except TrajectoryChanged as changed:
+        abort(409, description=f"The trajectory of trial {trial_id} changed after it was recorded: {changed}.")
     if found is None:
         abort(404, description=f"No trajectory for trial {trial_id} in this organization.")
     return Response(

@@ -8,7 +8,6 @@ the structured record beside them).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -76,9 +75,3 @@ class TrialOutcome:
     def stored_steps(self) -> list[dict[str, Any]]:
         """The steps as they are stored (Step.to_stored)."""
         return [step.to_stored() for step in self.steps]
-
-    def artifact_document(self, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Return trial-{n}-trajectory.json: schemaVersion, the truncated log, the steps as a JSON string (`steps`:
-        the stored steps to write, when the caller has made them storable; else this outcome's)."""
-        stored = self.stored_steps() if steps is None else steps
-        return {"schemaVersion": 1, "log": self.log, "trajectory": json.dumps({"steps": stored})}

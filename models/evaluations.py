@@ -43,17 +43,28 @@ REWARD_RANGE = "reward IS NULL OR (reward >= 0 AND reward <= 1)"
 FAILED_RANK = "trial_failed_rank(reward)"
 
 
+# A trajectory file may have no stored body: it is rendered from its trial (migration 0037).
+RENDERED_TRAJECTORY = (
+    "body IS NOT NULL OR (content_type = 'application/json' AND filename ~ '^trial-[0-9]+-trajectory\\.json$')"
+)
+
+
 class Artifact(OrgRoot, Timestamped, Base):
-    """An immutable stored file, such as trial-{n}-trajectory.json (a trigger forbids edits)."""
+    """An immutable file, such as trial-{n}-trajectory.json (a trigger forbids edits). A trajectory file recorded
+    since migration 0037 has no stored body: its id is its trial's, and trial_trajectory_document renders it from
+    the trial's log_excerpt and steps (queries.trials.trajectory_body)."""
 
     __tablename__ = "artifacts"
-    __table_args__ = (CheckConstraint("size >= 0", name="size_non_negative"),)
+    __table_args__ = (
+        CheckConstraint("size >= 0", name="size_non_negative"),
+        CheckConstraint(RENDERED_TRAJECTORY, name="body_or_rendered_trajectory"),
+    )
 
     filename: Mapped[str] = mapped_column(String(255))
     content_type: Mapped[str] = mapped_column(String(100))
     size: Mapped[int] = mapped_column(Integer)
     sha256: Mapped[str] = mapped_column(String(64))
-    body: Mapped[bytes] = mapped_column(LargeBinary)
+    body: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class EvaluationRun(OrgScoped, Timestamped, Base):

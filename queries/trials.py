@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from dataclasses import dataclass
@@ -313,21 +314,40 @@ def explorer_choices(session: Session) -> ExplorerChoices:
     )
 
 
+class TrajectoryChanged(Exception):
+    """A trajectory file rendered from its trial no longer has the sha256 recorded with it: the trial's log or
+    steps were changed after it was recorded (by hand: the app never changes them)."""
+
+
 @dataclass(frozen=True)
 class TrajectoryFile:
-    """A trial's stored trajectory document, with the name the trial page downloads it under."""
+    """A trial's trajectory file, ready to download."""
 
     body: bytes
     content_type: str
     download_name: str
 
 
+def _intact(body: bytes | memoryview, sha256: str) -> bytes:
+    """`body` when its sha256 is the recorded one, else TrajectoryChanged."""
+    data = bytes(body)
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise TrajectoryChanged(f"its sha256 is no longer the recorded {sha256}")
+    return data
+
+
+# A trajectory file's bytes: stored, or (a file recorded since migration 0037) rendered from its trial.
+TRAJECTORY_BODY = "coalesce(a.body, trial_trajectory_document(t.log_excerpt, t.steps))"
+
+
 def trajectory_file(session: Session, trial_id: uuid.UUID) -> TrajectoryFile | None:
-    """The trial's trajectory artifact and its download name, or None when the trial (in the organization) has none."""
+    """The trial's trajectory artifact and its download name, or None when the trial (in the organization) has none.
+    Raises TrajectoryChanged when the bytes no longer have the recorded sha256."""
     row = session.execute(
         text(
-            """
-            SELECT a.body, a.content_type, e.name, v.version, er.sequence_number, t.trial_number
+            f"""
+            SELECT {TRAJECTORY_BODY} AS body, a.sha256, a.content_type, e.name, v.version, er.sequence_number,
+                   t.trial_number
             FROM evaluation_trials t
             JOIN evaluation_runs er ON er.organization_id = t.organization_id AND er.id = t.evaluation_run_id
             JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
@@ -341,8 +361,33 @@ def trajectory_file(session: Session, trial_id: uuid.UUID) -> TrajectoryFile | N
     if row is None:
         return None
     return TrajectoryFile(
-        bytes(row.body), row.content_type, download_name(row.name, row.version, row.sequence_number, row.trial_number)
+        _intact(row.body, row.sha256),
+        row.content_type,
+        download_name(row.name, row.version, row.sequence_number, row.trial_number),
     )
+
+
+def artifact_body(session: Session, artifact_id: uuid.UUID) -> tuple[bytes, str, str] | None:
+    """An artifact's bytes, content type and filename, or None when the organization has no such artifact. Raises
+    TrajectoryChanged when a rendered trajectory file no longer has its recorded sha256."""
+    row = session.execute(
+        text(
+            f"""
+            SELECT {TRAJECTORY_BODY} AS body, a.body IS NULL AS rendered, a.sha256, a.content_type, a.filename
+            FROM artifacts a
+            LEFT JOIN evaluation_trials t ON a.body IS NULL AND t.organization_id = a.organization_id
+                                         AND t.id = a.id AND t.trajectory_artifact_id = a.id
+            WHERE a.id = :id
+            """
+        ),
+        {"id": artifact_id},
+    ).first()
+    if row is None:
+        return None
+    if row.body is None:  # rendered, and its trial is gone: nothing to render from
+        raise TrajectoryChanged("its trial no longer exists")
+    body = _intact(row.body, row.sha256) if row.rendered else bytes(row.body)
+    return body, row.content_type, row.filename
 
 
 COUNT_CAP = 10_000  # trials counted exactly; past it the planner's estimate, said as "about"

@@ -8,7 +8,7 @@ import json
 import secrets
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, text, update
@@ -220,8 +220,9 @@ SEARCH_VECTOR_SQL = (
 RECORD_TRIAL = text(
     f"""
     WITH artifact AS (
-        INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256, body)
-        VALUES (:org, :artifact_id, :filename, 'application/json', :size, :sha256, :body)
+        INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256)
+        SELECT :org, :artifact_id, :filename, 'application/json', octet_length(d.body), encode(sha256(d.body), 'hex')
+        FROM (SELECT trial_trajectory_document(:log, CAST(:steps AS jsonb)) AS body) d
     ), atif AS (
         INSERT INTO artifacts (organization_id, id, filename, content_type, size, sha256, body)
         SELECT :org, :atif_id, :atif_filename, 'application/json', octet_length(CAST(:atif_body AS bytea)),
@@ -281,17 +282,14 @@ def record_trial(
     """
     org = run.organization_id
     task, log, steps = storable(outcome.task), storable(outcome.log), storable(outcome.stored_steps())
-    body = json.dumps(replace(outcome, log=log).artifact_document(steps), ensure_ascii=False).encode()
-    recorded = RecordedTrial(new_id(), new_id(), new_id() if outcome.reward is not None else None)
+    trial_id = new_id()  # the trajectory file's id too: it is rendered from this trial (migration 0037)
+    recorded = RecordedTrial(trial_id, trial_id, new_id() if outcome.reward is not None else None)
     stages = sorted((key, float(value)) for key, value in outcome.stages.items())
     atif_body = atif_bytes(atif_document)
     params = {
         "org": org,
         "artifact_id": recorded.artifact_id,
         "filename": f"trial-{trial_number}-trajectory.json",
-        "size": len(body),
-        "sha256": hashlib.sha256(body).hexdigest(),
-        "body": body,
         "trial_id": recorded.id,
         "run_id": run.id,
         "version_id": run.environment_version_id,

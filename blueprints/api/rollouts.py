@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session
 from blueprints.api import ApiError, bp
 from blueprints.api.contract import NDJSON, Reply, operation
 from blueprints.api.schemas import Rollout, RolloutExportQuery, TrajectoryArtifact, validated
-from models import Artifact
 from queries.exports import (
     Query,
     copy_lines,
@@ -30,6 +29,7 @@ from queries.exports import (
     stream_rows,
 )
 from queries.training_formats import atif_document, trl_conversation, trl_preference
+from queries.trials import TrajectoryChanged, artifact_body
 from web.database import get_database, request_session
 from web.limits import expensive
 from web.security import PRIVATE
@@ -173,14 +173,18 @@ def get_rollout(rollout_id: uuid.UUID):
         )
     },
     errors=(404,),
+    error_reasons={409: "A trajectory file rendered from its trial no longer has its recorded sha256"},
 )
 def get_artifact(artifact_id: uuid.UUID):
-    """Download a stored artifact (trial-{n}-trajectory.json) under its own filename."""
-    artifact = request_session().get(Artifact, (g.org_id, artifact_id))
-    if artifact is None:
+    """Download an artifact (trial-{n}-trajectory.json) under its own filename: stored bytes, or a trajectory file
+    rendered from its trial and checked against its recorded sha256."""
+    try:
+        found = artifact_body(request_session(), artifact_id)
+    except TrajectoryChanged as changed:
+        raise ApiError(409, "conflict", f"artifact {artifact_id} changed after it was recorded: {changed}") from None
+    if found is None:
         raise ApiError(404, "not found", f"no artifact {artifact_id}")
+    body, content_type, filename = found
     return Response(
-        artifact.body,
-        mimetype=artifact.content_type,
-        headers={**PRIVATE, "Content-Disposition": f"attachment; filename={artifact.filename}"},
+        body, mimetype=content_type, headers={**PRIVATE, "Content-Disposition": f"attachment; filename={filename}"}
     )

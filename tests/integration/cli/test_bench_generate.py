@@ -21,6 +21,7 @@ from domain.scoring import pass_at_k_table
 from domain.trajectory import structured
 from models import EvaluationRun
 from queries.search import search_conditions
+from queries.trials import TRAJECTORY_BODY
 from tests.helpers import marked, parse
 from writes.runs import record_trial
 
@@ -98,7 +99,8 @@ def _trial_row(session, trial_id):
     return (
         session.execute(
             text(f"""SELECT t.status, t.reward, t.failure_category, t.metrics, t.steps, t.tools, t.task, t.log_excerpt,
-                        {DERIVED}, ro.reward AS rollout_reward, a.filename, a.size, a.sha256, a.body,
+                        {DERIVED}, ro.reward AS rollout_reward, a.filename, a.size, a.sha256,
+                        a.body IS NULL AS rendered, a.id = t.id AS own_id, {TRAJECTORY_BODY} AS body,
                         (SELECT array_agg(ARRAY[s.stage_key, s.passed::text, s.failed_rank::text] ORDER BY s.stage_key)
                          FROM trial_stages s WHERE s.evaluation_trial_id = t.id) AS stages
                  FROM evaluation_trials t JOIN artifacts a ON a.id = t.trajectory_artifact_id
@@ -159,9 +161,11 @@ def test_generated_trials_equal_what_the_worker_records_for_the_same_trials(data
         for field in ("search_vector", "steps_too_deep", "no_steps", "trial_agent_steps", "stages", "metrics"):
             assert generated[field] == worker[field], field
         assert generated["rollout_reward"] == worker["rollout_reward"] == generated["reward"]
-        assert hashlib.sha256(generated["body"]).hexdigest() == generated["sha256"]
-        assert generated["size"] == len(generated["body"])
+        for row in (generated, worker):  # a trajectory file rendered from its trial, under the trial's id
+            assert row["rendered"] and row["own_id"]
+            assert hashlib.sha256(row["body"]).hexdigest() == row["sha256"] and row["size"] == len(row["body"])
         assert generated["filename"].endswith("-trajectory.json") and worker["filename"].endswith("-trajectory.json")
-        document, expected = json.loads(generated["body"]), json.loads(worker["body"])
-        assert json.loads(document.pop("trajectory")) == json.loads(expected.pop("trajectory"))
-        assert document == expected
+        assert bytes(generated["body"]) == bytes(worker["body"])
+        document = json.loads(generated["body"])
+        assert document["schemaVersion"] == 1 and document["log"] == generated["log_excerpt"]
+        assert json.loads(document["trajectory"]) == {"steps": generated["steps"]}

@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from bench.generate import check_rollups
 from domain.outcome import OBSERVATION_CAP_CHARS
+from queries.trials import TRAJECTORY_BODY
 from tests.helpers import api_ids, import_ndjson, line, ndjson, texts
 from tests.paths import TESTS
 
@@ -226,7 +227,7 @@ def imported_steps(database, org_id) -> dict[str, list[dict]]:
     """The stored steps of each imported trial, by externalId (the trajectory artifact holds the same steps)."""
     with database.session(org_id) as session:
         rows = session.execute(
-            text("""SELECT t.external_id, t.steps, a.body FROM evaluation_trials t
+            text(f"""SELECT t.external_id, t.steps, {TRAJECTORY_BODY} AS body FROM evaluation_trials t
             JOIN artifacts a ON a.organization_id = t.organization_id AND a.id = t.trajectory_artifact_id""")
         ).all()
     for row in rows:

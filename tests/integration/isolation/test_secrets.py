@@ -23,6 +23,7 @@ from domain.specs import spec_sha256
 from models import Base, EnvironmentVersion, EvaluatorConfig
 from queries.environments import runnable_agent, runnable_spec
 from queries.exports import EXPORT_FORMATS, EXPORT_KINDS
+from queries.trials import TRAJECTORY_BODY
 from tests.factories import command_agent, make_catalog
 from tests.paths import ROOT
 from worker.loop import WorkerSettings, run_workers
@@ -123,8 +124,9 @@ def test_a_leaking_agent_and_server_show_only_masks_in_every_page_export_artifac
     trials = scoped_rows(
         owner_engine,
         org_id,
-        "SELECT t.id, t.evaluation_run_id, t.log_excerpt, t.task, t.metrics, t.trajectory_artifact_id, a.body "
-        "FROM evaluation_trials t JOIN artifacts a ON a.id = t.trajectory_artifact_id ORDER BY t.id",
+        f"SELECT t.id, t.evaluation_run_id, t.log_excerpt, t.task, t.metrics, t.trajectory_artifact_id, "
+        f"{TRAJECTORY_BODY} AS body FROM evaluation_trials t JOIN artifacts a ON a.id = t.trajectory_artifact_id "
+        "ORDER BY t.id",
     )
     leaky = [t for t in trials if t.evaluation_run_id == run_id]
     assert len(leaky) == 2

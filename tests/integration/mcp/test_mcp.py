@@ -16,6 +16,7 @@ from sqlalchemy import text
 
 from domain.errors import SpecError
 from domain.specs import validate_spec
+from queries.trials import TRAJECTORY_BODY
 from tests.factories import command_agent
 from tests.paths import TESTS
 from worker.loop import WorkerSettings, run_workers
@@ -59,7 +60,7 @@ def test_a_run_against_the_builtin_mcp_admin_console(database, make_org):
     with database.session(org.id) as session:
         trials = session.execute(
             text(
-                "SELECT trial_number, reward, log_excerpt, a.body FROM evaluation_trials t "
+                f"SELECT trial_number, reward, log_excerpt, {TRAJECTORY_BODY} AS body FROM evaluation_trials t "
                 "JOIN artifacts a ON a.id = t.trajectory_artifact_id ORDER BY 1"
             )
         ).all()

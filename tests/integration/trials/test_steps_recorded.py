@@ -16,6 +16,7 @@ from domain.trajectory import Step, ToolResult, message_step, structured, tool_s
 from domain.trajectory import ToolCall as ToolCallRecord
 from importers.ingest import ingest, parse_trial
 from models import EnvironmentVersion, EvaluatorConfig
+from queries.trials import trajectory_file
 from tests.factories import make_catalog
 from tests.paths import TESTS
 from worker import trial as trial_module
@@ -26,7 +27,7 @@ from writes.runs import enqueue_run, record_trial
 FIXTURES = TESTS / "fixtures"
 # recorded-steps.json and imported-steps.json: what the code before Step recorded of the trials below (commit 301bff4),
 # and since then `"isError": true` on the worker's error results (a refused call, arguments that are no JSON object)
-EXPECTED = FIXTURES / "recorded-steps.json"
+EXPECTED = "recorded-steps.json"
 SECRET = "sekret-token-value"
 AGENT = {"kind": "scripted", "skill": 1.0, "env": {"TOKEN": SECRET}}  # the env: what the trial masks
 
@@ -98,14 +99,26 @@ def worker_outcomes(monkeypatch) -> dict[str, Any]:
     return outcomes
 
 
+def document(artifact: str) -> dict[str, Any]:
+    """A trajectory file's content, its trajectory string parsed: the same whatever renders it (since migration 0037
+    PostgreSQL does, with its own spacing and key order)."""
+    parsed = json.loads(artifact)
+    return {**parsed, "trajectory": json.loads(parsed["trajectory"])}
+
+
 def stored(database, org_id, trial_id) -> dict[str, Any]:
+    """The trial's steps and the content of the trajectory file it downloads as."""
     with database.session(org_id) as session:
-        row = session.execute(
-            text("""SELECT t.steps, a.body FROM evaluation_trials t JOIN artifacts a
-                    ON a.organization_id = t.organization_id AND a.id = t.trajectory_artifact_id WHERE t.id = :id"""),
-            {"id": trial_id},
-        ).one()
-    return {"steps": row.steps, "artifact": bytes(row.body).decode()}
+        steps = session.execute(text("SELECT steps FROM evaluation_trials WHERE id = :id"), {"id": trial_id}).scalar()
+        found = trajectory_file(session, trial_id)
+    assert found is not None
+    return {"steps": steps, "artifact": document(found.body.decode())}
+
+
+def expected(fixture: str) -> dict[str, Any]:
+    """What the code before Step recorded (the fixture keeps each file's text as it was then)."""
+    recorded = json.loads((FIXTURES / fixture).read_text())
+    return {name: {**trial, "artifact": document(trial["artifact"])} for name, trial in recorded.items()}
 
 
 def test_the_worker_records_the_steps_and_artifact_it_recorded_before_steps_were_typed(
@@ -123,7 +136,7 @@ def test_the_worker_records_the_steps_and_artifact_it_recorded_before_steps_were
             for number, (name, outcome) in enumerate(outcomes.items(), start=1)
         }
     recorded = {name: stored(database, org.id, trial_id) for name, trial_id in ids.items()}
-    assert recorded == json.loads(EXPECTED.read_text())
+    assert recorded == expected(EXPECTED)
 
 
 def import_lines() -> list[dict[str, Any]]:
@@ -152,7 +165,7 @@ def test_imports_record_the_steps_and_artifact_they_recorded_before_steps_were_t
     with database.session(org.id) as session:
         ids = dict(session.execute(text("SELECT external_id, id FROM evaluation_trials")).all())
     recorded = {name: stored(database, org.id, trial_id) for name, trial_id in sorted(ids.items())}
-    assert recorded == json.loads((FIXTURES / "imported-steps.json").read_text())
+    assert recorded == expected("imported-steps.json")
 
 
 # Step.from_stored / to_stored over every shape stored today, and over what no writer writes (hand-written rows).

@@ -17,6 +17,7 @@ from sqlalchemy.exc import ProgrammingError
 from bench.generate import check_rollups
 from domain.scoring import pass_at_k, pass_at_k_table
 from models import EvaluationRun
+from queries.trials import TRAJECTORY_BODY
 from tests.conftest import ROOT
 from tests.factories import command_agent, make_catalog
 from tests.helpers import parse, queue, rows, sqlstate, work
@@ -24,6 +25,12 @@ from worker.trial import run_trial
 from writes.runs import RUNS_CHANNEL, record_trial
 
 PERFECT = {"kind": "scripted", "skill": 1.0}
+
+# The trajectory files with their bytes, stored or rendered from their trials (migration 0037).
+TRAJECTORY_FILES = (
+    "FROM artifacts a JOIN evaluation_trials t ON t.organization_id = a.organization_id "
+    "AND t.trajectory_artifact_id = a.id"
+)
 
 
 @pytest.fixture
@@ -50,7 +57,11 @@ def test_attempt_count_4_writes_4_trials_artifacts_and_rollouts(database, org):
     assert all(set(t.metrics["explanations"]) == stage_keys for t in trials)
     assert len({t.seed for t in trials}) == 4  # independent trials
 
-    artifacts = rows(database, org.id, "SELECT id, filename, content_type, body FROM artifacts ORDER BY filename")
+    artifacts = rows(
+        database,
+        org.id,
+        f"SELECT a.id, a.filename, a.content_type, {TRAJECTORY_BODY} AS body {TRAJECTORY_FILES} ORDER BY a.filename",
+    )
     assert [a.filename for a in artifacts] == [f"trial-{n}-trajectory.json" for n in range(1, 5)]
     assert {a.id for a in artifacts} == {t.trajectory_artifact_id for t in trials}
     for artifact in artifacts:
@@ -76,7 +87,7 @@ def test_successful_trials_store_pass_at_k_and_steps(database, org, client, auth
     run = rows(database, org.id, "SELECT pass_at_k, stage_pass_at_k FROM evaluation_runs")[0]
     assert run.pass_at_k == {"1": 1.0, "2": 1.0, "3": 1.0}
     assert run.stage_pass_at_k["stage_checkout"] == {"1": 1.0, "2": 1.0, "3": 1.0}
-    body = json.loads(rows(database, org.id, "SELECT body FROM artifacts LIMIT 1")[0].body)
+    body = json.loads(rows(database, org.id, f"SELECT {TRAJECTORY_BODY} AS body {TRAJECTORY_FILES} LIMIT 1")[0].body)
     steps = json.loads(body["trajectory"])["steps"]
     assert [s["tool"] for s in steps] == [
         "list_inventory",
@@ -333,7 +344,8 @@ def test_an_agent_printing_nan_and_infinity_is_recorded_and_its_artifact_is_json
     for trial in trials:
         call = next(step for step in trial.steps if step.get("tool") == "list_inventory")
         assert call["toolCalls"][0]["arguments"] == {"limit": "NaN", "offset": "-Infinity"}
-        (body,) = rows(database, org.id, "SELECT body FROM artifacts WHERE id = :id", id=trial.trajectory_artifact_id)
+        sql = f"SELECT {TRAJECTORY_BODY} AS body {TRAJECTORY_FILES} WHERE a.id = :id"
+        (body,) = rows(database, org.id, sql, id=trial.trajectory_artifact_id)
         document = json.loads(body.body, parse_constant=lambda name: pytest.fail(f"{name} in the artifact"))
         steps = json.loads(document["trajectory"], parse_constant=lambda name: pytest.fail(f"{name} in the steps"))
         assert any(s.get("command", "").startswith("list_inventory") for s in steps["steps"])
