@@ -85,9 +85,9 @@ def section(sizes: list[Storage]) -> list[str]:
     totals = " | ".join(f"**{size.per_trial(size.total):,.0f}** ({size.total / GB:.2f} GB)" for size in sizes)
     largest = sizes[-1]
     per_trial = largest.per_trial(largest.total)
-    artifacts = largest.table("artifacts")
-    bodies = largest.per_trial(largest.table("evaluation_trials").toast + artifacts.total)
-    moved = largest.per_trial(artifacts.heap + artifacts.toast)
+    trials = largest.table("evaluation_trials")
+    bodies = largest.per_trial(trials.toast)
+    files = largest.per_trial(largest.table("artifacts").total)
     kept = per_trial - bodies
     return [
         "## Storage per trial",
@@ -103,9 +103,8 @@ def section(sizes: list[Storage]) -> list[str]:
         "### 100M trials",
         "",
         f"At the measured {per_trial:,.0f} bytes a trial, 100M trials take {per_trial * 1e8 / GB:,.0f} GB. Of "
-        f"each trial, {bodies:,.0f} bytes are bodies (the TOASTed steps and search vector of evaluation_trials and "
-        f"the trajectory artifact) and {kept:,.0f} bytes are rows and indexes "
-        f"({kept * 1e8 / GB:,.0f} GB at 100M). The plan:",
+        f"each trial, {bodies:,.0f} bytes are bodies (the TOASTed steps and search vector of evaluation_trials) "
+        f"and {kept:,.0f} bytes are rows and indexes ({kept * 1e8 / GB:,.0f} GB at 100M). The plan:",
         "",
         "- **Partition evaluation_trials, trial_stages, rollouts and artifacts by month of creation** (range on "
         "the creation time, which the primary keys and the foreign keys between them then carry: a trial's stages, "
@@ -113,13 +112,17 @@ def section(sizes: list[Storage]) -> list[str]:
         "the aggregates read rollups, so a page touches one or two partitions; old months can be detached, moved "
         "to cheaper disks or dropped without a VACUUM of the rest. Organizations are not the key: one organization "
         "holds 70% of the rows here, and RLS already makes every index lead with organization_id.",
-        "- **Trajectory artifact bodies move to object storage** (S3-compatible, content-addressed by the sha256 "
-        f"already stored): the artifacts table keeps its metadata row, saving about {moved:,.0f} bytes a trial "
-        f"({moved * 1e8 / GB:,.0f} GB at 100M). "
-        "The export streams steps from evaluation_trials, so it does not read them.",
-        "- **What stays in PostgreSQL**: the trial rows with their steps (search, snippets, the explorer and "
-        "exports read them), the search vector and its GIN index, the rollups, stages and reviews. With lz4 "
-        "TOAST compression (`default_toast_compression`, which the embedded build here lacks) the steps shrink "
-        "further; the search vector does not compress and is the largest single column.",
+        "- **Trajectory files are not stored twice** (done: migration 0037). A `trial-{n}-trajectory.json` is "
+        "rendered from its trial's log and steps and checked against its recorded sha256; the artifacts table "
+        f"keeps a metadata row of {files:,.0f} bytes a trial. What is stored as it came (imported ATIF documents, "
+        "task bundles) moves to object storage (S3-compatible, content-addressed by the sha256 already stored).",
+        "- **The steps of closed months move to object storage**: one compressed file of a month's steps per "
+        "organization, read by the trial page and the export of that month, the search vector and its GIN index "
+        "staying in PostgreSQL so search still finds those trials (snippets then read the month's file). That "
+        "takes the steps' share of the TOAST bodies out of PostgreSQL for all but the open months.",
+        "- **What stays in PostgreSQL**: the trial rows, the open months' steps, the search vector and its GIN "
+        "index, the rollups, stages and reviews. With lz4 TOAST compression (`default_toast_compression`, which "
+        "the embedded build here lacks) the steps shrink further; the search vector does not compress and is the "
+        "largest single column.",
         "",
     ]
