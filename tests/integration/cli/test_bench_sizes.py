@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from bench.run import DISK_BYTES_PER_TRIAL, SizeMeasured, disk_problem, history, sizes_of, trials_of
+from bench.run import (
+    DISK_BYTES_PER_TRIAL,
+    SizeMeasured,
+    disk_problem,
+    export_size,
+    history,
+    sizes_of,
+    trials_of,
+)
 
 
 @pytest.mark.parametrize(
@@ -55,6 +63,7 @@ def test_a_size_the_disk_cannot_hold_is_refused_before_anything_is_generated(tmp
 )
 def test_a_size_past_1m_is_measured_beside_1m(large, sizes):
     assert sizes_of(large) == sizes
+    assert export_size(large) in sizes and export_size(large) == min(large, 1_000_000)  # the export's rounds: at 1M
 
 
 def test_the_history_says_how_fast_each_size_was_generated():
