@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.factories import finish_run, make_catalog, seed_org_rows
+from tests.helpers import migrate
 
 
 def trials_of(database, org_id):
@@ -82,3 +83,20 @@ def test_a_trajectory_file_without_a_body_must_be_one(database, member, owner_en
                     VALUES (:org, uuidv7(), 'task.tar', 'application/x-tar', 0, '')"""),
             {"org": member.org.id},
         )
+
+
+@pytest.mark.fault
+def test_going_back_before_migration_0037_stores_every_rendered_file(database, database_urls, member, auth, client):
+    """Downgrading stores each rendered file's bytes (what a download gave), so the older code finds them all."""
+    catalog = make_catalog(database, member.org.id, {"kind": "scripted"}, attempt_count=2)
+    finish_run(database, catalog)
+    auth.login(member.email)
+    downloaded = {t.id: client.get(f"/trials/{t.id}/trajectory.json").data for t in trials_of(database, member.org.id)}
+    migrate(database_urls, database, "0036", downgrade=True)
+    try:
+        with database.session(member.org.id) as session:
+            stored = {row.id: row.body for row in session.execute(text("SELECT id, body FROM artifacts"))}
+    finally:
+        migrate(database_urls, database, "head")
+    assert {artifact_id: bytes(body) for artifact_id, body in stored.items()} == downloaded
+    assert all(client.get(f"/trials/{t}/trajectory.json").data == body for t, body in downloaded.items())
