@@ -167,7 +167,7 @@ def get_rollout(rollout_id: uuid.UUID):
     "getArtifact",
     {
         200: Reply(
-            "The stored file (trial-{n}-trajectory.json)",
+            "The file (trial-{n}-trajectory.json: rendered from its trial, or stored as it came)",
             TrajectoryArtifact,
             headers=("Content-Disposition", "X-Privacy-Class", "Cache-Control"),
         )
