@@ -31,6 +31,7 @@ def test_a_reviewer_walks_unreviewed_failures_with_the_keyboard(
     page.wait_for_url(f"{live_server}/trials?reviewState=unreviewed&rewardBand=failed")
     page.click("table.trials tbody tr:first-child td a[href^='/trials/']")
     page.wait_for_selector("#triage")
+    page.wait_for_load_state("load")
     assert page.url.startswith(f"{live_server}/trials/{unreviewed[0]}?")
     page.keyboard.press("?")
     assert page.locator("#triage-keys").is_visible()
@@ -44,6 +45,7 @@ def test_a_reviewer_walks_unreviewed_failures_with_the_keyboard(
     page.wait_for_url(f"{live_server}/trials/{unreviewed[0]}?*")
     page.keyboard.press("r")  # marks it reviewed and comes back to it, with its list
     page.wait_for_selector(".review-state.review-reviewed")
+    page.wait_for_load_state("load")  # the page's scripts (its keys) run, not only its HTML parsed
     assert page.url.startswith(f"{live_server}/trials/{unreviewed[0]}?")
     page.keyboard.press("n")  # the next match of the list it was opened from
     page.wait_for_url(f"{live_server}/trials/{unreviewed[1]}?*")
