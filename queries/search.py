@@ -146,14 +146,41 @@ _STEPS = (
 )
 _STEP_NUMBER = "CASE WHEN s.step ->> 'step' ~ '^[0-9]{1,9}$' THEN (s.step ->> 'step')::int ELSE s.n::int END"
 
-# The searchable pieces of a trial in page order: its task, each step's text (with its number), its log.
+# The searchable pieces of a trial in page order: its task, each step's text (with its number), its log. OFFSET 0
+# keeps them a subquery of their own, so each step's text is built once however many conditions read it.
 _PIECES = f"""
-    SELECT 'task' AS part, NULL::int AS step, 0::bigint AS n, t.task AS body
-    UNION ALL
-    SELECT 'step', {_STEP_NUMBER}, s.n, trial_step_text(s.step) FROM {_STEPS}
-    UNION ALL
-    SELECT 'log', NULL, 2147483647, t.log_excerpt
+    SELECT * FROM (
+        SELECT 'task' AS part, NULL::int AS step, 0::bigint AS n, t.task AS body
+        UNION ALL
+        SELECT 'step', {_STEP_NUMBER}, s.n, trial_step_text(s.step) FROM {_STEPS}
+        UNION ALL
+        SELECT 'log', NULL, 2147483647, t.log_excerpt
+    ) pieces OFFSET 0
 """
+
+# Parsing a text into its tsvector is most of what showing a match costs, so a text is parsed only when it may
+# match. querytree is the query without its negations, and every match holds its words (each a lower-case run of
+# the text; a prefix too): all of them when it joins them with & and <-> alone, else at least one. The words come
+# from PostgreSQL's text form of it ('…' with ' and \ doubled) as LIKE patterns; a query of negations alone has
+# none, and then every text is parsed.
+_LEXEME_SQL = r"'''((?:[^''\\]|''''|\\\\)*)'''"
+_WORDS = rf"""SELECT array_agg('%' || replace(replace(replace(
+                replace(replace(m[1], '''''', ''''), '\\', '\'), '\', '\\'), '%', '\%'), '_', '\_') || '%') AS patterns,
+            regexp_replace(querytree(q0.query), {_LEXEME_SQL}, '', 'g') !~ '\|' AS all_needed
+        FROM regexp_matches(querytree(q0.query), {_LEXEME_SQL}, 'g') AS m"""
+
+
+def search_source(query: SearchQuery) -> str:
+    """The FROM item `q` of a statement that shows matches: the tsquery (q.query) and its words (see _WORDS)."""
+    return f"(SELECT q0.query, w.* FROM (SELECT {query.sql} AS query) q0 CROSS JOIN LATERAL ({_WORDS}) w) q"
+
+
+def text_matches(body: str) -> str:
+    """SQL: the text `body` matches the search `q` (of search_source), parsed only when it may."""
+    return f"""CASE WHEN q.patterns IS NULL
+                  OR CASE WHEN q.all_needed THEN lower({body}) LIKE ALL (q.patterns)
+                          ELSE lower({body}) LIKE ANY (q.patterns) END
+             THEN to_tsvector({CONFIG}, {body}) @@ q.query ELSE false END"""
 
 
 def snippets(session: Session, trial_ids: Iterable[uuid.UUID], q: str | None) -> dict[uuid.UUID, list[Snippet]]:
@@ -170,10 +197,10 @@ def snippets(session: Session, trial_ids: Iterable[uuid.UUID], q: str | None) ->
                    ts_headline({CONFIG}, m.body, m.query, :options) AS headline
             FROM (SELECT t.id, p.part, p.step, p.n, p.body, q.query,
                          row_number() OVER (PARTITION BY t.id ORDER BY p.n) AS rank
-                  FROM (SELECT {query.sql} AS query) q
+                  FROM {search_source(query)}
                   CROSS JOIN evaluation_trials t
                   CROSS JOIN LATERAL ({_PIECES}) p
-                  WHERE t.id = ANY(:ids) AND p.body <> '' AND to_tsvector({CONFIG}, p.body) @@ q.query) m
+                  WHERE t.id = ANY(:ids) AND p.body <> '' AND {text_matches("p.body")}) m
             WHERE m.rank <= :per_trial
             ORDER BY m.id, m.n
             """
@@ -199,8 +226,8 @@ def first_matching_step(session: Session, trial_id: uuid.UUID, q: str | None) ->
     return session.execute(
         text(
             f"""
-            SELECT p.step FROM evaluation_trials t CROSS JOIN LATERAL ({_PIECES}) p
-            WHERE t.id = :trial_id AND p.part = 'step' AND to_tsvector({CONFIG}, p.body) @@ {query.sql}
+            SELECT p.step FROM {search_source(query)} CROSS JOIN evaluation_trials t CROSS JOIN LATERAL ({_PIECES}) p
+            WHERE t.id = :trial_id AND p.part = 'step' AND {text_matches("p.body")}
             ORDER BY p.n LIMIT 1
             """
         ),
@@ -254,8 +281,8 @@ def trial_marks(session: Session, trial_id: uuid.UUID, q: str | None) -> TrialMa
         text(
             f"""
             SELECT {_STEP_NUMBER} AS step, {fields}
-            FROM (SELECT {query.sql} AS query) q CROSS JOIN evaluation_trials t CROSS JOIN LATERAL {_STEPS}
-            WHERE t.id = :trial_id AND to_tsvector({CONFIG}, trial_step_text(s.step)) @@ q.query
+            FROM {search_source(query)} CROSS JOIN evaluation_trials t CROSS JOIN LATERAL {_STEPS}
+            WHERE t.id = :trial_id AND {text_matches("trial_step_text(s.step)")}
             ORDER BY s.n
             """
         ),
@@ -266,11 +293,10 @@ def trial_marks(session: Session, trial_id: uuid.UUID, q: str | None) -> TrialMa
     whole = session.execute(
         text(
             f"""
-            SELECT CASE WHEN to_tsvector({CONFIG}, t.task) @@ q.query
-                        THEN ts_headline({CONFIG}, t.task, q.query, :options) END AS task,
-                   CASE WHEN to_tsvector({CONFIG}, t.log_excerpt) @@ q.query
+            SELECT CASE WHEN {text_matches("t.task")} THEN ts_headline({CONFIG}, t.task, q.query, :options) END AS task,
+                   CASE WHEN {text_matches("t.log_excerpt")}
                         THEN ts_headline({CONFIG}, t.log_excerpt, q.query, :options) END AS log
-            FROM (SELECT {query.sql} AS query) q CROSS JOIN evaluation_trials t WHERE t.id = :trial_id
+            FROM {search_source(query)} CROSS JOIN evaluation_trials t WHERE t.id = :trial_id
             """
         ),
         params,

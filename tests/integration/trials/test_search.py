@@ -16,7 +16,15 @@ from sqlalchemy import text
 from domain.outcome import TrialOutcome
 from domain.trajectory import message_step, search_text, tool_step
 from queries.filters import TrialFilters
-from queries.search import first_matching_step, parse_query, search_conditions, snippets, trial_marks
+from queries.search import (
+    first_matching_step,
+    parse_query,
+    search_conditions,
+    search_source,
+    snippets,
+    text_matches,
+    trial_marks,
+)
 from tests.conftest import PASSWORD, AuthActions
 from tests.factories import make_catalog, record_rewards, typed_steps
 from tests.helpers import attr, marked, one, parse, trial_links
@@ -190,6 +198,67 @@ def test_any_text_is_a_query_that_never_raises(database, acme, q):
         return
     with database.session(acme.id) as session:
         session.execute(text(f"SELECT {query.sql} AS q"), query.params).scalar()
+
+
+# Words as stored text holds them: apostrophes, backslashes, LIKE's own % and _, URLs, paths, identifiers, numbers
+# after hyphens, letters whose lower case differs (Turkish, Greek, German).
+TEXT_WORDS = st.sampled_from(
+    [
+        "Permission", "denied", "O'Brien", "it's", "a\\b", "C:\\Temp\\x_1", "100%", "50%_off", "snake_case",
+        "http://example.com/a_b%20c?x=1", "/etc/shelf", "SKU-7062", "-7062", "7062", "3.14", "İstanbul", "ΟΔΟΣ",
+        "Straße", "QUOTA", "exceeded", "for", "warehouse", "<b>bold</b>", "&amp;", "x--y", "_", "%", "'", "\\",
+        "/etc/a_b", "foo@bar_x.com", "x.y_z", "example.com/a_b",
+    ]
+)  # fmt: skip
+
+
+@st.composite
+def text_and_query(draw) -> tuple[str, str]:
+    """A text, and a query made of some of its words (or other words) with web-search syntax around them."""
+    words = draw(st.lists(TEXT_WORDS, min_size=1, max_size=8))
+    body = draw(st.sampled_from([" ", "\n", ", "])).join(words)
+    terms = []
+    for word in draw(st.lists(st.one_of(st.sampled_from(words), TEXT_WORDS, st.text(max_size=6)), max_size=4)):
+        shape = draw(st.sampled_from(["{}", "{}*", '"{}"', "-{}", "or {}", '"{} {}"']))
+        terms.append(shape.format(word, draw(TEXT_WORDS)))
+    return body, " ".join(terms)
+
+
+@given(pair=text_and_query())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_text_is_passed_over_only_when_it_cannot_match(database, acme, pair):
+    """Snippets and marks parse a text only when its lower case holds a word of the query: whatever the text and
+    the query, that shortcut never changes whether the text matches."""
+    body, q = pair
+    query = parse_query(q)
+    if query is None:
+        return
+    with database.session(acme.id) as session:
+        row = session.execute(
+            text(
+                f"""SELECT to_tsvector('simple', b.body) @@ q.query AS parsed, {text_matches("b.body")} AS shortcut,
+                           q.patterns IS NOT NULL AND NOT lower(b.body) LIKE ANY (q.patterns) AS passed_over
+                    FROM {search_source(query)} CROSS JOIN (SELECT CAST(:body AS text) AS body) b"""
+            ),
+            {**query.params, "body": body},
+        ).one()
+    assert row.shortcut == row.parsed
+    assert not (row.passed_over and row.parsed)
+
+
+def test_the_words_a_text_is_checked_for_are_those_of_the_query_without_its_negations(database, acme):
+    with database.session(acme.id) as session:
+
+        def patterns(q: str) -> list[str] | None:
+            query = parse_query(q)
+            assert query is not None
+            return session.execute(text(f"SELECT q.patterns FROM {search_source(query)}"), query.params).scalar()
+
+        assert patterns('"quota exceeded" -warehouse') == ["%quota%", "%exceeded%"]
+        assert patterns("SKU-70*") == ["%sku%", "%-70%"]
+        assert patterns("7062") == ["%7062%", "%-7062%"]  # a number also finds itself after a hyphen
+        assert patterns("/etc/a_b foo@bar_x.com") == ["%/etc/a\\_b%", "%foo@bar\\_x.com%"]  # LIKE's _ escaped
+        assert patterns("-warehouse") is None  # negations alone: every text is parsed
 
 
 def test_punctuation_alone_matches_nothing_and_empty_is_no_search(database, acme, trials):
