@@ -37,7 +37,7 @@ from web.security import PRIVATE
 from web.transcript import log_view, transcript
 from web.trial_diff import TrialDiffQuery, diff_view
 from web.trial_filters import BASIC_FILTERS, FILTER_PARAMS, TRIAL_FILTERS, TrialListQuery, filter_chips
-from web.urls import export_links, possible_kinds
+from web.urls import IdLink, export_links, possible_kinds
 from web.validation import Invalid, parse
 
 bp = Blueprint("trials", __name__)
@@ -213,6 +213,9 @@ def index():
         count_url=f"{url_for('trials.count')}?{urlencode(filter_args)}" if filter_args else url_for("trials.count"),
         q=query.q,
         snippets=found,
+        trial_link=IdLink.of("trials.show", "trial_id", **trail),
+        environment_link=IdLink.of("environments.show", "environment_id"),
+        run_link=IdLink.of("runs.show", "run_id"),
     )
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlencode, urlsplit
 
 from flask import Flask, current_app, url_for
@@ -124,3 +126,31 @@ def trusted_hosts(base_url: str | None, configured: str | None) -> list[str]:
 def external_url_helpers(app: Flask) -> None:
     """Make external_url available to templates."""
     app.jinja_env.globals["external_url"] = external_url
+
+
+# A stand-in id no row has: the first place it takes in a URL is its path's (a query string comes after the path).
+_STAND_IN = str(uuid.uuid4())
+
+
+@dataclass(frozen=True)
+class IdLink:
+    """The URL of one endpoint for any id: url_for once with a stand-in id, then each row's id in its place.
+
+    A page of 50 trials with their snippets hands out some 200 links; url_for
+    builds each in about 20 µs, this in well under one (and gives the same text).
+    """
+
+    head: str
+    tail: str
+
+    @classmethod
+    def of(cls, endpoint: str, id_name: str, **values: object) -> IdLink:
+        """The link of `endpoint` whose `id_name` argument varies (the other `values` fixed, e.g. a trail of query
+        arguments)."""
+        arguments: dict[str, Any] = {**values, id_name: _STAND_IN}
+        head, _, tail = url_for(endpoint, **arguments).partition(_STAND_IN)
+        return cls(head, tail)
+
+    def __call__(self, row_id: object, anchor: str | None = None) -> str:
+        """The URL for `row_id`, with `anchor` (an element id of ours, such as step-3: nothing to quote)."""
+        return f"{self.head}{row_id}{self.tail}" + (f"#{anchor}" if anchor else "")
