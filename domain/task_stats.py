@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 from scipy import stats
@@ -215,6 +216,7 @@ def _clip(value: float, low: float, high: float) -> float:
     return float(min(high, max(low, value)))
 
 
+@cache  # a handful of distinct df values; each ppf costs about 50 µs
 def _t_quantile(df: float) -> float:
     return float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df))
 
@@ -303,6 +305,7 @@ def pairing(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> Pairing:
     return Pairing(tuple(sorted(shared)), tuple(sorted(held_a - held_b)), tuple(sorted(held_b - held_a)), paired)
 
 
+@cache
 def _z_sum() -> float:
     return float(stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER))
 
