@@ -261,17 +261,24 @@ class TrialStage(Base):
 
     Written by the trigger of migration 0024 in the statement that inserts the
     trial (and rewritten when its reward or metrics change): never by the app.
-    The key is the explorer's index of stage filters (queries.filters).
+    The key is one result per trial and stage (so PostgreSQL plans a stage filter's EXISTS as a join it may run
+    from either side, migration 0038); ix_trial_stages_results is the explorer's index of stage filters
+    (queries.filters): a stage's trials with one result in one rank, newest last.
     """
 
     __tablename__ = "trial_stages"
-    __table_args__ = (org_fk("evaluation_trial_id", "evaluation_trials"),)
+    __table_args__ = (
+        org_fk("evaluation_trial_id", "evaluation_trials"),
+        Index(
+            "ix_trial_stages_results", "organization_id", "stage_key", "passed", "failed_rank", "evaluation_trial_id"
+        ),
+    )
 
     organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
-    stage_key: Mapped[str] = mapped_column(String(STAGE_KEY_CHARS), primary_key=True)
-    passed: Mapped[bool] = mapped_column(primary_key=True)
-    failed_rank: Mapped[int] = mapped_column(SmallInteger, primary_key=True)  # queries.filters.FAILED_RANK
     evaluation_trial_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    stage_key: Mapped[str] = mapped_column(String(STAGE_KEY_CHARS), primary_key=True)
+    passed: Mapped[bool]
+    failed_rank: Mapped[int] = mapped_column(SmallInteger)  # queries.filters.FAILED_RANK
 
 
 class Rollout(OrgScoped, Timestamped, Base):

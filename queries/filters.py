@@ -172,9 +172,10 @@ class TrialFilters:
             conditions = conditions.also(f"{rows}.reward >= :min_reward", min_reward=self.min_reward)
         if self.max_reward is not None:
             conditions = conditions.also(f"{rows}.reward <= :max_reward", max_reward=self.max_reward)
-        # A stage result is a row of trial_stages (migration 0024) keyed like its index: in the failed-first order's
-        # branches (one rank each) a page walks the trials with that result newest first, and on any other read it
-        # is one index probe per trial.
+        # A stage result is a row of trial_stages (migration 0024), one per trial and stage (its key, migration
+        # 0038), so PostgreSQL plans the EXISTS as a join it may run from either side: in the failed-first order's
+        # branches (one rank each) a page walks the trials with that result newest first (ix_trial_stages_results)
+        # where that is shorter than walking the trials, and otherwise probes the key once per trial.
         # The ranks the reward filters leave are said on the stage row too, so PostgreSQL's statistics of
         # trial_stages (which results occur in which rank) tell it when few trials match in any order.
         rank = FAILED_RANK.format(t=t)

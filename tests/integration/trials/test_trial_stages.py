@@ -198,3 +198,16 @@ def test_a_trial_inserted_for_another_organization_writes_no_stage_result_there(
             {"b": b.org_id, "run": b.run_id, "version": b.version_id},
         )
     assert stage_rows(database, b.org_id) == [("stage_checkout", False, 2), ("stage_inventory", True, 2)]
+
+
+def test_a_trial_holds_one_result_per_stage(database, two_orgs, owner_engine):
+    """The key (migration 0038) refuses a second result of a stage for one trial, even from the owner."""
+    a, _ = two_orgs
+    with owner_engine.begin() as conn, pytest.raises(IntegrityError) as raised:
+        conn.execute(text("SELECT set_config('app.current_org', :org, true)"), {"org": str(a.org_id)})
+        conn.execute(
+            text("INSERT INTO trial_stages VALUES (:org, 'stage_checkout', true, 2, :trial)"),
+            {"org": a.org_id, "trial": a.trial_id},
+        )
+    assert isinstance(raised.value.orig, psycopg.errors.UniqueViolation)
+    assert stage_rows(database, a.org_id) == [("stage_checkout", False, 2), ("stage_inventory", True, 2)]
