@@ -26,6 +26,7 @@ from app import create_app
 from bench import export as export_bench
 from bench import load as load_bench
 from bench import pages, recording
+from bench import plans as plans_bench
 from bench import sandbox as sandbox_bench
 from bench import search as search_bench
 from bench import storage as storage_bench
@@ -220,6 +221,7 @@ def main() -> None:
     small, large = first.page_times, last.page_times
     searched_small, searched_large = first.searched, last.searched
     small_trials, large_trials, ids_large = first.trials, last.trials, last.ids
+    planned = plans_bench.section(app, database, org_id, email, ids_large, large_trials)  # before recording adds any
 
     recorded = recording.measure_recording(database, org_id, ids_large["version"])
     load_urls = load_bench.load_urls(ids_large)
@@ -328,6 +330,8 @@ def main() -> None:
         f"| search | q | {search_header} | ratio (medians) |",
         "|---|---|" + "---:|---:|---:|" * len(measured) + "---:|",
         *search_rows,
+        "",
+        *planned,
         "",
         "## Aggregate pages beside the naive aggregate over raw trials",
         "",
