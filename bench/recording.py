@@ -16,7 +16,10 @@ cleaning the GIN index's pending list of what it recorded
 otherwise), so the index's cost is counted whether it is paid at insert or
 later. Each path's figure is the median time of its trials
 (each trial's own transaction, commit included): on a shared machine a mean
-moves with whatever else runs, a median much less.
+moves with whatever else runs, a median much less. The worker's statement and
+the bare INSERTs take turns trial by trial, so both meet the same moments of
+the disk; the path as before search and the explorer runs apart (its indexes
+are dropped for it), after them.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -185,27 +189,27 @@ def measure_recording(database: Database, org_id: uuid.UUID, version_id: uuid.UU
         rollout = {**of_this_trial, **of_this_run, "id": new_id(), "evaluation_trial_id": trial_id}
         session.execute(insert(Rollout).values(**rollout))
 
-    def median_ms(runs: list, write) -> float:
-        times = []
-        for run in runs:
+    def medians_ms(*paths: tuple[list, Callable]) -> list[float]:
+        """The median ms per trial of each path (its runs, its write), the paths taking turns trial by trial: a
+        commit's fsync on this machine's disk drifts by a factor of two within minutes, and paths timed one after
+        the other would compare two moments of the disk instead of two statements."""
+        times: list[list[float]] = [[] for _ in paths]
+        for turn in zip(*(runs for runs, _ in paths), strict=True):
             for number in range(1, 9):
-                started = time.perf_counter()
-                with database.session(org_id) as session, session.begin():
-                    write(session, run, number)
-                times.append((time.perf_counter() - started) * 1000)
-        return statistics.median(times)
+                for path, ((_, write), run) in enumerate(zip(paths, turn, strict=True)):
+                    started = time.perf_counter()
+                    with database.session(org_id) as session, session.begin():
+                        write(session, run, number)
+                    times[path].append((time.perf_counter() - started) * 1000)
+        return [statistics.median(path) for path in times]
 
-    def record_all(runs: list) -> float:
-        return median_ms(runs, record)
-
-    record_all(warm_runs[: len(warm_runs) // 2])
+    medians_ms((warm_runs[: len(warm_runs) // 2], record))
     _clean_pending_list(database)  # start from an empty pending list, then count what these trials leave in it
-    worker_ms = record_all(worker_runs)
+    worker_ms, bare_ms = medians_ms((worker_runs, record), (bare_runs, bare))  # bare trials add no search vector
     worker_cleanup_ms = _clean_pending_list(database) / (len(worker_runs) * 8)
     with _before_search_and_explorer(database):
-        record_all(warm_runs[len(warm_runs) // 2 :])
-        worker_before_search_ms = record_all(before_runs)
-    bare_ms = median_ms(bare_runs, bare)
+        medians_ms((warm_runs[len(warm_runs) // 2 :], record))
+        (worker_before_search_ms,) = medians_ms((before_runs, record))
 
     with database.session(org_id) as session, session.begin():  # the end-to-end worker: claim, run, record
         session.execute(  # the runs above are done: they no longer count against the organization's running runs
