@@ -1,5 +1,6 @@
-"""The plans behind pages that a larger history once broke: each page's slowest statement under EXPLAIN ANALYZE, as
-the runtime role in the measured organization, written to BENCHMARKS.md beside the figures it explains."""
+"""The plans behind pages that a larger history once broke: the statement a fix changed, captured from a real request
+and run again under EXPLAIN ANALYZE as the runtime role in the measured organization, written to BENCHMARKS.md beside
+the figures it explains. (tests.helpers counts a test's statements the same way; bench code does not import tests.)"""
 
 from __future__ import annotations
 

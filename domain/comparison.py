@@ -60,8 +60,9 @@ class Test:
         return self.p_value is not None and self.p_value < ALPHA
 
 
-@cache  # the standard normal quantiles of the few levels used, each ppf costing about 50 µs
-def _z(level: float) -> float:
+@cache  # the few levels used, each scipy ppf costing about 50 µs
+def normal_quantile(level: float) -> float:
+    """The standard normal distribution's quantile at `level` (scipy's norm.ppf), computed once per level."""
     return float(stats.norm.ppf(level))
 
 
@@ -82,7 +83,7 @@ def _needed_proportions(p: float) -> int:
     p1 = min(max(p, 0.0), 1.0 - DETECTABLE)
     p2 = p1 + DETECTABLE
     average = (p1 + p2) / 2
-    z_alpha, z_beta = _z(1 - ALPHA / 2), _z(POWER)
+    z_alpha, z_beta = normal_quantile(1 - ALPHA / 2), normal_quantile(POWER)
     root = z_alpha * math.sqrt(2 * average * (1 - average)) + z_beta * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))
     return math.ceil(root**2 / DETECTABLE**2)
 
@@ -91,7 +92,7 @@ def wilson(successes: int, trials: int) -> tuple[float, float]:
     """The Wilson score 95% interval of successes / trials: what `binomtest(successes, trials).proportion_ci(
     method="wilson")` answers, from its closed form with scipy's normal quantile (binomtest would also compute an
     exact p-value, a cost that grows with the count)."""
-    z = _z(1 - (1 - CONFIDENCE) / 2)
+    z = normal_quantile(1 - (1 - CONFIDENCE) / 2)
     p = successes / trials
     denominator = 1 + z**2 / trials
     center = (p + z**2 / (2 * trials)) / denominator

@@ -38,7 +38,7 @@ from functools import cache
 import numpy as np
 from scipy import stats
 
-from domain.comparison import ALPHA, CONFIDENCE, DETECTABLE, POWER, Estimate, Test, proportion
+from domain.comparison import ALPHA, CONFIDENCE, DETECTABLE, POWER, Estimate, Test, normal_quantile, proportion
 from domain.comparison import unpaired_pass_at_1 as trial_pass_at_1_test
 from domain.scoring import unbiased_pass_at_k
 from domain.vocabulary import MAX_ATTEMPTS
@@ -305,9 +305,8 @@ def pairing(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> Pairing:
     return Pairing(tuple(sorted(shared)), tuple(sorted(held_a - held_b)), tuple(sorted(held_b - held_a)), paired)
 
 
-@cache
 def _z_sum() -> float:
-    return float(stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER))
+    return normal_quantile(1 - ALPHA / 2) + normal_quantile(POWER)
 
 
 def _design_effect(c: _Clusters) -> float | None:
