@@ -45,8 +45,10 @@ def test_a_double_click_on_start_run_makes_one_run(
     page = open_page(chromium, live_server, member, javascript=javascript)
     page.goto(f"{live_server}/environments/{catalog.environment_id}")
     page.dblclick("button:has-text('Start run')")
-    page.wait_for_url("**/runs/*")
+    # The run page's text first: without JavaScript the second click's submission aborts the first navigation,
+    # which wait_for_url may report as net::ERR_ABORTED; a selector waits across navigations.
     page.wait_for_selector("text=0 of 2 trials")
+    page.wait_for_url("**/runs/*")
     assert count_rows("evaluation_runs", member.org.id) == 1
     page.goto(f"{live_server}/environments/{catalog.environment_id}")  # a new rendering of the form: a new run
     page.click("button:has-text('Start run')")
