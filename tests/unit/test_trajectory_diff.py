@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
 from functools import cache
 
 import pytest
@@ -184,7 +183,8 @@ def test_a_middle_too_large_to_align_exactly_is_anchored_on_unique_calls(monkeyp
     assert (0, 0) in pairs and (7, 7) in pairs and (2, 2) in pairs  # the common ends and a unique anchor
 
 
-def test_two_200_step_trials_align_in_a_few_milliseconds():
+def test_two_200_step_trials_with_repeated_tools_align_every_step_in_order():
+    # How long this takes is measured by bench/trial_diff.py (BENCHMARKS.md), not asserted here.
     rng = random.Random(7)
 
     def trial() -> list[Step]:
@@ -196,9 +196,6 @@ def test_two_200_step_trials_align_in_a_few_milliseconds():
         ]
 
     a, b = trial(), trial()
-    started = time.perf_counter()
     diff = align(a, b)
-    elapsed = time.perf_counter() - started
     assert diff.exact and diff.first_divergence is not None
     assert [row.a for row in diff.rows if row.a] == a and [row.b for row in diff.rows if row.b] == b
-    assert elapsed < 0.1, f"{elapsed * 1000:.1f} ms"

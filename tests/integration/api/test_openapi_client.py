@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -57,7 +56,6 @@ def generated(served, tmp_path: Path):
     document = httpx.get(f"{served}/api/v1/openapi.json").raise_for_status().json()
     (tmp_path / "openapi.json").write_text(json.dumps(document))
     (tmp_path / "config.yaml").write_text(CONFIG)
-    started = time.monotonic()
     result = subprocess.run(
         [
             str(Path(sys.executable).with_name("openapi-python-client")),
@@ -77,7 +75,6 @@ def generated(served, tmp_path: Path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Warning" not in result.stdout + result.stderr, result.stdout + result.stderr  # every operation generated
-    assert time.monotonic() - started < 30
     sys.path.insert(0, str(tmp_path))
     try:
         yield importlib.import_module("agentforge_client")
