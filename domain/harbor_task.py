@@ -385,9 +385,13 @@ def task_spec(tree: TaskTree, name: str) -> dict[str, Any]:
     more: dict[str, Any] = {}
     if _positive(environment.get("build_timeout_sec")):
         more["buildTimeoutS"] = float(environment["build_timeout_sec"])
-    memory = environment.get("memory_mb")
-    if isinstance(memory, int) and not isinstance(memory, bool) and memory > 0:  # held to the operator's ceiling
-        more["limits"] = {"memoryMb": min(memory, ceilings()["memoryMb"])}
+    limits = {}  # task.toml's memory and storage, each held to the operator's ceiling
+    for key, limit in (("memory_mb", "memoryMb"), ("storage_mb", "diskMb")):
+        value = environment.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            limits[limit] = min(value, ceilings()[limit])
+    if limits:
+        more["limits"] = limits
     return {
         "kind": "harbor-task",
         "name": name,

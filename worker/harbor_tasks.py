@@ -12,6 +12,7 @@ links as links and nothing but files, folders and links.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import io
@@ -26,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from domain.harbor_task import APP
-from worker.sandbox import Bind, SandboxSettings, TrialSandbox, run_bounded
+from domain.limits import describe
+from worker.sandbox import Bind, LimitExceeded, Party, SandboxSettings, TrialSandbox, run_bounded
 
 BUILD_TIMEOUT_S = 600.0  # a whole build, when task.toml's [environment] build_timeout_sec says nothing
 OUTPUT_QUOTE_CHARS = 2000  # of a failing RUN line's output, the end, in the trial's log
@@ -110,26 +112,48 @@ def copy_tree(source: Path, target: Path, owner: int | None = None) -> None:
     """Copy what a finished sandbox left in `source` to the new folder `target`: folders, regular files and links
     (as links, never followed); FIFOs, sockets and devices are left out. `owner` (as root): the uid that owns it all."""
     target.mkdir(mode=0o755)
-    for entry in os.scandir(source):
-        mode = entry.stat(follow_symlinks=False).st_mode
-        to = target / entry.name
-        if stat.S_ISLNK(mode):
-            os.symlink(os.readlink(entry.path), to)
-        elif stat.S_ISDIR(mode):
-            copy_tree(Path(entry.path), to, owner)
-            continue
-        elif stat.S_ISREG(mode):
-            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with os.fdopen(fd, "rb") as read, open(to, "wb") as write:
-                shutil.copyfileobj(read, write)
-            os.chmod(to, stat.S_IMODE(mode) & 0o777)
-        else:
-            continue
-        if owner is not None:
-            os.lchown(to, owner, owner)
+    with os.scandir(source) as entries:  # closed when a copy fails (a full disk)
+        for entry in entries:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            to = target / entry.name
+            if stat.S_ISLNK(mode):
+                os.symlink(os.readlink(entry.path), to)
+            elif stat.S_ISDIR(mode):
+                copy_tree(Path(entry.path), to, owner)
+                continue
+            elif stat.S_ISREG(mode):
+                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                with os.fdopen(fd, "rb") as read, open(to, "wb") as write:
+                    shutil.copyfileobj(read, write)
+                os.chmod(to, stat.S_IMODE(mode) & 0o777)
+            else:
+                continue
+            if owner is not None:
+                os.lchown(to, owner, owner)
     os.chmod(target, 0o755)
     if owner is not None:
         os.lchown(target, owner, owner)
+
+
+@contextlib.contextmanager
+def onto_disk_of(party: Party, what: str) -> Iterator[None]:
+    """Around what the worker copies onto `party`'s disk: a disk found full is the party's limit, named in a
+    LimitExceeded ("the task's /app did not fit the limit of 8 MB of disk")."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise LimitExceeded(f"{what} did not fit {describe('diskMb', {'diskMb': party.disk_mb})}") from None
+
+
+def copy_app(app: Path, party: Party) -> None:
+    """Replace `party`'s workspace, before any of its programs runs, by a copy of the built `app` that the party owns;
+    LimitExceeded when it does not fit the party's disk."""
+    party.workspace.rmdir()
+    with onto_disk_of(party, "the task's /app"):
+        copy_tree(app, party.workspace, party.uid if party.as_root else None)
+    os.chmod(party.workspace, 0o700)
 
 
 def built_app(settings: SandboxSettings, spec: dict[str, Any], tree: Path) -> Path:
@@ -145,7 +169,7 @@ def built_app(settings: SandboxSettings, spec: dict[str, Any], tree: Path) -> Pa
             return app
         sandbox = TrialSandbox(settings, seed=0, trial=0)
         try:
-            party = sandbox.party("environment", workspace_at=APP)
+            party = sandbox.party("environment", workspace_at=APP, limits=spec.get("limits"))
             context = tree / "environment"
             binds = (Bind(context if context.is_dir() else party.own_dir("context"), "/context"),)
             timeout = float(spec.get("buildTimeoutS") or BUILD_TIMEOUT_S)

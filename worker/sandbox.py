@@ -8,8 +8,9 @@ view of the system (/usr, a few /etc files, the Python the worker runs and the
 project source, with the instance directory hidden), a fresh workspace that is
 its cwd and $HOME and is removed after the trial, an environment built from an
 allow-list, a seccomp filter (worker/seccomp.py), and resource limits: a
-control group per party where the worker can make one (worker/cgroups.py),
-rlimits per process besides. When the worker runs as root each sandbox runs as
+control group per party where the worker can make one (worker/cgroups.py), a
+disk of its own per party where it can mount one (worker/disk.py), rlimits per
+process besides. When the worker runs as root each sandbox runs as
 a uid of its own (neither root nor the worker's user); otherwise bubblewrap maps
 the program into a user namespace of its own. Every program starts through
 worker/launcher.py, which applies the limits and wires the network.
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.limits import LIMITS, MIB, describe, resolve_limits
-from worker import cgroups, seccomp
+from worker import cgroups, disk, seccomp
 from worker.cgroups import Cgroup, Hierarchy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,9 +158,22 @@ class SandboxSettings:
         """Where this worker makes a control group per sandbox (cgroup v2, v1, or none: rlimits only)."""
         return _hierarchy(os.geteuid())
 
+    @property
+    def disk_limited(self) -> bool:
+        """True when each sandbox gets a disk of its own here (worker/disk.py: diskMb, in bwrap mode, as root)."""
+        return self.mode == "bwrap" and disk.mountable(self.state_dir) is None
+
     def describe_limits(self) -> str:
         """How sandbox limits are enforced on this machine, for the worker's start line."""
-        return self.hierarchy.words
+        if self.mode != "bwrap":
+            return self.hierarchy.words
+        try:
+            _private_dir(Path(self.state_dir), 0o711)
+            why = disk.mountable(self.state_dir)
+        except SandboxUnavailable as error:
+            why = str(error)
+        files = "a disk of diskMb per sandbox" if why is None else f"fileSizeMb per file only: {why}"
+        return f"{self.hierarchy.words}; files: {files}"
 
 
 @functools.lru_cache(maxsize=4)
@@ -253,6 +267,7 @@ class Launch:
     limits: dict[str, int]
     workspace: str  # as the program sees it
     cgroup: Cgroup | None = None  # the party's control group, when the machine gives one
+    disk: Path | None = None  # where the party's disk is mounted (worker/disk.py), when the worker could make one
 
     @property
     def output_cap(self) -> int:
@@ -273,8 +288,10 @@ class Launch:
 
     def breached(self, returncode: int | None, stderr: str) -> str | None:
         """The limit the program's party went past, in words, or None: the control group's counters first (a process
-        killed at the memory limit, a fork refused), then the signal and what the program printed."""
+        killed at the memory limit, a fork refused), its disk full, then the signal and what the program printed."""
         key = self.cgroup.breach() if self.cgroup is not None else None
+        if key is None and self.disk is not None and disk.full(self.disk):
+            key = "diskMb"
         if key is not None:
             return describe(key, self.limits)
         return limit_breached(returncode, stderr, self.limits)
@@ -293,7 +310,9 @@ class Party:
     """One side of a trial (the agent, or the environment with its verifier): a uid of its own and a workspace,
     which its programs see at `workspace_at` (/workspace; a Harbor task's environment sees /app)."""
 
-    def __init__(self, settings: SandboxSettings, name: str, workspace_at: str = WORKSPACE) -> None:
+    def __init__(
+        self, settings: SandboxSettings, name: str, workspace_at: str = WORKSPACE, disk_mb: int | None = None
+    ) -> None:
         self.settings, self.name, self.inner = settings, name, workspace_at
         self.as_root = os.geteuid() == 0 and settings.mode == "bwrap"
         self.lock_fd: int | None = None
@@ -303,6 +322,16 @@ class Party:
         self.uid = self._claim_uid() if self.as_root else os.getuid()
         self.host_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))  # 0700, owned by the worker
         self.cgroup: Cgroup | None = None
+        # Everything of the party on the host lives on a disk of diskMb (worker/disk.py), where the worker can mount.
+        self.disk: Path | None = None
+        self.disk_mb = disk_mb or resolve_limits(None)["diskMb"]
+        if self.as_root and settings.disk_limited:
+            self.disk = self.host_dir  # set first: close() unmounts whatever part of the mount was done
+            try:
+                disk.mount(self.host_dir, self.disk_mb)
+            except OSError as error:
+                self.close()
+                raise SandboxUnavailable(f"could not mount the sandbox's disk: {error}") from error
         hierarchy = settings.hierarchy
         if hierarchy.version:
             try:
@@ -367,6 +396,10 @@ class Party:
                 capture_output=True,
                 check=False,
             )
+        if self.disk is not None:
+            with contextlib.suppress(OSError):  # left mounted, the removal below still empties it
+                disk.unmount(self.disk)
+            self.disk = None
         shutil.rmtree(self.host_dir, ignore_errors=True)
         if self.lock_fd is not None:
             os.close(self.lock_fd)
@@ -385,11 +418,13 @@ class TrialSandbox:
         """bwrap or none."""
         return self.settings.mode
 
-    def party(self, name: str, *, workspace_at: str = WORKSPACE) -> Party:
+    def party(self, name: str, *, workspace_at: str = WORKSPACE, limits: dict[str, Any] | None = None) -> Party:
         """The party `name` ("agent" or "environment"), made on first use; `workspace_at` is where its programs see
-        its workspace (given before its first launch: a party's first use decides it)."""
+        its workspace and `limits` its disk (a party's first use decides both, as its first launch decides the
+        rest of its limits)."""
         if name not in self.parties:
-            self.parties[name] = Party(self.settings, name, workspace_at)
+            disk_mb = resolve_limits(limits)["diskMb"]
+            self.parties[name] = Party(self.settings, name, workspace_at, disk_mb)
         return self.parties[name]
 
     def launch(
@@ -411,7 +446,7 @@ class TrialSandbox:
         problem = self.settings.problem(network=network)
         if problem:
             raise SandboxUnavailable(problem)
-        side = self.party(party)
+        side = self.party(party, limits=limits)
         if binds and self.mode != "bwrap":
             raise SandboxUnavailable("this environment needs the bubblewrap sandbox (AGENTFORGE_SANDBOX=bwrap)")
         resolved = resolve_limits(limits)
@@ -447,7 +482,7 @@ class TrialSandbox:
         launcher = [sys.executable, "-I", "-S", str(LAUNCHER), *options, "--"]
         if self.mode == "none":
             host_cwd = str(side.workspace / relative_cwd)
-            return Launch([*launcher, *argv], environment, host_cwd, resolved, inner_workspace, side.cgroup)
+            return Launch([*launcher, *argv], environment, host_cwd, resolved, inner_workspace, side.cgroup, side.disk)
         flags = self._bwrap_flags(side, network, inner_cwd, binds)
         wrapped = [*launcher, self.settings.bwrap or "bwrap", *flags, "--"]
         if side.as_root:
@@ -462,7 +497,7 @@ class TrialSandbox:
                 "--bounding-set=-all",
                 "--",
             ]
-        return Launch([*wrapped, *argv], environment, None, resolved, inner_workspace, side.cgroup)
+        return Launch([*wrapped, *argv], environment, None, resolved, inner_workspace, side.cgroup, side.disk)
 
     def _rlimits(self, limits: dict[str, int], side: Party) -> list[tuple[str, int, int]]:
         """The rlimits of each process of the party: [name, soft, hard]. Memory and processes are the control

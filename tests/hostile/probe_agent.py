@@ -5,7 +5,9 @@
   SECONDS, then a listener on the host's 127.0.0.1, then one on the host's own address (the network it opted into);
 * `memory`: fork four children that each touch 400 MB (a per-process limit of 1 GB lets all four live);
 * `namespaces`: try to make user and network namespaces, mount, and write /tmp;
-* `plant VICTIM`: leave links in its workspace to a host directory the removal must not follow.
+* `plant VICTIM`: leave links in its workspace to a host directory the removal must not follow;
+* `fill WHAT [crash]`: write 1 MB files (WHAT `bytes`) or empty ones (`files`) into its workspace until a write
+  fails (or 256 MB, 65,536 files), and say how many and why (with `crash`, let the error end it instead).
 """
 
 import ctypes
@@ -91,6 +93,21 @@ def plant(victim: str) -> dict:
     return {"planted": sorted(os.listdir("."))}
 
 
+def fill(what: str, crash: bool) -> dict:
+    # At most 256 MB or 65,536 files: should the sandbox's disk be missing, the test fails instead of the host's disk.
+    made, chunk, most = 0, b"x" * (1 << 20) if what == "bytes" else b"", 256 if what == "bytes" else 65536
+    try:
+        while made < most:
+            with open(f"fill-{made}", "wb") as handle:
+                handle.write(chunk)
+            made += 1
+    except OSError as error:
+        if crash:
+            raise
+        return {"made": made, "error": error.strerror}
+    return {"made": made, "error": None}
+
+
 task = json.loads(sys.stdin.readline())
 mode, args = sys.argv[1], sys.argv[2:]
 if mode == "listen":
@@ -101,6 +118,8 @@ elif mode == "memory":
     report = memory()
 elif mode == "namespaces":
     report = namespaces()
+elif mode == "fill":
+    report = fill(args[0], args[1:] == ["crash"])
 else:
     report = plant(args[0])
 print(json.dumps({"finish": True, "summary": json.dumps(report, sort_keys=True)}), flush=True)

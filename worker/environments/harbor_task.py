@@ -30,7 +30,7 @@ from domain.outcome import VERIFIER_EXPLANATION
 from domain.trajectory import Content, Step
 from domain.trial_log import LogEntry, ProgramOutput
 from worker.environments.base import Task, ToolError
-from worker.harbor_tasks import built_app, copy_tree, have_tree, task_dir
+from worker.harbor_tasks import built_app, copy_app, copy_tree, have_tree, onto_disk_of, task_dir
 from worker.masking import Masker
 from worker.sandbox import Bind, Party, SandboxUnavailable, TrialSandbox, run_bounded
 
@@ -116,16 +116,15 @@ class HarborTaskEnvironment:
             raise RuntimeError("the task's files are not on this worker (the worker stores them before a run)")
         tree = task_dir(settings, sha) / "tree"
         app = built_app(settings, self.spec, tree)  # BuildFailed names the line
-        party = self.sandbox.party("environment", workspace_at=APP)
-        party.workspace.rmdir()  # replaced by a copy of the built /app, owned by the party, before anything runs
-        copy_tree(app, party.workspace, party.uid if party.as_root else None)
-        os.chmod(party.workspace, 0o700)
+        party = self.sandbox.party("environment", workspace_at=APP, limits=self.spec.get("limits"))
+        copy_app(app, party)  # LimitExceeded when it does not fit the party's disk
         agent_logs = party.own_dir("agent-logs", writable=True)
         binds = [Bind(agent_logs, "/logs/agent", writable=True)]
         if self.oracle:
-            solution = party.own_dir("solution")
-            if (tree / "solution").is_dir():
-                copy_tree(tree / "solution", solution := solution / "s")
+            with onto_disk_of(party, "the task's solution"):
+                solution = party.own_dir("solution")
+                if (tree / "solution").is_dir():
+                    copy_tree(tree / "solution", solution := solution / "s")
             binds.append(Bind(solution, "/solution"))
         self._party, self._binds = party, tuple(binds)
         self._tree = tree
@@ -160,9 +159,10 @@ class HarborTaskEnvironment:
         party, tree = self._party, self._tree
         if party is None or tree is None:
             raise RuntimeError("the task was never opened")
-        tests = party.own_dir("tests")
-        copy_tree(tree / "tests", tests / "t")
-        verifier_logs = party.own_dir("verifier-logs", writable=True)
+        with onto_disk_of(party, "the task's tests"):  # the agent may have filled the disk they share
+            tests = party.own_dir("tests")
+            copy_tree(tree / "tests", tests / "t")
+            verifier_logs = party.own_dir("verifier-logs", writable=True)
         binds = (*self._binds, Bind(tests / "t", "/tests"), Bind(verifier_logs, "/logs/verifier", writable=True))
         timeout = float(self.spec["verifierTimeoutS"])
         try:

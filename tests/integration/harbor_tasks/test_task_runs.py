@@ -161,6 +161,20 @@ def test_each_trial_starts_from_a_fresh_app(api, database):
         assert trial["reward"] == 0.5
 
 
+def test_an_agent_filling_the_tasks_disk_ends_at_its_storage_mb_as_resource_limit(api, database, tmp_path):
+    # task.toml's storage_mb is the task's diskMb: /app, /logs and the verifier's folders share it, not the host's disk.
+    task = tmp_path / "small-disk"
+    shutil.copytree(TASKS / "partial", task)
+    (task / "task.toml").write_text('version = "1.0"\n\n[environment]\nstorage_mb = 8\n')
+    run = run_task(api, database, task, bash_agent("echo done > a.txt", "head -c 67108864 /dev/zero > big"))
+    trial = trial_of(api, run)
+    assert (trial["status"], trial["failureCategory"]) == ("error", "resource_limit"), trial  # as any limit of bash
+    log = parse(api.get(f"/trials/{trial['id']}").text).get_text()
+    assert "exceeded the limit of 8 MB of disk" in log and "No space left on device" in log
+    calls = [s for s in trial["steps"] if s.get("toolCalls")]
+    assert calls[0]["observation"] == "[exit code 0]", calls  # the first call ran as before
+
+
 def test_the_oracle_on_an_environment_that_is_no_harbor_task_is_an_agent_error(api, database):
     environment = api.post("/api/v1/environments", {"name": "console"}).json
     version = api.post(

@@ -80,7 +80,11 @@ def test_harbors_own_task_becomes_a_version_and_the_same_files_are_the_same_vers
     assert made.status_code == 201, made.json
     spec = made.json["spec"]
     assert (spec["kind"], spec["name"], spec["files"]) == ("harbor-task", "hello-file", 5)
-    assert (spec["agentTimeoutS"], spec["verifierTimeoutS"], spec["limits"]) == (120.0, 60.0, {"memoryMb": 1024})
+    assert (spec["agentTimeoutS"], spec["verifierTimeoutS"], spec["limits"]) == (
+        120.0,
+        60.0,
+        {"memoryMb": 1024, "diskMb": 1024},  # task.toml's memory_mb and storage_mb
+    )
     assert spec["metadata"] == {"author_name": "interop", "difficulty": "easy", "category": "file-operations"}
     assert spec["build"]["notHonoured"] == [
         "line 1: FROM ubuntu:24.04 (programs come from this machine, not the image)"

@@ -1,0 +1,139 @@
+"""A sandbox's disk, attacked: a tenant program that fills its workspace, makes files by the million, writes through
+the log folders bound into it, or ships a Harbor task whose /app is larger than its disk. Before worker/disk.py each
+file was held to fileSizeMb and nothing held their number or their sum: a command agent writing 64 MB files in a
+loop filled the worker's disk, and the PostgreSQL beside it, for every organization."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from domain.limits import resolve_limits
+from tests.integration.sandbox.test_sandbox import BWRAP_PROBLEM, needs_bwrap
+from tests.integration.sandbox.test_sandbox_trust import BUILTIN, probe, report_of
+from worker import disk
+from worker.harbor_tasks import copy_app
+from worker.sandbox import Bind, LimitExceeded, SandboxSettings, TrialSandbox, run_bounded
+from worker.trial import run_trial
+
+needs_disk = pytest.mark.skipif(
+    BWRAP_PROBLEM is not None or not SandboxSettings.from_environ().disk_limited,
+    reason="the worker cannot mount a disk per sandbox here (not root): each file is held to fileSizeMb alone, as the "
+    "worker's start line and the docs say",
+)
+
+
+def mounted_disks(settings: SandboxSettings | None = None) -> list[str]:
+    """The mount points of the sandbox disks mounted now (this process's view, the worker's)."""
+    state_dir = (settings or SandboxSettings.from_environ()).state_dir
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [point for point in points if point.startswith(state_dir + "/")]
+
+
+@pytest.mark.fault
+@needs_disk
+def test_an_agent_filling_its_workspace_gets_no_space_at_its_disk_limit():
+    outcome = run_trial(BUILTIN, probe("fill", "bytes", diskMb=16), world_seed=1, seed=1, max_steps=3, timeout_s=60)
+    seen = report_of(outcome.log)
+    assert seen["error"] == "No space left on device", seen
+    assert 8 <= seen["made"] <= 16, seen  # 1 MB files: what 16 MB hold after the file system's own blocks
+    assert mounted_disks() == []  # unmounted with the trial, its image gone with it
+
+
+@pytest.mark.fault
+@needs_disk
+def test_an_agent_making_empty_files_by_the_thousand_runs_out_of_them_not_the_host():
+    outcome = run_trial(BUILTIN, probe("fill", "files", diskMb=4), world_seed=1, seed=1, max_steps=3, timeout_s=60)
+    seen = report_of(outcome.log)
+    assert seen["error"] == "No space left on device", seen
+    assert 100 <= seen["made"] <= 4096, seen  # the inodes of a 4 MB disk, where the host's are millions
+
+
+@pytest.mark.fault
+@needs_disk
+def test_an_agent_that_dies_of_a_full_disk_ends_the_trial_as_resource_limit_naming_the_disk():
+    agent = probe("fill", "bytes", "crash", diskMb=16)
+    outcome = run_trial(BUILTIN, agent, world_seed=1, seed=1, max_steps=3, timeout_s=60)
+    assert (outcome.status, outcome.failure_category) == ("failed", "resource_limit"), outcome.log
+    assert "agent exceeded the limit of 16 MB of disk" in outcome.log
+
+
+@pytest.mark.fault
+@needs_disk
+def test_the_log_folders_bound_into_a_sandbox_share_its_disk():
+    # Harbor's /logs/agent and /logs/verifier are folders beside the workspace: written through them, the host's
+    # disk was reachable again. Both count toward the same diskMb.
+    sandbox = TrialSandbox(SandboxSettings.from_environ(), seed=1, trial=1)
+    try:
+        party = sandbox.party("environment", limits={"diskMb": 16})
+        logs = party.own_dir("logs", writable=True)
+        write = "head -c 10485760 /dev/zero > /logs/a && head -c 10485760 /dev/zero > b"
+        launch = sandbox.launch(
+            "environment", ["sh", "-c", write], binds=(Bind(logs, "/logs", writable=True),), limits={"diskMb": 16}
+        )
+        with pytest.raises(LimitExceeded, match=r"exceeded the limit of 16 MB of disk: .*No space left on device"):
+            run_bounded(launch, timeout=30)
+        assert os.path.getsize(logs / "a") == 10 << 20
+    finally:
+        sandbox.close()
+    assert mounted_disks() == []
+
+
+@pytest.mark.fault
+@needs_disk
+def test_each_party_of_a_trial_has_a_disk_of_its_own_size():
+    sandbox = TrialSandbox(SandboxSettings.from_environ(), seed=1, trial=1)
+    sizes = "import os; s = os.statvfs('.'); print(s.f_blocks * s.f_frsize >> 20)"
+    try:
+        agent = run_bounded(sandbox.launch("agent", [sys.executable, "-c", sizes], limits={"diskMb": 64}), timeout=30)
+        environment = run_bounded(sandbox.launch("environment", [sys.executable, "-c", sizes]), timeout=30)
+        assert len(mounted_disks()) == 2
+    finally:
+        sandbox.close()
+    assert 56 <= int(agent.stdout) <= 64, agent.stdout
+    default = resolve_limits(None)["diskMb"]
+    assert default * 0.9 <= int(environment.stdout) <= default, environment.stdout
+    assert mounted_disks() == []
+
+
+@pytest.mark.fault
+@needs_disk
+def test_a_harbor_task_whose_app_does_not_fit_its_disk_is_refused_naming_the_limit(tmp_path):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "data.bin").write_bytes(os.urandom(4 << 20))
+    sandbox = TrialSandbox(SandboxSettings.from_environ(), seed=1, trial=1)
+    try:
+        party = sandbox.party("environment", workspace_at="/app", limits={"diskMb": 2})
+        with pytest.raises(LimitExceeded, match=r"^the task's /app did not fit the limit of 2 MB of disk$"):
+            copy_app(app, party)
+    finally:
+        sandbox.close()
+    assert mounted_disks() == []
+
+
+@needs_bwrap
+def test_where_no_disk_can_be_mounted_the_start_line_says_each_file_is_held_alone(monkeypatch, tmp_path):
+    # A worker that is not root, or a container without loop devices: mount(8) refuses, and the worker says so.
+    def refused(path: Path, size_mb: int) -> None:
+        raise disk.MountFailed("mount failed: only root can do that")
+
+    monkeypatch.setattr(disk, "mount", refused)
+    disk.mountable.cache_clear()
+    try:
+        settings = SandboxSettings(mode="bwrap", state_dir=str(tmp_path / "state"))
+        reason = "mount failed: only root can do that" if os.geteuid() == 0 else "the worker is not root"
+        assert settings.describe_limits().endswith(f"; files: fileSizeMb per file only: {reason}")
+        assert settings.disk_limited is False
+        sandbox = TrialSandbox(settings, seed=1, trial=1)
+        try:
+            finished = run_bounded(sandbox.launch("agent", ["sh", "-c", "echo ran"]), timeout=30)
+            assert mounted_disks(settings) == []  # trials still run, each file held to fileSizeMb
+        finally:
+            sandbox.close()
+        assert finished.stdout == "ran\n"
+    finally:
+        disk.mountable.cache_clear()
