@@ -32,7 +32,7 @@ from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.environments import runnable_agent, runnable_spec, task_files
 from queries.runs import recorded_trial_numbers
 from worker.harbor_tasks import have_tree, store_tree
-from worker.sandbox import SandboxSettings
+from worker.sandbox import SandboxSettings, sweep_left_behind
 from worker.trial import run_trial
 from writes.claims import claim_run, fail_run, release_run, renew_lease
 from writes.runs import RUNS_CHANNEL, complete_run, record_trial, report_progress, trial_seed
@@ -298,6 +298,8 @@ def announce_sandbox(sandbox: SandboxSettings) -> None:
             "%s. Until then, trials whose spec or configuration asks for the network end as environment_error.", problem
         )
     log.info("sandbox limits: %s", sandbox.describe_limits())
+    if swept := sweep_left_behind(sandbox):
+        log.info("removed %d sandbox directories (and their disks) left behind by a worker that died", swept)
 
 
 class Presence:

@@ -33,6 +33,7 @@ import contextlib
 import fcntl
 import functools
 import os
+import re
 import shutil
 import signal
 import stat
@@ -320,7 +321,9 @@ class Party:
         base = Path(settings.state_dir)
         _private_dir(base, 0o711)
         self.uid = self._claim_uid() if self.as_root else os.getuid()
-        self.host_dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))  # 0700, owned by the worker
+        # 0700, owned by the worker; named with its uid slot as root, so what a dead worker left can be told (sweep)
+        slot = f"{self.uid - settings.uid_base}-" if self.as_root else ""
+        self.host_dir = Path(tempfile.mkdtemp(prefix=f"{name}-{slot}", dir=base))
         self.cgroup: Cgroup | None = None
         # Everything of the party on the host lives on a disk of diskMb (worker/disk.py), where the worker can mount.
         self.disk: Path | None = None
@@ -404,6 +407,41 @@ class Party:
         if self.lock_fd is not None:
             os.close(self.lock_fd)
             self.lock_fd = None
+
+
+_LEFT_BEHIND = re.compile(r"[a-z]+-(\d+)-[a-z0-9_]+(\.disk)?")  # a party's directory (or disk image), by uid slot
+
+
+def sweep_left_behind(settings: SandboxSettings) -> int:
+    """Unmount and remove what the parties of a worker that died (SIGKILL, out of memory, a lost machine) left in
+    the state directory, and return how many. A party holds the lock of its uid slot from its start to its end, so
+    a directory whose slot nobody holds was left behind; only root's parties have slots (and disks)."""
+    base, locks = Path(settings.state_dir), Path(settings.state_dir) / "uid-locks"
+    if os.geteuid() != 0 or settings.mode != "bwrap" or not locks.is_dir():
+        return 0
+    mounted = {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+    swept = 0
+    for entry in os.scandir(base):
+        found = _LEFT_BEHIND.fullmatch(entry.name)
+        if not found or int(found[1]) >= settings.uid_slots:
+            continue
+        fd = os.open(locks / found[1], os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its party is alive (or its slot is another live party's now: their names differ)
+            if entry.path in mounted:
+                with contextlib.suppress(OSError):
+                    disk.unmount(Path(entry.path))
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+            swept += 1
+        finally:
+            os.close(fd)
+    return swept
 
 
 class TrialSandbox:

@@ -1,11 +1,14 @@
-"""A sandbox's disk, attacked: a tenant program that fills its workspace, makes files by the million, writes through
-the log folders bound into it, or ships a Harbor task whose /app is larger than its disk. Before worker/disk.py each
+"""A sandbox's disk, attacked: a tenant program that fills its workspace, makes empty files by the thousand, writes
+through the log folders bound into it, or ships a Harbor task whose /app is larger than its disk; and a worker killed
+before it could unmount. Before worker/disk.py each
 file was held to fileSizeMb and nothing held their number or their sum: a command agent writing 64 MB files in a
 loop filled the worker's disk, and the PostgreSQL beside it, for every organization."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,10 +17,13 @@ import pytest
 from domain.limits import resolve_limits
 from tests.integration.sandbox.test_sandbox import BWRAP_PROBLEM, needs_bwrap
 from tests.integration.sandbox.test_sandbox_trust import BUILTIN, probe, report_of
+from tests.paths import ROOT
 from worker import disk
 from worker.harbor_tasks import copy_app
-from worker.sandbox import Bind, LimitExceeded, SandboxSettings, TrialSandbox, run_bounded
+from worker.sandbox import Bind, LimitExceeded, SandboxSettings, TrialSandbox, run_bounded, sweep_left_behind
 from worker.trial import run_trial
+
+pytestmark = pytest.mark.slow  # sandboxed programs; and the disks mounted are counted, so never beside another test
 
 needs_disk = pytest.mark.skipif(
     BWRAP_PROBLEM is not None or not SandboxSettings.from_environ().disk_limited,
@@ -136,3 +142,28 @@ def test_where_no_disk_can_be_mounted_the_start_line_says_each_file_is_held_alon
         assert finished.stdout == "ran\n"
     finally:
         disk.mountable.cache_clear()
+
+
+@pytest.mark.fault
+@needs_disk
+def test_what_a_killed_worker_left_is_swept_at_the_next_start_and_a_live_sandbox_is_not():
+    # A worker killed mid-trial (SIGKILL, out of memory) never unmounts: its disk would hold its space until a reboot.
+    settings = SandboxSettings.from_environ()
+    dying = (
+        "import os, signal; from worker.sandbox import SandboxSettings, TrialSandbox\n"
+        "sandbox = TrialSandbox(SandboxSettings.from_environ(), seed=1, trial=1)\n"
+        "sandbox.party('agent', limits={'diskMb': 8}); (sandbox.party('agent').workspace / 'kept').write_text('x')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    killed = subprocess.run([sys.executable, "-c", dying], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (left,) = mounted_disks()
+    live = TrialSandbox(settings, seed=2, trial=2)
+    try:
+        live_dir = live.party("environment", limits={"diskMb": 8}).host_dir
+        assert sweep_left_behind(settings) == 1
+        assert mounted_disks() == [str(live_dir)] and not os.path.exists(left)
+        assert sweep_left_behind(settings) == 0
+    finally:
+        live.close()
+    assert mounted_disks() == []
