@@ -105,6 +105,24 @@ def test_harbors_own_task_becomes_a_version_and_the_same_files_are_the_same_vers
     assert second.json["spec"]["treeSha256"] != spec["treeSha256"]
 
 
+@pytest.mark.parametrize(
+    ("toml", "limits"),
+    [
+        ("memory_mb = 99999\nstorage_mb = 99999", {"memoryMb": 8192, "diskMb": 512}),  # the operator's ceilings
+        ("storage_mb = 64", {"diskMb": 64}),
+        ('memory_mb = "lots"\nstorage_mb = 0', None),  # what is no positive integer is not a limit
+    ],
+)
+def test_task_tomls_memory_and_storage_become_limits_held_to_the_operators_ceilings(
+    api, environment, monkeypatch, toml, limits
+):
+    monkeypatch.setenv("AGENTFORGE_MAX_DISK_MB", "512")
+    task = (*BASE, ("t/task.toml", "file", f"[environment]\n{toml}\n"))
+    made = upload(api, environment["id"], crafted(*task))
+    assert made.status_code == 201, made.json
+    assert made.json["spec"].get("limits") == limits
+
+
 def test_a_harbor_task_spec_sent_as_json_is_refused(api, environment, count_rows):
     spec = upload(api, environment["id"], tar_gz(HELLO)).json["spec"]
     again = api.post(f"/api/v1/environments/{environment['id']}/versions", {"spec": spec})

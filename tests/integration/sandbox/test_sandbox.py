@@ -269,6 +269,7 @@ def test_the_program_gets_only_the_allow_listed_environment_and_its_workspace():
     [
         ({"memoryMb": 999999}, "agent.limits.memoryMb must be an integer from 1 to 8192"),
         ({"processes": 0}, "agent.limits.processes must be an integer from 1 to 1024"),
+        ({"diskMb": 8193}, "agent.limits.diskMb must be an integer from 1 to 8192"),
         ({"gpus": 1}, "agent.limits.gpus is unknown"),
         ({"cpuSeconds": "60"}, "agent.limits.cpuSeconds must be an integer"),
         ([], "agent.limits must be a JSON object"),
