@@ -2,8 +2,9 @@
 party's programs can write on the host (its workspace, the log folders bound into it) shares one size and the rest
 of the host's disk is out of their reach.
 
-The file system is ext4 in a sparse image file beside the directory (mkfs.ext4, mounted through a loop device):
-it takes from the host's disk only what its files use, at most diskMb, and its files are disk, not memory. Only
+The file system is ext4 in a sparse image file beside the directory, a copy of an empty image made once per size by
+mkfs.ext4, mounted through a loop device: it takes from the host's disk only what its files use, at most diskMb,
+and its files are disk, not memory. Only
 root can mount, so only a worker run as root gets it (its start line says which); without it each file is held to
 fileSizeMb and nothing holds their number.
 """
@@ -11,10 +12,12 @@ fileSizeMb and nothing holds their number.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import subprocess
 import tempfile
+import uuid
 from pathlib import Path
 
 from domain.limits import MIB
@@ -40,22 +43,72 @@ def image_of(path: Path) -> Path:
     return path.with_name(path.name + ".disk")
 
 
-def mount(path: Path, size_mb: int) -> None:
-    """Make a disk of `size_mb` MB and mount it on the empty directory `path`: mode 0711, owned by the worker, no
-    set-uid programs or device files on it. The image is made anew (O_EXCL), never one that was there."""
-    image = image_of(path)
-    fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+def _empty_image(folder: Path, size_mb: int) -> Path:
+    """The empty disk of `size_mb` MB every sandbox's disk of that size starts as a copy of: made once per size by
+    mkfs.ext4 (and emptied of lost+found, its root made 0711) under `folder`, which only the worker can write."""
+    made = folder / f"{size_mb}.img"
+    if made.exists():
+        return made
+    staging = folder / f"{size_mb}.img.{uuid.uuid4().hex[:8]}"
+    _sparse_file(staging, size_mb * MIB)
     try:
-        os.ftruncate(fd, size_mb * MIB)
+        _run([*MKFS, str(staging)])
+        point = Path(tempfile.mkdtemp(prefix="mkfs-", dir=folder))
+        try:
+            _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(staging), str(point)])
+            try:
+                os.rmdir(point / "lost+found")
+                os.chmod(point, 0o711)
+            finally:
+                _run(["umount", str(point)])
+        finally:
+            os.rmdir(point)
+        os.rename(staging, made)  # whole or not at all, whichever worker of this machine made it first
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            staging.unlink()
+    return made
+
+
+def _sparse_file(path: Path, size: int, like: Path | None = None) -> None:
+    """Create `path` anew (O_EXCL, never a file that was there) as a sparse file of `size` bytes, holding the data
+    of `like` where it has any (its holes stay holes: a copy of an empty 1 GB disk writes some 600 kB)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.ftruncate(fd, size)
+        if like is None:
+            return
+        with open(like, "rb") as source:
+            offset, end = 0, os.fstat(source.fileno()).st_size
+            while offset < end:
+                try:
+                    data = os.lseek(source.fileno(), offset, os.SEEK_DATA)
+                except OSError as error:
+                    if error.errno == errno.ENXIO:  # only a hole is left
+                        break
+                    raise
+                offset = os.lseek(source.fileno(), data, os.SEEK_HOLE)
+                while data < offset:
+                    copied = os.copy_file_range(source.fileno(), fd, offset - data, data, data)
+                    if copied <= 0:
+                        raise OSError(errno.EIO, f"{like} ended early")
+                    data += copied
     finally:
         os.close(fd)
+
+
+def mount(path: Path, size_mb: int) -> None:
+    """Give the empty directory `path` a disk of `size_mb` MB: a fresh copy of the empty image of that size, mounted
+    on it, mode 0711, owned by the worker, no set-uid programs or device files on it."""
+    image = image_of(path)
+    folder = path.parent / "disk-images"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    _sparse_file(image, size_mb * MIB, like=_empty_image(folder, size_mb))
     try:
-        _run([*MKFS, str(image)])
         _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(image), str(path)])
     finally:
         image.unlink()  # a mounted image stays open by its loop device, and goes with it
-    os.rmdir(path / "lost+found")
-    os.chmod(path, 0o711)
 
 
 def unmount(path: Path) -> None:

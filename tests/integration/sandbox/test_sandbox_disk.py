@@ -104,6 +104,26 @@ def test_each_party_of_a_trial_has_a_disk_of_its_own_size():
     assert mounted_disks() == []
 
 
+@pytest.mark.leak
+@needs_disk
+def test_a_disk_starts_empty_whatever_the_sandbox_before_it_of_the_same_size_wrote():
+    # Every disk of a size is a copy of one empty image: what one tenant writes must never reach the next one's.
+    settings = SandboxSettings.from_environ()
+    write = "echo secret-of-org-a > note && mkdir -p deep/er && cp note deep/er/ && sync"
+    look = "find .; df --output=used . | tail -1"
+    seen = []
+    for argv in (["sh", "-c", write], ["sh", "-c", look]):
+        sandbox = TrialSandbox(settings, seed=1, trial=1)
+        try:
+            seen.append(run_bounded(sandbox.launch("agent", argv, limits={"diskMb": 12}), timeout=30))
+        finally:
+            sandbox.close()
+    assert seen[0].returncode == 0, seen[0].stderr
+    *found, used = seen[1].stdout.split()
+    assert found == ["."], seen[1].stdout  # nothing in the workspace
+    assert int(used) < 1024, seen[1].stdout  # kB used on the disk: the empty file system's own blocks
+
+
 @pytest.mark.fault
 @needs_disk
 def test_a_harbor_task_whose_app_does_not_fit_its_disk_is_refused_naming_the_limit(tmp_path):
