@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import io
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.harbor_task import APP
-from domain.limits import describe
+from domain.limits import MIB, describe
 from worker.sandbox import Bind, LimitExceeded, Party, SandboxSettings, TrialSandbox, run_bounded
 
 BUILD_TIMEOUT_S = 600.0  # a whole build, when task.toml's [environment] build_timeout_sec says nothing
@@ -64,6 +65,72 @@ def have_tree(settings: SandboxSettings, sha256: str) -> bool:
     return (task_dir(settings, sha256) / "tree").is_dir()
 
 
+# The cache of tasks ---------------------------------------------------------------------------------------------
+# Every task version a run uses leaves its files and its built /app here; without a bound, an organization uploading
+# version after version would fill the worker's disk. While a run uses a task it holds a shared lock on
+# <hash>.use (whose time is the task's last use); pruning takes that lock exclusively, so it removes the least
+# recently used tasks no run holds, until what the cache keeps (each part's size recorded as it is made) is at most
+# AGENTFORGE_HARBOR_CACHE_MB. A run that needs a removed task later stores it again from the database.
+_TASK = re.compile(r"[0-9a-f]{64}")
+
+
+@contextlib.contextmanager
+def in_use(settings: SandboxSettings, sha256: str) -> Iterator[None]:
+    """Keep a task's files on this machine while the block runs (a run's trials): no pruning removes them."""
+    fd = os.open(_root(settings) / f"{sha256}.use", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        os.utime(fd)  # its last use: now
+        yield
+    finally:
+        os.close(fd)
+
+
+def _record_bytes(home: Path, part: str, made: Path) -> None:
+    """Write how many bytes the files under `made` take (links not followed) to <home>/<part>.bytes."""
+    total = 0
+    for folder, _, files in os.walk(made):
+        total += sum(os.lstat(os.path.join(folder, name)).st_blocks * 512 for name in files)
+    (home / f"{part}.bytes").write_text(str(total))
+
+
+def cached_bytes(home: Path) -> int:
+    """What one task takes in the cache: its files and its built /app, as recorded when they were made."""
+    parts = (home / "tree.bytes", home / "app.bytes")
+    return sum(int(part.read_text() or 0) for part in parts if part.is_file())
+
+
+def prune(settings: SandboxSettings) -> list[str]:
+    """Remove the least recently used tasks that no run holds until the cache keeps at most harbor_cache_mb; return
+    the hashes removed. Half-removed folders of an earlier prune go too."""
+    root = _root(settings)
+    tasks = []
+    for entry in os.scandir(root):
+        if ".gone-" in entry.name and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        elif _TASK.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+            use = root / f"{entry.name}.use"
+            tasks.append((use.stat().st_mtime if use.exists() else 0.0, entry.name, cached_bytes(Path(entry.path))))
+    total, removed = sum(size for *_, size in tasks), []
+    for _, sha256, size in sorted(tasks):
+        if total <= settings.harbor_cache_mb * MIB:
+            break
+        fd = os.open(root / f"{sha256}.use", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a run uses it
+            gone = root / f"{sha256}.gone-{uuid.uuid4().hex[:8]}"
+            (root / sha256).rename(gone)  # no longer found as a task before its files are removed
+            shutil.rmtree(gone, ignore_errors=True)
+            total -= size
+            removed.append(sha256)
+        finally:
+            os.close(fd)
+    return removed
+
+
 def store_tree(settings: SandboxSettings, sha256: str, canonical_tar: bytes) -> Path:
     """Unpack a task's stored tar (its files only, as domain.harbor_task wrote it) under its hash; ValueError when
     the bytes do not hash to `sha256`."""
@@ -83,7 +150,9 @@ def store_tree(settings: SandboxSettings, sha256: str, canonical_tar: bytes) -> 
             for name in files:
                 path = Path(folder) / name
                 os.chmod(path, 0o755 if path.stat().st_mode & 0o100 else 0o644)
+        _record_bytes(home, "tree", staging)
         staging.rename(tree)
+    prune(settings)
     return tree
 
 
@@ -192,7 +261,9 @@ def built_app(settings: SandboxSettings, spec: dict[str, Any], tree: Path) -> Pa
                 party.cgroup.remove()
             staging = home / f"app-{uuid.uuid4().hex[:8]}"
             copy_tree(workspace, staging)
+            _record_bytes(home, "app", staging)
             staging.rename(app)
         finally:
             sandbox.close()
+    prune(settings)
     return app

@@ -31,7 +31,7 @@ from domain.secret_env import SecretsKeyError
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.environments import runnable_agent, runnable_spec, task_files
 from queries.runs import recorded_trial_numbers
-from worker.harbor_tasks import have_tree, store_tree
+from worker.harbor_tasks import have_tree, in_use, store_tree
 from worker.sandbox import SandboxSettings, sweep_left_behind
 from worker.trial import run_trial
 from writes.claims import claim_run, fail_run, release_run, renew_lease
@@ -127,11 +127,31 @@ class Worker:
             config = session.get_one(EvaluatorConfig, (org_id, run.evaluator_config_id))
             missing = sorted(set(range(1, run.attempt_count + 1)) - recorded_trial_numbers(session, run))
             spec, agent = runnable_spec(session, version), runnable_agent(session, config)  # env values in plaintext
-            if spec.get("kind") == "harbor-task" and not have_tree(self.settings.sandbox, spec["treeSha256"]):
-                files = task_files(session, spec["treeSha256"])
+            session.commit()
+        if spec.get("kind") != "harbor-task":
+            self._run_missing(org_id, run, config, spec, agent, missing, heartbeat)
+            return
+        with in_use(self.settings.sandbox, spec["treeSha256"]):  # the cache keeps the task's files until the run ends
+            if not have_tree(self.settings.sandbox, spec["treeSha256"]):
+                with self.database.session(org_id) as session:
+                    files = task_files(session, spec["treeSha256"])
+                    session.commit()
                 if files is not None:  # else each trial ends environment_error, saying the files are not here
                     store_tree(self.settings.sandbox, spec["treeSha256"], files)
-            session.commit()
+            self._run_missing(org_id, run, config, spec, agent, missing, heartbeat)
+
+    def _run_missing(
+        self,
+        org_id: uuid.UUID,
+        run: EvaluationRun,
+        config: EvaluatorConfig,
+        spec: dict,
+        agent: dict,
+        missing: list[int],
+        heartbeat: Heartbeat,
+    ) -> None:
+        """Run and record the trials of `run` numbered `missing`, then complete the run."""
+        run_id = run.id
         begun = False  # whether the trial about to run was already reported as beginning
         for index, number in enumerate(missing):
             if self.stop.is_set():

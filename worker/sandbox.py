@@ -57,6 +57,7 @@ MODES = ("bwrap", "none")
 INSTALL_HINT = "install bubblewrap: apt-get install bubblewrap"
 NETWORK_HINT = "install slirp4netns: apt-get install slirp4netns"
 WORKSPACE = "/workspace"  # where the workspace appears inside a bwrap sandbox
+DEFAULT_HARBOR_CACHE_MB = 10240  # what Harbor tasks' files and built /app may take on a worker's disk
 INNER_UID = 1000  # the uid a program sees inside a user namespace when the worker is not root
 
 # /etc entries a program may need to run (dynamic linker, TLS roots, name service, time zone); nothing else of /etc.
@@ -120,6 +121,7 @@ class SandboxSettings:
     uid_base: int = 900_000
     uid_slots: int = 4096
     state_dir: str = field(default_factory=lambda: default_state_dir())
+    harbor_cache_mb: int = DEFAULT_HARBOR_CACHE_MB  # AGENTFORGE_HARBOR_CACHE_MB
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> SandboxSettings:
@@ -135,8 +137,12 @@ class SandboxSettings:
             data_dir = Path(environ["AGENTFORGE_DATA_DIR"]).expanduser().resolve()
             hidden += [data_dir, data_dir.with_name(data_dir.name + "-passwords")]
         shared = [p for p in environ.get("AGENTFORGE_SANDBOX_PATHS", "").split(os.pathsep) if p.strip()]
+        cache = environ.get("AGENTFORGE_HARBOR_CACHE_MB", "").strip() or str(DEFAULT_HARBOR_CACHE_MB)
+        if not (cache.isascii() and cache.isdigit() and int(cache) > 0):
+            raise ValueError(f"AGENTFORGE_HARBOR_CACHE_MB must be a whole number of MB above 0, not {cache!r}")
         return cls(
             mode=mode,
+            harbor_cache_mb=int(cache),
             hidden=tuple(str(Path(p).expanduser().resolve()) for p in hidden),
             shared=tuple(str(Path(p).expanduser().resolve()) for p in shared),
         )
