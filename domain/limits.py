@@ -51,8 +51,8 @@ LIMITS = (
     Limit("fileSizeMb", 64, 1024, "{n} MB per file", "RLIMIT_FSIZE", MIB),
     Limit("openFiles", 256, 4096, "{n} open files", "RLIMIT_NOFILE"),
     Limit("outputMb", 16, 256, "{n} MB of output", None, MIB),
-    # The files a sandbox keeps, workspace and logs together: the size of the tmpfs the worker (as root) mounts for
-    # it, whose pages count toward memoryMb too; without root only fileSizeMb holds each file.
+    # The files a sandbox keeps, workspace and logs together: the size of the disk the worker (as root) mounts for
+    # it (worker/disk.py); without root only fileSizeMb holds each file.
     Limit("diskMb", 1024, 8192, "{n} MB of disk", None, MIB),
 )
 LIMIT_BY_KEY = {limit.key: limit for limit in LIMITS}

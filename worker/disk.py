@@ -4,9 +4,9 @@ of the host's disk is out of their reach.
 
 The file system is ext4 in a sparse image file beside the directory, a copy of an empty image made once per size by
 mkfs.ext4, mounted through a loop device: it takes from the host's disk only what its files use, at most diskMb,
-and its files are disk, not memory. Only
-root can mount, so only a worker run as root gets it (its start line says which); without it each file is held to
-fileSizeMb and nothing holds their number.
+and its files are disk, not memory (a tmpfs would count them toward memoryMb). Only root can mount, so only a
+worker run as root gets it (its start line says which); without it each file is held to fileSizeMb and nothing
+holds their number.
 """
 
 from __future__ import annotations
