@@ -165,20 +165,26 @@ class SandboxSettings:
         """Where this worker makes a control group per sandbox (cgroup v2, v1, or none: rlimits only)."""
         return _hierarchy(os.geteuid())
 
+    def disk_problem(self) -> str | None:
+        """Why sandboxes get no disk of their own here (worker/disk.py), or None when each gets one of diskMb."""
+        if self.mode != "bwrap":
+            return "AGENTFORGE_SANDBOX=none"
+        try:
+            _private_dir(Path(self.state_dir), 0o711)  # the disks are mounted there (and tried there once)
+        except SandboxUnavailable as error:
+            return str(error)
+        return disk.mountable(self.state_dir)
+
     @property
     def disk_limited(self) -> bool:
-        """True when each sandbox gets a disk of its own here (worker/disk.py: diskMb, in bwrap mode, as root)."""
-        return self.mode == "bwrap" and disk.mountable(self.state_dir) is None
+        """True when each sandbox gets a disk of its own here (in bwrap mode, as root)."""
+        return self.disk_problem() is None
 
     def describe_limits(self) -> str:
         """How sandbox limits are enforced on this machine, for the worker's start line."""
         if self.mode != "bwrap":
             return self.hierarchy.words
-        try:
-            _private_dir(Path(self.state_dir), 0o711)
-            why = disk.mountable(self.state_dir)
-        except SandboxUnavailable as error:
-            why = str(error)
+        why = self.disk_problem()
         files = "a disk of diskMb per sandbox" if why is None else f"fileSizeMb per file only: {why}"
         return f"{self.hierarchy.words}; files: {files}"
 

@@ -187,3 +187,11 @@ def test_what_a_killed_worker_left_is_swept_at_the_next_start_and_a_live_sandbox
     finally:
         live.close()
     assert mounted_disks() == []
+
+
+@needs_disk
+def test_a_state_directory_that_does_not_exist_yet_still_gets_disks(tmp_path):
+    # Asked before any sandbox had made it, the answer was "no" (mkdtemp failed) and stayed so: it is tried once.
+    settings = SandboxSettings(state_dir=str(tmp_path / "made" / "later"))
+    assert settings.disk_problem() is None
+    assert settings.describe_limits().endswith("; files: a disk of diskMb per sandbox")
