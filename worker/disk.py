@@ -104,11 +104,12 @@ def mount(path: Path, size_mb: int) -> None:
     folder = path.parent / "disk-images"
     with contextlib.suppress(FileExistsError):
         folder.mkdir(mode=0o700)
-    _sparse_file(image, size_mb * MIB, like=_empty_image(folder, size_mb))
     try:
+        _sparse_file(image, size_mb * MIB, like=_empty_image(folder, size_mb))
         _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(image), str(path)])
     finally:
-        image.unlink()  # a mounted image stays open by its loop device, and goes with it
+        with contextlib.suppress(FileNotFoundError):
+            image.unlink()  # a mounted image stays open by its loop device, and goes with it
 
 
 def unmount(path: Path) -> None:
