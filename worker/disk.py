@@ -38,6 +38,11 @@ def _run(argv: list[str]) -> None:
         raise MountFailed(f"{argv[0]} failed: {(done.stderr or done.stdout).strip()}")
 
 
+def _mount_image(image: Path, point: Path) -> None:
+    """Mount the ext4 image `image` on `point` through a loop device, no set-uid programs or device files on it."""
+    _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(image), str(point)])
+
+
 def image_of(path: Path) -> Path:
     """The image file of the disk mounted at `path`: beside it, never inside what a sandbox sees."""
     return path.with_name(path.name + ".disk")
@@ -55,7 +60,7 @@ def _empty_image(folder: Path, size_mb: int) -> Path:
         _run([*MKFS, str(staging)])
         point = Path(tempfile.mkdtemp(prefix="mkfs-", dir=folder))
         try:
-            _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(staging), str(point)])
+            _mount_image(staging, point)
             try:
                 os.rmdir(point / "lost+found")
                 os.chmod(point, 0o711)
@@ -106,7 +111,7 @@ def mount(path: Path, size_mb: int) -> None:
         folder.mkdir(mode=0o700)
     try:
         _sparse_file(image, size_mb * MIB, like=_empty_image(folder, size_mb))
-        _run(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev", str(image), str(path)])
+        _mount_image(image, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             image.unlink()  # a mounted image stays open by its loop device, and goes with it

@@ -74,10 +74,15 @@ def have_tree(settings: SandboxSettings, sha256: str) -> bool:
 _TASK = re.compile(r"[0-9a-f]{64}")
 
 
+def _use_file(root: Path, sha256: str) -> int:
+    """An open descriptor of the task's <hash>.use, the lock runs share and pruning takes alone."""
+    return os.open(root / f"{sha256}.use", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
 @contextlib.contextmanager
 def in_use(settings: SandboxSettings, sha256: str) -> Iterator[None]:
     """Keep a task's files on this machine while the block runs (a run's trials): no pruning removes them."""
-    fd = os.open(_root(settings) / f"{sha256}.use", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = _use_file(_root(settings), sha256)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         os.utime(fd)  # its last use: now
@@ -115,7 +120,7 @@ def prune(settings: SandboxSettings) -> list[str]:
     for _, sha256, size in sorted(tasks):
         if total <= settings.harbor_cache_mb * MIB:
             break
-        fd = os.open(root / f"{sha256}.use", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = _use_file(root, sha256)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

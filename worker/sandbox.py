@@ -340,7 +340,7 @@ class Party:
         # Everything of the party on the host lives on a disk of diskMb (worker/disk.py), where the worker can mount.
         self.disk: Path | None = None
         self.disk_mb = disk_mb or resolve_limits(None)["diskMb"]
-        if self.as_root and settings.disk_limited:
+        if self.as_root and disk.mountable(settings.state_dir) is None:  # base is made and checked just above
             self.disk = self.host_dir  # set first: close() unmounts whatever part of the mount was done
             try:
                 disk.mount(self.host_dir, self.disk_mb)

@@ -37,9 +37,8 @@ def test_the_least_recently_used_tasks_no_run_holds_go_first(tmp_path):
     settings = SandboxSettings(state_dir=str(tmp_path / "state"), harbor_cache_mb=1)
     (a, a_tar), (b, b_tar), (c, c_tar) = task_tar(400), task_tar(400), task_tar(400)
     for age, (sha, body) in enumerate(((a, a_tar), (b, b_tar)), start=1):
-        store_tree(settings, sha, body)
-        with in_use(settings, sha):
-            pass
+        with in_use(settings, sha):  # as a run stores its task's files
+            store_tree(settings, sha, body)
         os.utime(task_dir(settings, sha).with_name(f"{sha}.use"), (age, age))  # a used first, then b
     with in_use(settings, a), in_use(settings, c):  # runs of a (used the longest ago) and c, as the worker holds them
         os.utime(task_dir(settings, a).with_name(f"{a}.use"), (0, 0))
