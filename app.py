@@ -20,7 +20,7 @@ from db.migrate import migrate
 from db.session import Database
 from db.urls import DEFAULT_DATABASE, resolve_urls
 from domain.errors import DomainError
-from domain.limits import DEFAULT_MAX_EXPENSIVE_REQUESTS, DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
+from domain.limits import DEFAULT_MAX_EXPENSIVE_REQUESTS, DEFAULT_MAX_RUNS_PER_ORG, max_trial_timeout_s
 from domain.secret_env import create_once, load_secrets_key
 from web import database, security
 from web.forms import form_helpers
@@ -47,9 +47,7 @@ def create_app(test_config: dict | None = None) -> Flask:
         WTF_CSRF_CHECK_DEFAULT=False,  # the login guard calls csrf.protect() itself (bearer-token calls skip it)
         MIGRATE_ON_START=True,
         AGENTFORGE_MAX_RUNS_PER_ORG=int(os.environ.get("AGENTFORGE_MAX_RUNS_PER_ORG", DEFAULT_MAX_RUNS_PER_ORG)),
-        AGENTFORGE_MAX_TRIAL_TIMEOUT_S=float(
-            os.environ.get("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", DEFAULT_MAX_TRIAL_TIMEOUT_S)
-        ),
+        AGENTFORGE_MAX_TRIAL_TIMEOUT_S=max_trial_timeout_s(),
         AGENTFORGE_MAX_EXPENSIVE_REQUESTS=int(
             os.environ.get("AGENTFORGE_MAX_EXPENSIVE_REQUESTS", DEFAULT_MAX_EXPENSIVE_REQUESTS)
         ),

@@ -29,7 +29,7 @@ from typing import Any
 
 import dockerfile
 
-from domain.limits import ceilings
+from domain.limits import ceilings, max_trial_timeout_s
 from domain.outcome import STAGE_KEY_CHARS
 
 MAX_TREE_BYTES = 16 * 1024 * 1024  # the files of one task, uncompressed
@@ -39,6 +39,8 @@ REQUIRED = ("instruction.md", "tests/test.sh")
 APP = "/app"  # Harbor's Dockerfiles use WORKDIR /app; a trial's working directory
 DEFAULT_AGENT_TIMEOUT_S = 600.0
 DEFAULT_VERIFIER_TIMEOUT_S = 600.0
+DEFAULT_BUILD_TIMEOUT_S = 600.0  # the whole build, every line together, when task.toml says nothing
+MAX_REWARD_FILE_BYTES = 32 * 1024  # reward.json or reward.txt: more is not a reward but something gone wrong
 
 
 class TaskRefused(ValueError):
@@ -383,13 +385,18 @@ def task_spec(tree: TaskTree, name: str) -> dict[str, Any]:
     build = read_dockerfile(dockerfile_text) if dockerfile_text.strip() else Build()
     environment = parsed.get("environment", {})
     more: dict[str, Any] = {}
-    if _positive(environment.get("build_timeout_sec")):
-        more["buildTimeoutS"] = float(environment["build_timeout_sec"])
+    timeouts, clamped = _timeouts(parsed)
+    if clamped:
+        more["clamped"] = clamped
     limits = {}  # task.toml's memory and storage, each held to the operator's ceiling
     for key, limit in (("memory_mb", "memoryMb"), ("storage_mb", "diskMb")):
         value = environment.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             limits[limit] = min(value, ceilings()[limit])
+            if value > limits[limit]:
+                more.setdefault("clamped", []).append(
+                    f"[environment] {key} = {value} is over the operator's ceiling: {limits[limit]} here"
+                )
     if limits:
         more["limits"] = limits
     return {
@@ -398,12 +405,36 @@ def task_spec(tree: TaskTree, name: str) -> dict[str, Any]:
         "treeSha256": tree.sha256,
         "treeBytes": tree.size,
         "files": len(tree.files),
-        "agentTimeoutS": float(parsed.get("agent", {}).get("timeout_sec", DEFAULT_AGENT_TIMEOUT_S)),
-        "verifierTimeoutS": float(parsed.get("verifier", {}).get("timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S)),
+        **timeouts,
         "metadata": {str(k): _scalar(v) for k, v in parsed.get("metadata", {}).items()},
         "build": build.as_spec(),
         **more,
     }
+
+
+# One clock: task.toml's timeouts, each held to the most a whole trial may take (AGENTFORGE_MAX_TRIAL_TIMEOUT_S).
+_TIMEOUTS = (
+    ("agent", "timeout_sec", "agentTimeoutS", DEFAULT_AGENT_TIMEOUT_S),
+    ("verifier", "timeout_sec", "verifierTimeoutS", DEFAULT_VERIFIER_TIMEOUT_S),
+    ("environment", "build_timeout_sec", "buildTimeoutS", DEFAULT_BUILD_TIMEOUT_S),
+)
+
+
+def _timeouts(parsed: dict[str, Any]) -> tuple[dict[str, float], list[str]]:
+    """The agent's, the verifier's and the build's seconds, each task.toml's (or the default) held to the trial
+    ceiling, and a sentence for each that was clamped (the version page shows them)."""
+    ceiling = max_trial_timeout_s()
+    found, clamped = {}, []
+    for table, key, name, default in _TIMEOUTS:
+        value = parsed.get(table, {}).get(key)
+        wanted = float(value) if _positive(value) else default
+        found[name] = min(wanted, ceiling)
+        if wanted > ceiling:
+            clamped.append(
+                f"[{table}] {key} = {wanted:g} is over the most a trial may take "
+                f"(AGENTFORGE_MAX_TRIAL_TIMEOUT_S): {ceiling:g} s here"
+            )
+    return found, clamped
 
 
 # The verifier's reward -----------------------------------------------------------------------------------------
@@ -417,6 +448,9 @@ def unit(value: float) -> float:
 def read_rewards(reward_json: bytes | None, reward_txt: bytes | None) -> tuple[float, dict[str, float]]:
     """The reward and stage_* values a verifier wrote: reward.json's "reward" (its only key when it has one) and
     every other numeric key as stage_<key>, else reward.txt's number. ValueError says what is wrong."""
+    for name, body in (("reward.json", reward_json), ("reward.txt", reward_txt)):
+        if body is not None and len(body) > MAX_REWARD_FILE_BYTES:
+            raise ValueError(f"{name} is over {MAX_REWARD_FILE_BYTES // 1024} KB, the most a reward file may hold")
     if reward_json is not None:
         try:
             values = json.loads(reward_json)

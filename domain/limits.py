@@ -7,6 +7,7 @@ them. Ceilings come from AGENTFORGE_MAX_* environment variables.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,16 @@ def ceilings(environ: dict[str, str] | os._Environ[str] | None = None) -> dict[s
         raw = environ.get(limit.ceiling_variable, "")
         result[limit.key] = int(raw) if raw.strip().isascii() and raw.strip().isdigit() else limit.ceiling
     return result
+
+
+def max_trial_timeout_s(environ: dict[str, str] | os._Environ[str] | None = None) -> float:
+    """The most seconds any trial may take, build, agent and verifier together (AGENTFORGE_MAX_TRIAL_TIMEOUT_S)."""
+    raw = (os.environ if environ is None else environ).get("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_MAX_TRIAL_TIMEOUT_S
+    return value if math.isfinite(value) and value > 0 else DEFAULT_MAX_TRIAL_TIMEOUT_S
 
 
 class LimitRefused(ValueError):

@@ -12,7 +12,6 @@ holds their number.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import os
 import subprocess
@@ -21,6 +20,7 @@ import uuid
 from pathlib import Path
 
 from domain.limits import MIB
+from worker.files import copy_data
 
 FULL_BELOW = MIB  # free bytes under which a sandbox's disk counts as full (a write that failed left less)
 # No journal (the image dies with its trial), no blocks kept for root, inode tables written as they are used.
@@ -84,20 +84,7 @@ def _sparse_file(path: Path, size: int, like: Path | None = None) -> None:
         if like is None:
             return
         with open(like, "rb") as source:
-            offset, end = 0, os.fstat(source.fileno()).st_size
-            while offset < end:
-                try:
-                    data = os.lseek(source.fileno(), offset, os.SEEK_DATA)
-                except OSError as error:
-                    if error.errno == errno.ENXIO:  # only a hole is left
-                        break
-                    raise
-                offset = os.lseek(source.fileno(), data, os.SEEK_HOLE)
-                while data < offset:
-                    copied = os.copy_file_range(source.fileno(), fd, offset - data, data, data)
-                    if copied <= 0:
-                        raise OSError(errno.EIO, f"{like} ended early")
-                    data += copied
+            copy_data(source.fileno(), fd)
     finally:
         os.close(fd)
 

@@ -26,11 +26,12 @@ from sqlalchemy.orm import Session
 from db.session import Database
 from db.urls import libpq_url
 from domain.errors import AgentConfigError, SpecError
-from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, DEFAULT_MAX_TRIAL_TIMEOUT_S
+from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, max_trial_timeout_s
 from domain.secret_env import SecretsKeyError
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.environments import runnable_agent, runnable_spec, task_files
 from queries.runs import recorded_trial_numbers
+from worker import harbor_tasks
 from worker.harbor_tasks import have_tree, in_use, store_tree
 from worker.sandbox import SandboxSettings, sweep_left_behind
 from worker.trial import run_trial
@@ -58,7 +59,7 @@ class WorkerSettings:
     poll_seconds: float = 5.0
     max_run_attempts: int = 3
     max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG
-    max_trial_timeout_s: float = DEFAULT_MAX_TRIAL_TIMEOUT_S
+    max_trial_timeout_s: float = field(default_factory=max_trial_timeout_s)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings.from_environ)
 
 
@@ -131,13 +132,14 @@ class Worker:
         if spec.get("kind") != "harbor-task":
             self._run_missing(org_id, run, config, spec, agent, missing, heartbeat)
             return
-        with in_use(self.settings.sandbox, spec["treeSha256"]):  # the cache keeps the task's files until the run ends
-            if not have_tree(self.settings.sandbox, spec["treeSha256"]):
+        owner = org_id.hex  # each organization's builds are its own
+        with in_use(self.settings.sandbox, spec["treeSha256"], owner):  # the cache keeps its files until the run ends
+            if not have_tree(self.settings.sandbox, spec["treeSha256"], owner):
                 with self.database.session(org_id) as session:
                     files = task_files(session, spec["treeSha256"])
                     session.commit()
                 if files is not None:  # else each trial ends environment_error, saying the files are not here
-                    store_tree(self.settings.sandbox, spec["treeSha256"], files)
+                    store_tree(self.settings.sandbox, spec["treeSha256"], files, owner)
             self._run_missing(org_id, run, config, spec, agent, missing, heartbeat)
 
     def _run_missing(
@@ -167,6 +169,8 @@ class Worker:
                 seed=seed,
                 max_steps=config.max_steps,
                 timeout_s=min(config.timeout_s, self.settings.max_trial_timeout_s),
+                ceiling_s=self.settings.max_trial_timeout_s,
+                organization=org_id.hex,
                 trial_number=number,
                 sandbox=self.settings.sandbox,
                 on_step=progress.step,
@@ -320,6 +324,8 @@ def announce_sandbox(sandbox: SandboxSettings) -> None:
     log.info("sandbox limits: %s", sandbox.describe_limits())
     if swept := sweep_left_behind(sandbox):
         log.info("removed %d sandbox directories (and their disks) left behind by a worker that died", swept)
+    if (cleared := harbor_tasks.sweep(sandbox)) > 0:
+        log.info("removed %.1f MB a worker that died left in the Harbor task cache", cleared / 1e6)
 
 
 class Presence:

@@ -50,6 +50,7 @@ from typing import Any
 from domain.limits import LIMITS, MIB, describe, resolve_limits
 from worker import cgroups, disk, seccomp
 from worker.cgroups import Cgroup, Hierarchy
+from worker.files import remove_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = Path(__file__).resolve().with_name("launcher.py")
@@ -415,7 +416,8 @@ class Party:
             with contextlib.suppress(OSError):  # left mounted, the removal below still empties it
                 disk.unmount(self.disk)
             self.disk = None
-        shutil.rmtree(self.host_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(self.host_dir)  # any depth a program made (shutil.rmtree recurses: RecursionError)
         if self.lock_fd is not None:
             os.close(self.lock_fd)
             self.lock_fd = None
@@ -446,10 +448,8 @@ def sweep_left_behind(settings: SandboxSettings) -> int:
             if entry.path in mounted:
                 with contextlib.suppress(OSError):
                     disk.unmount(Path(entry.path))
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                os.unlink(entry.path)
+            with contextlib.suppress(OSError):
+                remove_tree(Path(entry.path))
             swept += 1
         finally:
             os.close(fd)
@@ -457,10 +457,16 @@ def sweep_left_behind(settings: SandboxSettings) -> int:
 
 
 class TrialSandbox:
-    """The sandboxes of one trial: the agent and the environment each get a party (uid + workspace) of their own."""
+    """The sandboxes of one trial: the agent and the environment each get a party (uid + workspace) of their own.
 
-    def __init__(self, settings: SandboxSettings, *, seed: int, trial: int) -> None:
+    `owner` is the organization whose trial it is (what the worker keeps for it, a built /app, is its alone) and
+    `deadline` (time.monotonic()) the end of the trial's clock, which every phase of it keeps to."""
+
+    def __init__(
+        self, settings: SandboxSettings, *, seed: int, trial: int, owner: str = "shared", deadline: float | None = None
+    ) -> None:
         self.settings, self.seed, self.trial = settings, seed, trial
+        self.owner, self.deadline = owner, deadline
         self.parties: dict[str, Party] = {}
 
     @property

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from domain.limits import max_trial_timeout_s
 from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, TrialOutcome
 from domain.trajectory import Content, Step, content_text, environment_step, message_step, step, tool_step
 from domain.trial_log import LogEntry, ProgramOutput, keep_end, log_text
@@ -82,11 +83,17 @@ def run_trial(
     seed: int,
     max_steps: int,
     timeout_s: float,
+    ceiling_s: float | None = None,
+    organization: str = "shared",
     trial_number: int = 1,
     sandbox: SandboxSettings | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> TrialOutcome:
     """Run one episode of `agent_config` in the environment `spec` describes and score it.
+
+    `timeout_s` is the agent's time budget; `ceiling_s` (the operator's AGENTFORGE_MAX_TRIAL_TIMEOUT_S) bounds the
+    whole trial from here on: a Harbor task's build, the agent and the verifier together. `organization` is whose
+    trial it is (a Harbor task's build is kept for that organization alone).
 
     Every program the spec or the agent config names runs in this trial's sandbox, which is torn down (every
     process killed, every workspace removed) before the outcome is returned. `on_step(n)` is called as the agent
@@ -94,7 +101,10 @@ def run_trial(
     """
     started = datetime.now(UTC)
     masker = Masker(secret_values(spec, agent_config))
-    trial_sandbox = TrialSandbox(sandbox or SandboxSettings.from_environ(), seed=seed, trial=trial_number)
+    deadline = time.monotonic() + (ceiling_s if ceiling_s is not None else max_trial_timeout_s())
+    trial_sandbox = TrialSandbox(
+        sandbox or SandboxSettings.from_environ(), seed=seed, trial=trial_number, owner=organization, deadline=deadline
+    )
     try:
         try:
             env = environments.load(spec, trial_sandbox, masker, oracle=agent_config.get("kind") == "oracle")
@@ -153,6 +163,9 @@ def _episode(
         )
     timeout_s = min(timeout_s, getattr(env, "agent_timeout_s", timeout_s))  # a Harbor task's own agent timeout
     deadline = time.monotonic() + timeout_s
+    if sandbox.deadline is not None and sandbox.deadline < deadline:  # a build took some of the trial's clock
+        deadline = sandbox.deadline
+        timeout_s = max(0.0, round(deadline - time.monotonic(), 3))
     env.deadline = deadline
     steps: list[Step] = list(env.preamble)
     ended, observation = "finished", None
@@ -217,7 +230,7 @@ def _episode(
             )
             if time.monotonic() > deadline:
                 ended = "timeout"
-                log.append(f"time budget of {timeout_s:g}s used up after step {number}")
+                log.append(f"timeout: the agent's time budget of {timeout_s:g}s used up after step {number}")
                 break
         else:
             ended = "out_of_steps"
@@ -234,7 +247,7 @@ def _episode(
         log.append(f"the sandbox could not start: {problem}")
     except TimeoutError:
         ended = "timeout"
-        log.append(f"time budget of {timeout_s:g}s used up waiting for the environment")
+        log.append(f"timeout: the agent's time budget of {timeout_s:g}s used up waiting for the environment")
     except Exception as error:  # the environment itself raised mid-episode
         ended = "environment_error"
         log.append(f"environment raised: {_error_words(error, masker)}")

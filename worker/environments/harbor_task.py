@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from domain.harbor_task import APP, read_rewards
+from domain.harbor_task import APP, MAX_REWARD_FILE_BYTES, read_rewards
 from domain.outcome import VERIFIER_EXPLANATION
 from domain.trajectory import Content, Step
 from domain.trial_log import LogEntry, ProgramOutput
 from worker.environments.base import Task, ToolError
-from worker.harbor_tasks import built_app, copy_app, copy_tree, have_tree, onto_disk_of, task_dir
+from worker.harbor_tasks import built_app, copy_app, copy_files, have_tree, onto_disk_of, task_dir
 from worker.masking import Masker
 from worker.sandbox import Bind, Party, SandboxUnavailable, TrialSandbox, run_bounded
 
@@ -59,15 +59,19 @@ BASH_TOOL = {
         "required": ["command"],
     },
 }
-# Run inside the sandbox after the verifier: the reward files it wrote, as JSON on stdout (base64 of each, or null).
+# Run inside the sandbox after the verifier: the reward files it wrote, as JSON on stdout (base64 of each, or null),
+# each read up to one byte past the most a reward file may hold (so one over it is seen as over it).
 READ_REWARDS = (
     "import base64, json, os\n"
     "def read(name):\n"
     "    path = os.path.join('/logs/verifier', name)\n"
     "    if not os.path.isfile(path): return None\n"
-    "    with open(path, 'rb') as f: return base64.b64encode(f.read(1 << 20)).decode()\n"
+    f"    with open(path, 'rb') as f: return base64.b64encode(f.read({MAX_REWARD_FILE_BYTES + 1})).decode()\n"
     "print(json.dumps({'json': read('reward.json'), 'txt': read('reward.txt')}))\n"
 )
+READ_REWARDS_KEEP = 4 * MAX_REWARD_FILE_BYTES  # its output: two files' base64 and the JSON around them
+READ_REWARDS_TIMEOUT_S = 10.0
+MIN_PHASE_S = 0.1  # what a phase gets when the trial's clock has run out before it (it ends at once, as timeout)
 
 
 def _shown(done: Any) -> str:
@@ -93,7 +97,7 @@ class HarborTaskEnvironment:
         self.agent_timeout_s = float(spec["agentTimeoutS"])
         self._reward: float | None = None
         self._explanation = ""
-        self._failed = False
+        self._failed: str | None = None  # the category the verifier's end gives (verifier_failed, timeout)
         self._binds: tuple[Bind, ...] = ()
         self._party: Party | None = None
         self._tree: Path | None = None
@@ -111,11 +115,11 @@ class HarborTaskEnvironment:
         settings = self.sandbox.settings
         if settings.mode != "bwrap":
             raise SandboxUnavailable("a Harbor task needs the bubblewrap sandbox (its /app); AGENTFORGE_SANDBOX=none")
-        sha = self.spec["treeSha256"]
-        if not have_tree(settings, sha):
+        sha, owner = self.spec["treeSha256"], self.sandbox.owner
+        if not have_tree(settings, sha, owner):
             raise RuntimeError("the task's files are not on this worker (the worker stores them before a run)")
-        tree = task_dir(settings, sha) / "tree"
-        app = built_app(settings, self.spec, tree)  # BuildFailed names the line
+        tree = task_dir(settings, sha, owner) / "tree"
+        app = built_app(settings, self.spec, tree, owner, self.sandbox.deadline)  # BuildFailed names the line
         party = self.sandbox.party("environment", workspace_at=APP, limits=self.spec.get("limits"))
         copy_app(app, party)  # LimitExceeded when it does not fit the party's disk
         agent_logs = party.own_dir("agent-logs", writable=True)
@@ -123,8 +127,8 @@ class HarborTaskEnvironment:
         if self.oracle:
             with onto_disk_of(party, "the task's solution"):
                 solution = party.own_dir("solution")
-                if (tree / "solution").is_dir():
-                    copy_tree(tree / "solution", solution := solution / "s")
+            if (tree / "solution").is_dir():
+                copy_files(tree / "solution", solution := solution / "s", party, "the task's solution")
             binds.append(Bind(solution, "/solution"))
         self._party, self._binds = party, tuple(binds)
         self._tree = tree
@@ -161,31 +165,36 @@ class HarborTaskEnvironment:
             raise RuntimeError("the task was never opened")
         with onto_disk_of(party, "the task's tests"):  # the agent may have filled the disk they share
             tests = party.own_dir("tests")
-            copy_tree(tree / "tests", tests / "t")
             verifier_logs = party.own_dir("verifier-logs", writable=True)
+        copy_files(tree / "tests", tests / "t", party, "the task's tests")
         binds = (*self._binds, Bind(tests / "t", "/tests"), Bind(verifier_logs, "/logs/verifier", writable=True))
-        timeout = float(self.spec["verifierTimeoutS"])
+        timeout, why = self._verifier_timeout()
         try:
             done = run_bounded(
                 self._launch(["/bin/bash", "/tests/test.sh"], binds), timeout=timeout, mask=self.masker.text
             )
-            said = (done.stdout + done.stderr).strip()
-            ended = f"exit code {done.returncode}"
         except TimeoutError:
-            said, ended = "", f"did not finish within {timeout:g}s"
+            self._reward, self._failed = 0.0, "timeout"
+            self.note(f"timeout: the verifier (tests/test.sh) did not finish within {timeout:g}s ({why})")
+            return {}
+        said = (done.stdout + done.stderr).strip()
         self._explanation = said[-EXPLANATION_KEEP:]
         if said:
             self.log.append(ProgramOutput("verifier", self.masker.text(said[-EXPLANATION_KEEP:])))
-        read = run_bounded(self._launch([sys.executable, "-I", "-c", READ_REWARDS], binds), timeout=30)
+        read = run_bounded(
+            self._launch([sys.executable, "-I", "-c", READ_REWARDS], binds),
+            timeout=READ_REWARDS_TIMEOUT_S,
+            keep=READ_REWARDS_KEEP,
+        )
         files = json.loads(read.stdout) if read.returncode == 0 and read.stdout.strip() else {}
         reward_json, reward_txt = (base64.b64decode(files[k]) if files.get(k) else None for k in ("json", "txt"))
         try:
             self._reward, stages = read_rewards(reward_json, reward_txt)
         except ValueError as problem:
-            self._reward, self._failed = 0.0, True
-            self.note(f"verifier_failed: tests/test.sh {ended}; {problem}")
+            self._reward, self._failed = 0.0, "verifier_failed"
+            self.note(f"verifier_failed: tests/test.sh exit code {done.returncode}; {problem}")
             return {}
-        self.note(f"tests/test.sh {ended}: reward {self._reward:g}")
+        self.note(f"tests/test.sh exit code {done.returncode}: reward {self._reward:g}")
         return stages
 
     def reward(self, stages: dict[str, float]) -> float:
@@ -196,7 +205,7 @@ class HarborTaskEnvironment:
         return {VERIFIER_EXPLANATION: self._explanation} if self._explanation else {}
 
     def diagnose(self) -> str:
-        return "verifier_failed" if self._failed else "task_incomplete"
+        return self._failed or "task_incomplete"
 
     def note(self, line: str) -> None:
         self.log.append(line)
@@ -205,6 +214,15 @@ class HarborTaskEnvironment:
         return ""
 
     # ------------------------------------------------------------------------------------------------------------
+
+    def _verifier_timeout(self) -> tuple[float, str]:
+        """The verifier's seconds, [verifier] timeout_sec or what is left of the trial's clock if less, and which."""
+        own = float(self.spec["verifierTimeoutS"])
+        deadline = self.sandbox.deadline
+        if deadline is None or deadline - time.monotonic() >= own:
+            return own, "[verifier] timeout_sec"
+        left = max(MIN_PHASE_S, deadline - time.monotonic())
+        return left, "what was left of the trial's AGENTFORGE_MAX_TRIAL_TIMEOUT_S"
 
     def _launch(self, argv: list[str], binds: tuple[Bind, ...]) -> Any:
         workdir = os.path.relpath(self.build["workdir"], APP)

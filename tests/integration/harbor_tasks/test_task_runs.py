@@ -144,12 +144,11 @@ def test_a_dockerfile_line_that_fails_ends_each_trial_as_an_environment_error_na
     assert "no such package: left-pad" in log
 
 
-def test_a_verifier_past_its_timeout_gives_reward_0_as_verifier_failed(api, database):
+def test_a_verifier_past_its_timeout_gives_reward_0_as_a_timeout_naming_the_verifier(api, database):
     trial = trial_of(api, run_task(api, database, TASKS / "slow-verifier", {"kind": "oracle"}))
-    assert outcome(trial) == ("failed", 0.0, "verifier_failed")
+    assert outcome(trial) == ("failed", 0.0, "timeout")
     text = parse(api.get(f"/trials/{trial['id']}").text).get_text()
-    assert "tests/test.sh did not finish within 2s" in text
-    assert "the verifier wrote neither /logs/verifier/reward.txt nor reward.json" in text
+    assert "timeout: the verifier (tests/test.sh) did not finish within 2s ([verifier] timeout_sec)" in text
 
 
 def test_each_trial_starts_from_a_fresh_app(api, database):
