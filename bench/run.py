@@ -1,5 +1,5 @@
 """`make bench`: pages and searches at 10k and 1M trials (and at a larger SIZE beside them), naive aggregates,
-exports vs COPY, worker recording, load, sandbox overhead → BENCHMARKS.md.
+exports vs COPY, worker recording, load, sandbox overhead, a Harbor task's trial → BENCHMARKS.md.
 
 Runs on the app's own database configuration, in the database
 `agentforge_bench` of the embedded cluster (recreated at the start, unless
@@ -27,6 +27,7 @@ from bench import export as export_bench
 from bench import load as load_bench
 from bench import pages, recording
 from bench import plans as plans_bench
+from bench import harbor_trial as harbor_trial_bench
 from bench import sandbox as sandbox_bench
 from bench import search as search_bench
 from bench import storage as storage_bench
@@ -373,6 +374,7 @@ def main() -> None:
         "",
         *storage_bench.section([size.stored for size in measured]),
         *sandbox_bench.section(sandbox_bench.measure()),
+        *harbor_trial_bench.section(harbor_trial_bench.measure()),
         *trial_diff_bench.section(diffed),
     ]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
