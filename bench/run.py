@@ -24,10 +24,10 @@ from sqlalchemy import text
 
 from app import create_app
 from bench import export as export_bench
+from bench import harbor_trial as harbor_trial_bench
 from bench import load as load_bench
 from bench import pages, recording
 from bench import plans as plans_bench
-from bench import harbor_trial as harbor_trial_bench
 from bench import sandbox as sandbox_bench
 from bench import search as search_bench
 from bench import storage as storage_bench
