@@ -201,25 +201,22 @@ def _sweep_home(home: Path) -> int:
 
 
 def _remove(path: Path) -> int:
-    """Remove `path` (a file or a tree, any depth) and return the bytes it took."""
+    """Remove `path` (a file or a tree, any depth) and return the bytes it took (0 when another worker of this
+    machine removed it first)."""
     try:
         size = _allocated(path) if path.is_dir() and not path.is_symlink() else os.lstat(path).st_blocks * 512
+        remove_tree(path)
     except OSError:
-        size = 0
-    remove_tree(path)
+        return 0
     return size
 
 
 def prune(settings: SandboxSettings) -> list[str]:
     """Remove the least recently used tasks that no run holds until the cache keeps at most harbor_cache_mb; return
-    the hashes removed. Half-removed folders of an earlier prune go too."""
+    the hashes removed."""
     tasks = []
     for home, owner in _homes(settings):
-        root = home.parent
-        for entry in os.scandir(root):
-            if ".gone-" in entry.name:
-                remove_tree(Path(entry.path))
-        use = root / f"{home.name}.use"
+        use = home.with_suffix(".use")
         tasks.append((use.stat().st_mtime if use.exists() else 0.0, home.name, owner, cached_bytes(home)))
     total, removed = sum(task[-1] for task in tasks), []
     for _, sha256, owner, size in sorted(tasks):
@@ -336,8 +333,9 @@ def built_app(
             raise kind(f"{said.get('message')} (this build failed before on this worker and is not run again)")
         own = float(spec.get("buildTimeoutS") or DEFAULT_BUILD_TIMEOUT_S)
         left = own if deadline is None else min(own, deadline - time.monotonic())
+        why = "build_timeout_sec" if left >= own else "what was left of the trial's AGENTFORGE_MAX_TRIAL_TIMEOUT_S"
         try:
-            _build(settings, spec, tree, home, app, left)
+            _build(settings, spec, tree, home, app, max(0.1, round(left, 1)), why)
         except BuildFailed as failure:
             if not (isinstance(failure, BuildTimedOut) and left < own):  # cut by the trial's clock: another may fit
                 failed.write_text(json.dumps({"kind": type(failure).__name__, "message": str(failure)}))
@@ -346,8 +344,11 @@ def built_app(
     return app
 
 
-def _build(settings: SandboxSettings, spec: dict[str, Any], tree: Path, home: Path, app: Path, budget: float) -> None:
-    """Run the build's steps within `budget` seconds in all and keep what it leaves in /app at `app`."""
+def _build(
+    settings: SandboxSettings, spec: dict[str, Any], tree: Path, home: Path, app: Path, budget: float, why: str
+) -> None:
+    """Run the build's steps within `budget` seconds in all (`why`: whose seconds) and keep what it leaves in /app
+    at `app`."""
     steps = spec["build"]["steps"]
     if not steps:
         app.mkdir(mode=0o755)
@@ -370,7 +371,7 @@ def _build(settings: SandboxSettings, spec: dict[str, Any], tree: Path, home: Pa
                 done = run_bounded(launch, timeout=max(0.1, until - time.monotonic()))
             except TimeoutError:
                 raise BuildTimedOut(
-                    f"the build ran out of its {budget:g}s (build_timeout_sec) at the Dockerfile's {words}"
+                    f"the build ran out of its {budget:g}s ({why}) at the Dockerfile's {words}"
                 ) from None
             except LimitExceeded as breach:
                 raise BuildOverLimit(f"the Dockerfile's {words} {breach}") from None

@@ -4,6 +4,7 @@ tasks no run holds are removed past AGENTFORGE_HARBOR_CACHE_MB, and a run that n
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import os
@@ -15,7 +16,7 @@ import pytest
 
 from tests.integration.harbor_tasks.test_task_runs import outcome, run_task, trial_of
 from tests.integration.harbor_tasks.test_task_upload import TASKS
-from worker.harbor_tasks import have_tree, in_use, prune, store_tree, task_dir
+from worker.harbor_tasks import have_tree, in_use, prune, store_tree, sweep, task_dir
 from worker.sandbox import SandboxSettings
 
 pytestmark = pytest.mark.slow  # the worker and sandboxed builds
@@ -73,3 +74,45 @@ def test_a_run_stores_again_a_task_the_cache_let_go_and_the_cache_stays_bounded(
     assert sha in cached(settings)
     kept = sum(int(p.read_text()) for p in Path(settings.state_dir, "harbor-tasks").glob("*/*/*.bytes"))
     assert kept <= 2 << 20  # the big task (held by its run while it ran, so kept past the bound) and no other
+
+
+@pytest.mark.fault
+def test_what_a_dead_worker_left_in_the_cache_is_counted_and_removed_at_the_next_start(tmp_path):
+    """A worker killed mid-copy leaves a staging folder (and, before tasks were kept per organization, folders of the
+    old layout) that no record counts: before, the cache's bound never saw them and nothing removed them."""
+    settings = SandboxSettings(state_dir=str(tmp_path / "state"), harbor_cache_mb=10)
+    sha, body = task_tar(100)
+    owner = "0" * 32
+    with in_use(settings, sha, owner):
+        tree = store_tree(settings, sha, body, owner)
+    home = tree.parent
+    staging = home / "app-0badc0de"  # a build's copy, half made
+    (staging / "deep").mkdir(parents=True)
+    (staging / "deep" / "half.bin").write_bytes(os.urandom(3 << 20))
+    (home / "app").mkdir()  # a part without its record
+    (home / "app" / "x.bin").write_bytes(os.urandom(1 << 20))
+    old = Path(settings.state_dir, "harbor-tasks", "f" * 64)  # the layout before organizations had their own
+    (old / "app").mkdir(parents=True)
+    (old / "app" / "y.bin").write_bytes(os.urandom(1 << 20))
+    gone = home.with_name(f"{'e' * 64}.gone-12345678")
+    gone.mkdir()
+    (gone / "z.bin").write_bytes(os.urandom(1 << 20))
+    removed = sweep(settings)
+    assert removed >= 6 << 20
+    assert sorted(p.name for p in home.iterdir()) == ["tree", "tree.bytes"]
+    assert not old.exists() and not gone.exists()
+    assert have_tree(settings, sha, owner)  # what the cache made and recorded stays
+
+
+def test_sweeping_leaves_alone_a_task_another_worker_is_building(tmp_path):
+    settings = SandboxSettings(state_dir=str(tmp_path / "state"))
+    sha, body = task_tar(10)
+    tree = store_tree(settings, sha, body)
+    staging = tree.parent / "app-12345678"
+    staging.mkdir()
+    with open(tree.parent.with_suffix(".lock"), "w") as lock:  # as built_app holds it while it builds
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sweep(settings)
+        assert staging.is_dir()
+    sweep(settings)
+    assert not staging.exists()
