@@ -13,6 +13,7 @@ import uuid
 from sqlalchemy import text
 
 from db.session import Database
+from domain.rules import look_alike, normal_name
 
 LABELS = (("flaky-verifier", "red", 50, "t.reward < 1"), ("wrong-customer", "orange", 2000, "TRUE"))
 REVIEWED_EVERY, EXCLUDED_EVERY = 20, 1000
@@ -26,10 +27,16 @@ def seed_triage(database: Database, org_ids: list[uuid.UUID]) -> None:
             for name, color, every, where in LABELS:
                 session.execute(
                     text(
-                        "INSERT INTO labels (organization_id, id, name, color) VALUES (:org, :id, :name, :color) "
-                        "ON CONFLICT DO NOTHING"
+                        "INSERT INTO labels (organization_id, id, name, look_alike, color) "
+                        "VALUES (:org, :id, :name, :look, :color) ON CONFLICT DO NOTHING"
                     ),
-                    {"org": org_id, "id": uuid.uuid4(), "name": name, "color": color},
+                    {
+                        "org": org_id,
+                        "id": uuid.uuid4(),
+                        "name": normal_name(name),
+                        "look": look_alike(name),
+                        "color": color,
+                    },
                 )
                 session.execute(
                     text(

@@ -47,29 +47,33 @@ def labels():
 
 @bp.post("/settings/labels")
 def create_label_view():
-    """Add a label: a name (unique whatever its case), a colour of the palette, a description."""
+    """Add a label: a name (kept in its normal form, unique, and like no other label's: 409 otherwise), a colour of
+    the palette, a description."""
     require_role("member")
     form = LabelForm()
     if form.validate():
         session = request_session()
         try:
-            create_label(session, current_reviewer(), form.name.data, form.color.data or "gray", form.description.data)
+            label = create_label(
+                session, current_reviewer(), form.name.data, form.color.data or "gray", form.description.data
+            )
         except DomainError as error:
             session.rollback()
             return _labels_page(error.status, str(error), form)
+        name = label.name
         session.commit()
-        flash(f"Label {form.name.data} added.")
+        flash(f"Label {name} added.")
         return redirect_after_write(url_for("triage.labels"))
     return _labels_page(422, form.error, form)
 
 
 @bp.post("/settings/labels/<uuid:label_id>/delete")
 def delete_label_view(label_id: uuid.UUID):
-    """Delete a label: it leaves every trial it was on."""
+    """Delete a label: it leaves every trial it was on, each trial's history saying so."""
     require_role("member")
     session = request_session()
     try:
-        name = delete_label(session, label_id)
+        name = delete_label(session, current_reviewer(), label_id)
     except NotFoundInOrg as error:
         abort(404, description=str(error))
     session.commit()

@@ -77,3 +77,11 @@ class TriageRefused(DomainError):
     def __init__(self, detail: str, *, field: str) -> None:
         super().__init__(detail, error=f"invalid {field}")
         self.field = field
+
+
+class NameTaken(DomainError):
+    """A name one of the organization's things already has, or one that looks like it (a label `fIaky` beside
+    `flaky`): 409, nothing written; the message names what holds it."""
+
+    status = 409
+    error = "name taken"

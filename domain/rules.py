@@ -16,6 +16,10 @@ The policies, one each:
 * moment: a date (2026-05-01) or date and time (2026-05-01T12:00, with an offset; UTC without one);
 * text: a string without NUL (PostgreSQL text cannot hold one) of at most `limit` characters, stripped;
 * choice: one of a vocabulary (the refusal lists it, and `valid` carries it);
+* name (of a thing tenants name and others pick by name, such as a label): stored and shown in its normal form
+  (`normal_name`: NFKC, no format characters, case-folded), so `flaky`, `FLAKY` and `flaky` with a zero-width space
+  are one name; two names that look alike share a `look_alike` key (UTS #39's confusable skeleton, whatever the
+  case), so `fIaky` is taken once `flaky` is;
 * query strings: an integer is ASCII digits (a fraction of zeros allowed: "4.0"), a number ASCII decimal.
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import unicodedata
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +38,8 @@ from typing import Annotated, Any, get_args
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, ErrorDetails, PydanticCustomError, core_schema
+
+from domain.confusables import skeleton
 
 
 class Refused(ValueError):
@@ -199,6 +206,26 @@ def text(limit: int, *, required: bool = False, what: str = "text") -> Rule:
         {"maxLength": limit, "pattern": NAME_PATTERN if required else NO_NUL},
         parse=str.strip,
     )
+
+
+def _visible(text: str) -> str:
+    """`text` in NFKC without format characters (Unicode category Cf: zero-width spaces and joiners, bidirectional
+    marks, soft hyphens), which draw nothing or only steer how the rest is drawn."""
+    return "".join(char for char in unicodedata.normalize("NFKC", text) if unicodedata.category(char) != "Cf")
+
+
+def normal_name(text: str) -> str:
+    """A name's normal form, the one it is stored, shown and looked up in: NFKC, without format characters,
+    case-folded (NFKC again after folding, which folding can undo). `flaky`, `FLAKY`, `ﬂaky` (a ligature) and
+    `flaky` with a zero-width space are all `flaky`."""
+    return unicodedata.normalize("NFKC", _visible(text).casefold())
+
+
+def look_alike(text: str) -> str:
+    """What a name looks like, whatever its case: UTS #39's skeleton of the name as written (NFKC, no format
+    characters), case-folded, and the skeleton of that. Two names with one key can be taken for each other: `fIaky`
+    (capital I, drawn like l), `f1aky` and `FLAKY` all key as `flaky`, although `fIaky`'s normal form is `fiaky`."""
+    return skeleton(skeleton(_visible(text)).casefold())
 
 
 NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold NUL characters

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from domain.rules import NO_NUL, Rule, one_of, text
+from domain.rules import NO_NUL, Rule, normal_name, one_of, text
 from domain.vocabulary import LABEL_COLORS, REVIEW_STATES
 
 LABEL_NAME_CHARS = 64
@@ -16,7 +16,8 @@ REASON_CHARS = 1_000
 
 
 # A label name: 1 to LABEL_NAME_CHARS characters, no control character or comma (the filter's list separator), not
-# starting or ending with a space. One pattern for the rule, the JSON schema and the comma-separated filter.
+# starting or ending with a space, as written and in its normal form (domain.rules.normal_name, what a label is stored
+# and shown as). One pattern for the rule, the JSON schema and the comma-separated filter.
 _NAME_CHAR = "[^\\u0000-\\u001f\\u007f-\\u009f,]"
 _NAME_EDGE = "[^\\s\\u0000-\\u001f\\u007f-\\u009f,]"
 NAME_PATTERN = f"{_NAME_EDGE}(?:{_NAME_CHAR}{{0,{LABEL_NAME_CHARS - 2}}}{_NAME_EDGE})?"
@@ -24,12 +25,16 @@ _NAME = re.compile(NAME_PATTERN)
 
 
 def _label_name(value: object) -> bool:
-    return isinstance(value, str) and _NAME.fullmatch(value) is not None
+    return (
+        isinstance(value, str)
+        and _NAME.fullmatch(value) is not None
+        and _NAME.fullmatch(normal_name(value)) is not None
+    )
 
 
 LABEL_NAME = Rule(
     f"must be a name of 1 to {LABEL_NAME_CHARS} characters without control characters or commas, not starting or "
-    "ending with a space",
+    "ending with a space, also in its normal form (NFKC, without format characters, case-folded)",
     _label_name,
     {"maxLength": LABEL_NAME_CHARS, "pattern": f"^{NAME_PATTERN}$"},
 )

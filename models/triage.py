@@ -64,7 +64,8 @@ class Added:
 
 
 class Label(Added, Base):
-    """A label of the organization's set: a name unique whatever its case, a colour of the palette, a description."""
+    """A label of the organization's set: a name in its normal form (domain.rules.normal_name), unique, and unique in
+    what it looks like (`look_alike`, migration 0039), a colour of the palette, a description."""
 
     __tablename__ = "labels"
     __table_args__ = (
@@ -72,12 +73,14 @@ class Label(Added, Base):
         CheckConstraint(one_of("color", LABEL_COLORS), name="ck_labels_color"),
         CheckConstraint("btrim(name) <> '' AND name !~ '[[:cntrl:],]'", name="ck_labels_name"),
         PrimaryKeyConstraint("organization_id", "id", name="pk_labels"),
-        Index("uq_labels_org_name", "organization_id", text("lower(name)"), unique=True),
+        Index("uq_labels_org_name", "organization_id", "name", unique=True),
+        Index("uq_labels_org_look_alike", "organization_id", "look_alike", unique=True),
     )
 
     organization_id: Mapped[uuid.UUID]
     id: Mapped[uuid.UUID] = mapped_column(default=new_id)
     name: Mapped[str] = mapped_column(String(LABEL_NAME_CHARS))
+    look_alike: Mapped[str] = mapped_column(Text)  # domain.rules.look_alike of the name as written
     color: Mapped[str] = mapped_column(String(16), server_default="gray")
     description: Mapped[str] = mapped_column(String(LABEL_DESCRIPTION_CHARS), server_default="")
 

@@ -22,6 +22,7 @@ from typing import Literal, get_args
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from domain.rules import normal_name
 from queries.conditions import Conditions
 from queries.search import search_conditions
 
@@ -64,7 +65,7 @@ class TrialFilters:
     finished_before: datetime | None = None
     q: str | None = None  # a full-text search (queries.search) over the trial's task, steps and log
     task: str | None = None  # md5 of the task text, 32 lowercase hex digits (the task key compare groups by)
-    label: tuple[str, ...] = ()  # label names (compared whatever the case): trials carrying every one
+    label: tuple[str, ...] = ()  # label names (compared in their normal form): trials carrying every one
     label_ids: tuple[uuid.UUID | None, ...] | None = None  # `label` resolved (for_session): None, not yet
     review_state: str | None = None  # unreviewed, reviewed or excluded (queries/triage.py)
     human_category: str | None = None  # the failure category a reviewer set over the verifier's
@@ -101,11 +102,11 @@ class TrialFilters:
         if not self.label or self.label_ids is not None:
             return self
         rows = session.execute(
-            text("SELECT lower(name) AS key, id FROM labels WHERE lower(name) = ANY(:keys)"),
-            {"keys": [name.lower() for name in self.label]},
+            text("SELECT name, id FROM labels WHERE name = ANY(:names)"),
+            {"names": [normal_name(name) for name in self.label]},
         )
-        found = {row.key: row.id for row in rows}
-        return replace(self, label_ids=tuple(found.get(name.lower()) for name in self.label))
+        found = {row.name: row.id for row in rows}
+        return replace(self, label_ids=tuple(found.get(normal_name(name)) for name in self.label))
 
     def ranks(self) -> tuple[int, ...]:
         """The FAILED_RANK values the reward filters leave, highest first."""
@@ -213,13 +214,13 @@ class TrialFilters:
             label = (
                 f":label_{number}"
                 if self.label_ids is not None
-                else f"(SELECT l.id FROM labels l WHERE lower(l.name) = :label_{number})"
+                else f"(SELECT l.id FROM labels l WHERE l.name = :label_{number})"
             )
             conditions = conditions.also(
                 f"EXISTS (SELECT 1 FROM trial_labels tl WHERE tl.organization_id = {t}.organization_id "
                 f"AND tl.label_id = {label} AND tl.failed_rank = {rank}{in_ranks.format(a='tl')} "
                 f"AND tl.evaluation_trial_id = {t}.id)",
-                **{f"label_{number}": self.label_ids[number] if self.label_ids is not None else name.lower()},
+                **{f"label_{number}": self.label_ids[number] if self.label_ids is not None else normal_name(name)},
             )
         review = (
             f"FROM trial_reviews tr WHERE tr.organization_id = {t}.organization_id AND tr.evaluation_trial_id = {t}.id"

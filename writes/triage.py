@@ -2,9 +2,15 @@
 notes, each change kept in the audit trail (trial_audit) in the same transaction.
 
 Changes to one trial's triage lock the trial's row for the transaction, so two reviewers' edits serialise: each
-adds or removes what it names against what the other left, and neither is lost. A human failure category is
-written onto the trial itself (evaluation_trials.failure_category, migration 0033), so the capability-gap counts,
-the failureCategory filter and the exports follow it; the verifier's stays in trial_reviews.verifier_category.
+adds or removes what it names against what the other left, and neither is lost. A change that names labels holds
+them (FOR KEY SHARE) until it commits, and deleting a label locks it (FOR UPDATE) first: a change that started
+before the deletion finishes, and the deletion then takes the label off that trial too; one that comes after finds
+no label and answers so (422 by name, 404 by id), never a foreign-key error. The lock order is the trial, then its
+labels, for every change; a deletion takes no trial lock (its audit entries only need the trials to exist).
+
+A human failure category is written onto the trial itself (evaluation_trials.failure_category, migration 0033), so
+the capability-gap counts, the failureCategory filter and the exports follow it; the verifier's stays in
+trial_reviews.verifier_category.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from domain.errors import Forbidden, NotFoundInOrg, TriageRefused
+from domain.errors import Forbidden, NameTaken, NotFoundInOrg, TriageRefused
+from domain.rules import look_alike, normal_name
 from domain.triage import NOTE_CHARS, effective_category
 from domain.vocabulary import ReviewState
 from models.base import new_id
@@ -36,25 +43,56 @@ class Reviewer:
 
 
 def create_label(session: Session, reviewer: Reviewer, name: str, color: str = "gray", description: str = "") -> Label:
-    """Add a label to the organization's set; TriageRefused (422, field name) when a label of that name exists,
-    whatever its case."""
-    taken = session.scalar(select(Label.name).where(func.lower(Label.name) == name.lower()))
-    if taken is not None:
-        raise TriageRefused(
-            f"name: a label named {taken!r} already exists (names compare whatever the case)", field="name"
+    """Add a label to the organization's set, named in its normal form (domain.rules.normal_name). NameTaken (409)
+    naming the label that holds the name when one has the same normal form or looks like it (domain.rules.look_alike:
+    `fIaky` beside `flaky`), also when a concurrent request added it a moment ago (the unique indexes decide)."""
+    normal, look = normal_name(name), look_alike(name)
+    for _ in range(2):  # a conflicting label deleted before it could be named: try once more
+        label_id = new_id()
+        added = session.scalar(
+            insert(Label)
+            .values(
+                organization_id=reviewer.org_id,
+                id=label_id,
+                name=normal,
+                look_alike=look,
+                color=color,
+                description=description,
+                created_by_user_id=reviewer.user_id,
+            )
+            .on_conflict_do_nothing()
+            .returning(Label.id)
         )
-    label = Label(name=name, color=color, description=description, created_by_user_id=reviewer.user_id)
-    label.organization_id, label.id = reviewer.org_id, new_id()
-    session.add(label)
-    session.flush()
-    return label
+        if added is not None:
+            return session.get_one(Label, (reviewer.org_id, label_id))
+        taken = session.scalar(select(Label.name).where((Label.name == normal) | (Label.look_alike == look)))
+        if taken == normal:
+            raise NameTaken(
+                f"name: a label named {taken!r} already exists (names compare in their normal form: case, "
+                "compatibility forms and invisible characters aside)"
+            )
+        if taken is not None:
+            raise NameTaken(f"name: {name!r} looks like the label {taken!r}, which exists; a label looks like no other")
+    raise NameTaken(f"name: a label named {normal!r} was being added and deleted at once; add it again")
 
 
-def delete_label(session: Session, label_id: uuid.UUID) -> str:
-    """Remove a label from the set and from every trial it was on; return its name. NotFoundInOrg when unknown."""
-    name = session.scalar(delete(Label).where(Label.id == label_id).returning(Label.name))
+def delete_label(session: Session, reviewer: Reviewer, label_id: uuid.UUID) -> str:
+    """Remove a label from the set and from every trial it was on, each such trial's audit trail saying so
+    (`label_deleted`, before: the label's name, after: none); return its name. The label is locked first, so
+    changes that hold it finish before, and changes that come after find it gone. NotFoundInOrg when unknown."""
+    name = session.scalar(select(Label.name).where(Label.id == label_id).with_for_update())
     if name is None:
-        raise NotFoundInOrg(f"no label {label_id}")
+        raise NotFoundInOrg(f"label {label_id} no longer exists in this organization, or never did")
+    trials = session.scalars(
+        delete(TrialLabel)
+        .where(TrialLabel.label_id == label_id)
+        .returning(TrialLabel.evaluation_trial_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    for trial_id in sorted(trials):
+        _audit(session, reviewer, trial_id, "label_deleted", name, None)
+    session.flush()
+    session.execute(delete(Label).where(Label.id == label_id).execution_options(synchronize_session=False))
     return name
 
 
@@ -107,18 +145,31 @@ def _labels_on(session: Session, trial_id: uuid.UUID) -> dict[uuid.UUID, str]:
     return {row.id: row.name for row in rows}
 
 
+def _held(session: Session, *condition: Any) -> dict[uuid.UUID, str]:
+    """The organization's labels that meet `condition`, held (FOR KEY SHARE) until this transaction ends: none can
+    be deleted meanwhile, and one being deleted is waited for, then missing."""
+    rows = session.execute(
+        select(Label.id, Label.name).where(*condition).order_by(Label.id).with_for_update(read=True, key_share=True)
+    )
+    return {row.id: row.name for row in rows}
+
+
 def _labels_named(session: Session, names: list[str]) -> dict[uuid.UUID, str]:
-    """The organization's labels of these names (compared whatever the case); TriageRefused naming an unknown one."""
-    wanted = {name.lower(): name for name in names}
+    """The organization's labels of these names (compared in their normal form), held; TriageRefused naming one
+    that does not exist (or no longer does)."""
+    wanted = {normal_name(name): name for name in names}
     if len(wanted) < len(names):
-        twice = next(name for i, name in enumerate(names) if name.lower() in {n.lower() for n in names[:i]})
-        raise TriageRefused(f"labels: {twice!r} is named twice (names compare whatever the case)", field="labels")
-    rows = session.execute(select(Label.id, Label.name).where(func.lower(Label.name).in_(list(wanted))))
-    found = {row.id: row.name for row in rows}
-    missing = sorted(set(wanted) - {name.lower() for name in found.values()})
+        twice = next(name for i, name in enumerate(names) if normal_name(name) in {normal_name(n) for n in names[:i]})
+        raise TriageRefused(
+            f"labels: {twice!r} is named twice (names compare in their normal form, whatever the case)", field="labels"
+        )
+    found = _held(session, Label.name.in_(list(wanted)))
+    missing = sorted(set(wanted) - set(found.values()))
     if missing:
         raise TriageRefused(
-            f"labels: no label named {wanted[missing[0]]!r}; create it at /settings/labels first", field="labels"
+            f"labels: no label named {wanted[missing[0]]!r} (it no longer exists, or never did); create it at "
+            "/settings/labels first",
+            field="labels",
         )
     return found
 
@@ -134,8 +185,8 @@ def change_labels(
     add_names: list[str] | None = None,
 ) -> list[str]:
     """Add and remove labels on a trial (by id), add labels by name (`add_names`), or with `names` make its labels
-    exactly those; return its label names after, sorted. Unknown label ids answer NotFoundInOrg; another
-    reviewer's concurrent change is kept."""
+    exactly those; return its label names after, sorted. Unknown label ids answer NotFoundInOrg, unknown names
+    TriageRefused (a label deleted a moment ago is unknown); another reviewer's concurrent change is kept."""
     rank = _lock_trial(session, trial_id).rank
     before = _labels_on(session, trial_id)
     if add_names is not None:
@@ -146,11 +197,10 @@ def change_labels(
         adding = {i: n for i, n in wanted.items() if i not in before}
         removing = {i: n for i, n in before.items() if i not in wanted}
     else:
-        rows = session.execute(select(Label.id, Label.name).where(Label.id.in_([*(add or []), *(remove or [])])))
-        known = {row.id: row.name for row in rows}
+        known = _held(session, Label.id.in_([*(add or []), *(remove or [])]))
         unknown = [i for i in [*(add or []), *(remove or [])] if i not in known]
         if unknown:
-            raise NotFoundInOrg(f"no label {unknown[0]}")
+            raise NotFoundInOrg(f"label {unknown[0]} no longer exists in this organization, or never did")
         adding = {i: known[i] for i in add or [] if i not in before}
         removing = {i: known[i] for i in remove or [] if i in before}
     if adding:

@@ -374,7 +374,8 @@ LabelName = Annotated[str, LABEL_NAME, REPORT_MISSING]
 
 
 class LabelCreate(ApiModel):
-    """POST /labels: a label of the organization's set (a name unique whatever its case)."""
+    """POST /labels: a label of the organization's set (its name kept in its normal form: unique, and like no other
+    label's)."""
 
     name: LabelName
     color: Annotated[LabelColor, LABEL_COLOR, Field(description="A colour of the fixed palette")] = "gray"

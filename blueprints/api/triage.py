@@ -49,10 +49,13 @@ def labels_api():
     "createLabel",
     created(Label),
     body=LabelCreate,
-    error_reasons={422: "A label of that name exists (names compare whatever the case); nothing was written"},
+    error_reasons={
+        409: "A label of that name exists, or one that looks like it (names compare in their normal form: NFKC, "
+        "without format characters, case-folded; `fIaky` looks like `flaky`); `detail` names it, nothing was written"
+    },
 )
 def create_label_api():
-    """Add a label to the set: {"name", "color"?, "description"?} → 201 with its id."""
+    """Add a label to the set: {"name", "color"?, "description"?} → 201 with its id; its name in its normal form."""
     body = validated(LabelCreate, json_object())
     session = request_session()
     label = create_label(session, current_reviewer(), body.name, body.color, body.description)

@@ -223,7 +223,7 @@ def test_a_generated_client_calls_every_operation(served, generated, runner, mak
     )
     assert label.status_code == 201 and label.parsed.name == "flaky-verifier" and label.parsed.trials == 0
     twice = call("create_label", body=models.CreateLabelLabelCreate(name="FLAKY-verifier"))
-    assert twice.status_code == 422 and twice.parsed.error == "invalid name"
+    assert twice.status_code == 409 and twice.parsed.error == "name taken"
     trial_id = trials.parsed.trials[0].id
     put = call("set_trial_labels", trial_id=trial_id, body=models.TrialLabels(labels=["flaky-verifier"]))
     assert put.status_code == 200 and put.parsed.labels == ["flaky-verifier"]
