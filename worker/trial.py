@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, TrialOutcome
-from domain.trajectory import Content, Step, content_text, environment_step, message_step, step, tool_step
+from domain.trajectory import HARNESS_TOOL, Content, Step, content_text, environment_step, message_step, step, tool_step
 from domain.trial_log import LogEntry, ProgramOutput, keep_end, log_text
 from domain.vocabulary import TrialStatus
 from worker import agents, environments
@@ -33,7 +33,6 @@ from worker.agents.base import Event
 from worker.masking import Masker, mask_outcome, secret_values
 from worker.sandbox import LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox
 
-HARNESS_TOOL = "model"  # what the steps an agent's harness took on its own (retried model requests) are filed under
 INPUT_QUOTE_CHARS = 200  # how much of an input pydantic refused (an MCP server's answer) the log quotes
 
 
