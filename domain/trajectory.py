@@ -23,8 +23,8 @@ to guess it, so a step stored before the flag was written (its content starting 
 and `tools/list`), "user" (the task given mid-trajectory) or "system" (a
 system prompt). Exports (ATIF, TRL) read these fields, never the command text.
 
-Who a step is from is the worker's word, never the agent's: the worker writes `source` itself (a command agent
-that says "source" in an answer is refused), and nothing an agent sends becomes a step of anyone else's. What an
+Who a step is from is the worker's word, never the agent's: the worker writes `source` itself (a command agent's
+answer naming a source other than "agent" is refused), and nothing an agent sends becomes a step of anyone else's. What an
 agent reports its harness did on its own (its `events`: a retried model request) is stored as an environment step
 filed under HARNESS_TOOL, and every reader shows it as the agent harness's (`is_harness_step`), never as the
 environment's. The verifier and the worker write no steps: the verifier's words are the trial's explanations, the
