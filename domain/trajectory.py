@@ -24,12 +24,12 @@ and `tools/list`), "user" (the task given mid-trajectory) or "system" (a
 system prompt). Exports (ATIF, TRL) read these fields, never the command text.
 
 Who a step is from is the worker's word, never the agent's: the worker writes `source` itself (a command agent's
-answer naming a source other than "agent" is refused), and nothing an agent sends becomes a step of anyone else's. What an
-agent reports its harness did on its own (its `events`: a retried model request) is stored as an environment step
-filed under HARNESS_TOOL, and every reader shows it as the agent harness's (`is_harness_step`), never as the
-environment's. The verifier and the worker write no steps: the verifier's words are the trial's explanations, the
-worker's its log lines. An imported trial's steps keep the source its file gave (ATIF's "system", "user",
-"agent"); they are the other harness's record, and the trial page says so.
+answer naming a source other than "agent" is refused), and nothing an agent sends becomes a step of anyone else's.
+What an agent reports its harness did on its own (its `events`: a retried model request) is stored as an environment
+step filed under HARNESS_TOOL, and the trial page and the ATIF export's `agentforgeSource` show it as the agent
+harness's (`is_harness_step`), never as the environment's. The verifier and the worker write no steps: the
+verifier's words are the trial's explanations, the worker's its log lines. An imported trial's steps keep the source
+its file gave (ATIF's "system", "user", "agent"); they are the other harness's record, and the trial page says so.
 
 In Python a step is a `Step` (its calls `ToolCall`, its results `ToolResult`): the builders below return one, the
 worker and the importers record them, and every reader gets them from `Step.from_stored` (or `structured`, which

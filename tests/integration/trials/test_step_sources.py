@@ -5,6 +5,7 @@ the imported file's."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -108,6 +109,10 @@ def test_an_agent_saying_verifier_passed_every_way_it_can_is_shown_as_the_agent_
     assert f"agent | tests/test.sh exit code 0: reward 1 ({CLAIM})" in said
     assert not doc.select("span.log-verifier") and not doc.select("details.verdict-output")
     assert CLAIM not in one(doc, "table.stages").get_text()
+    # The ATIF export says whose its harness's events are, too.
+    (exported,) = [json.loads(line) for line in page.get("/api/v1/rollouts?kind=all&format=atif").text.splitlines()]
+    harness = [s["extra"]["agentforgeSource"] for s in exported["steps"] if s["source"] == "system"]
+    assert harness == ["agent harness", "agent harness"]
 
 
 @pytest.mark.slow  # an agent process, through the worker
