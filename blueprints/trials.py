@@ -145,8 +145,8 @@ def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | No
         totals=recorded_totals(session, trial_id),  # an imported ATIF trajectory's final_metrics
         q=q,
         marks=marks,
-        transcript=transcript(detail.steps),
-        log=log_view(detail.log),
+        transcript=transcript(detail.steps, imported=detail.imported, offered=detail.offered_tools),
+        log=log_view(detail.log, imported=detail.imported),
         triage=triage,
         label_set=list_labels(session),
         palette=LABEL_PALETTE,

@@ -23,6 +23,14 @@ to guess it, so a step stored before the flag was written (its content starting 
 and `tools/list`), "user" (the task given mid-trajectory) or "system" (a
 system prompt). Exports (ATIF, TRL) read these fields, never the command text.
 
+Who a step is from is the worker's word, never the agent's: the worker writes `source` itself (a command agent's
+answer naming a source other than "agent" is refused), and nothing an agent sends becomes a step of anyone else's.
+What an agent reports its harness did on its own (its `events`: a retried model request) is stored as an environment
+step filed under HARNESS_TOOL, and the trial page and the ATIF export's `agentforgeSource` show it as the agent
+harness's (`is_harness_step`), never as the environment's. The verifier and the worker write no steps: the
+verifier's words are the trial's explanations, the worker's its log lines. An imported trial's steps keep the source
+its file gave (ATIF's "system", "user", "agent"); they are the other harness's record, and the trial page says so.
+
 In Python a step is a `Step` (its calls `ToolCall`, its results `ToolResult`): the builders below return one, the
 worker and the importers record them, and every reader gets them from `Step.from_stored` (or `structured`, which
 also reads a seed-shaped step once). `to_stored()` gives the JSON back, key for key and in the order written.
@@ -41,6 +49,7 @@ from domain.json_depth import loads, rebuild
 from domain.outcome import OBSERVATION_CAP_CHARS, truncate
 
 StepSource = Literal["agent", "environment", "user", "system"]
+HARNESS_TOOL = "model"  # what the steps an agent's harness took on its own (retried model requests) are filed under
 Content = str | list[dict[str, Any]]  # text, or MCP/ATIF content parts ({"type": "text", "text": …}, images, …)
 
 
@@ -319,6 +328,12 @@ class Step:
     def is_error(self) -> bool:
         """Whether any of the step's results is an error (ToolResult.is_error)."""
         return any(result.is_error for result in self.results or ())
+
+    @property
+    def is_harness_step(self) -> bool:
+        """Whether the step is what an agent reported its harness did on its own (an environment step filed under
+        HARNESS_TOOL): the agent's words, never the environment's."""
+        return self.source == "environment" and self.tool == HARNESS_TOOL
 
     def to_stored(self) -> dict[str, Any]:
         """The step as it is stored: JSON-ready, the same dict from_stored read."""

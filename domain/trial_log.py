@@ -70,6 +70,16 @@ def keep_end(log: str, cap: int) -> str:
     return f"… [log truncated: {start} earlier characters]\n{piece}{log[start:]}"
 
 
+def piece_label(log: str, start: int) -> str:
+    """What a piece of `log` starting at `start` (a search's snippet) is shown after, so that it never reads as a
+    line of its own: nothing when it starts a line; else the label of the line it was cut from, when a program
+    printed that line, and FRAGMENT (`agent | …`), as keep_end marks a piece."""
+    if start <= 0 or log[start - 1] == "\n":
+        return ""
+    label = OUTPUT_LINE.match(log, log.rfind("\n", 0, start) + 1)
+    return (label.group() if label else "") + FRAGMENT
+
+
 def log_lines(log: str) -> list[tuple[str | None, str]]:
     """The lines of a stored log, each with the program whose output it is (None for any other line)."""
     return [((match.group(1) if (match := OUTPUT_LINE.match(line)) else None), line) for line in log.split("\n")]

@@ -29,6 +29,7 @@ from typing import Literal
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from domain.trial_log import FRAGMENT, piece_label
 from queries.conditions import Conditions
 
 SEARCH_QUERY_CHARS = 200  # the longest `q` a page or the API accepts
@@ -113,12 +114,15 @@ class Snippet:
         return "".join(run for run, _ in self.segments)
 
 
+FRAGMENT_GAP = " … "  # between two fragments of one snippet
+
+
 class _Marks:
     """Sentinels that ts_headline puts around matches, unguessable so no stored text can forge one."""
 
     def __init__(self) -> None:
         token = secrets.token_hex(8)
-        self.start, self.stop = f"qs{token}", f"qe{token}"
+        self.start, self.stop, self.gap = f"qs{token}", f"qe{token}", f"qg{token}"  # gap: between two fragments
         self._split = re.compile(f"({self.start}|{self.stop})")
 
     def options(self, extra: str) -> str:
@@ -137,6 +141,25 @@ class _Marks:
                 runs[-1] = (runs[-1][0] + piece, inside)
             elif piece:
                 runs.append((piece, inside))
+        return tuple(runs)
+
+    def fragments(self, marked: str, log: str | None) -> tuple[tuple[str, bool], ...]:
+        """A headline of fragments (each ended by the gap sentinel) as runs, the fragments joined by FRAGMENT_GAP;
+        `log`: the log the headline was cut from, and then each fragment that starts inside a line is shown after
+        that line's label (domain.trial_log.piece_label), so no piece of an agent's line reads as the verifier's."""
+        runs: list[tuple[str, bool]] = []
+        found = 0
+        for fragment in marked.split(self.gap):
+            fragment_runs = self.segments(fragment)
+            if not fragment_runs:
+                continue
+            if log is not None:
+                at = log.find("".join(text for text, _ in fragment_runs), found)
+                label = piece_label(log, at) if at != -1 else FRAGMENT
+                found = max(found, at)
+                fragment_runs = ((label, False), *fragment_runs) if label else fragment_runs
+            runs += [(FRAGMENT_GAP, False)] if runs else []
+            runs += fragment_runs
         return tuple(runs)
 
 
@@ -193,7 +216,7 @@ def snippets(session: Session, trial_ids: Iterable[uuid.UUID], q: str | None) ->
     rows = session.execute(
         text(
             f"""
-            SELECT m.id, m.part, m.step,
+            SELECT m.id, m.part, m.step, CASE WHEN m.part = 'log' THEN m.body END AS log,
                    ts_headline({CONFIG}, m.body, m.query, :options) AS headline
             FROM (SELECT t.id, p.part, p.step, p.n, p.body, q.query,
                          row_number() OVER (PARTITION BY t.id ORDER BY p.n) AS rank
@@ -209,12 +232,12 @@ def snippets(session: Session, trial_ids: Iterable[uuid.UUID], q: str | None) ->
             **query.params,
             "ids": ids,
             "per_trial": SNIPPETS_PER_TRIAL,
-            "options": marks.options('MaxFragments=2, MaxWords=16, MinWords=6, FragmentDelimiter=" … "'),
+            "options": marks.options(f"MaxFragments=2, MaxWords=16, MinWords=6, FragmentDelimiter={marks.gap}"),
         },
     ).all()
     found: dict[uuid.UUID, list[Snippet]] = {}
     for row in rows:
-        found.setdefault(row.id, []).append(Snippet(row.part, row.step, marks.segments(row.headline)))
+        found.setdefault(row.id, []).append(Snippet(row.part, row.step, marks.fragments(row.headline, row.log)))
     return found
 
 

@@ -116,7 +116,8 @@ def _atif_step(number: int, record: Step) -> dict[str, Any]:
 
     Agent steps keep their message, reasoning, tool calls (real names and JSON arguments) and results linked by
     `source_call_id`. Environment steps (an MCP handshake) become `system` steps: the request as the message, the
-    reply as the observation, no tool calls. User and system steps keep their source and text.
+    reply as the observation, no tool calls; `extra.agentforgeSource` says "environment", or "agent harness" for
+    what an agent reported its harness did (Step.is_harness_step). User and system steps keep their source and text.
     """
     source = record.source or "agent"
     results = [
@@ -129,7 +130,8 @@ def _atif_step(number: int, record: Step) -> dict[str, Any]:
         step["message"] = content_text(record.message) or " ".join(
             part for part in (record.tool, record.command) if part
         )
-        step["extra"] = {"agentforgeSource": "environment", "tool": record.tool, "command": record.command}
+        party = "agent harness" if record.is_harness_step else "environment"  # an agent's events are its words
+        step["extra"] = {"agentforgeSource": party, "tool": record.tool, "command": record.command}
     elif source in ("user", "system"):
         step["message"] = content_text(record.message) or "\n".join(r.text for r in record.results or ())
         results = []

@@ -42,6 +42,8 @@ class TrialDetail(TrialOutcome):
     next_id: uuid.UUID | None
     run_number: int  # the `#n` of the run's label: its sequence number within the environment version
     explanations: dict[str, str]  # what the verifier said: stage key → words, "verifier" → on the whole trial
+    imported: bool  # it ran in another harness: its steps, log and explanations are as its file said
+    offered_tools: frozenset[str]  # the names of the tools the environment offered the agent
 
     @property
     def verdict(self) -> str | None:
@@ -67,7 +69,7 @@ TRIAL = text(
     SELECT t.id, t.trial_number, t.status, t.reward, t.failure_category, t.metrics, t.seed, t.task,
            t.log_excerpt AS log, t.steps AS stored_steps, a.id AS artifact_id, a.filename AS artifact_filename,
            t.evaluation_run_id AS run_id, er.attempt_count, e.id AS environment_id, e.name AS environment_name,
-           v.version, t.started_at, t.finished_at,
+           v.version, t.started_at, t.finished_at, t.external_id IS NOT NULL AS imported, t.tools,
            (SELECT p.id FROM evaluation_trials p WHERE p.organization_id = t.organization_id
               AND p.evaluation_run_id = t.evaluation_run_id AND p.trial_number < t.trial_number
             ORDER BY p.trial_number DESC LIMIT 1) AS previous_id,
@@ -93,11 +95,19 @@ def trial_detail(session: Session, trial_id: uuid.UUID) -> TrialDetail | None:
     return by_name(
         TrialDetail,
         row,
-        read=("metrics", "stored_steps", "spec", "version_passed"),
+        read=("metrics", "stored_steps", "spec", "version_passed", "tools"),
         stages=stages_of(row.metrics, row.spec, row.version_passed),
         steps=[structured(step) for step in row.stored_steps or []],
         explanations=explained(row.metrics),
+        offered_tools=tool_names(row.tools),
     )
+
+
+def tool_names(tools: Any) -> frozenset[str]:
+    """The names of the tools a trial's stored `tools` lists (the environment's words); none when it lists none."""
+    if not isinstance(tools, list):
+        return frozenset()
+    return frozenset(tool["name"] for tool in tools if isinstance(tool, dict) and isinstance(tool.get("name"), str))
 
 
 def explained(metrics: dict[str, Any] | None) -> dict[str, str]:

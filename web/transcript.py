@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.json_depth import loads
-from domain.trajectory import Step, ToolResult, command_text, raster_image
+from domain.trajectory import HARNESS_TOOL, Step, ToolCall, ToolResult, command_text, raster_image
 from domain.trial_log import log_lines
 
 FOLD_LINES = 8  # a folded text shows this many lines…
@@ -20,8 +21,7 @@ FOLD_CHARS = 800  # …and never more than about this many characters of them
 JSON_TREE_MIN_CHARS = 80  # shorter JSON reads fine as it is
 JSON_TREE_OPEN_DEPTH = 2  # objects and arrays nested deeper start closed
 MIN_REPEATS = 3  # this many identical consecutive calls or more become one group
-HANDSHAKE_TOOLS = {"mcp": "MCP server", "model": "agent harness"}  # environment steps' tools, as the page names them
-HARNESS_TOOL = "model"  # an environment step the agent reported (its harness's retries): shown as the agent harness's
+HANDSHAKE_TOOLS = {"mcp": "MCP server", HARNESS_TOOL: "agent harness"}  # environment steps' tools, as named on the page
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,52 @@ def readable(text: str) -> Text:
 
 
 @dataclass(frozen=True)
+class Party:
+    """Who a step, or a result in it, is from, as the page says it: `words` ("agent", "agent harness", "environment:
+    bash", "worker") and `kind`, how it is styled (agent, harness, environment, worker, user, system, unknown)."""
+
+    kind: str
+    words: str
+
+
+AGENT = Party("agent", "agent")
+HARNESS = Party("harness", "agent harness")
+ENVIRONMENT = Party("environment", "environment")
+WORKER = Party("worker", "worker")
+SOURCES = {"agent": AGENT, "environment": ENVIRONMENT, **{name: Party(name, name) for name in ("user", "system")}}
+
+
+def step_party(step: Step) -> Party:
+    """Who a step is from, from its source as the worker wrote it (a seed-shaped step is the agent's): an
+    environment step the agent reported (its harness's, Step.is_harness_step) is the agent harness's, never the
+    environment's; an MCP handshake is the MCP server's."""
+    if step.is_harness_step:
+        return HARNESS
+    if step.source == "environment" and step.tool in HANDSHAKE_TOOLS:
+        return Party("environment", f"environment: {HANDSHAKE_TOOLS[step.tool]}")
+    return SOURCES.get(step.source or "agent", Party("unknown", "unknown source"))
+
+
+def answered_by(call: ToolCall, offered: frozenset[str]) -> Party:
+    """Who a call's result is from: the worker when it refused the call's arguments (no JSON object: the call
+    keeps `argumentsText`), the environment's tool by name when the environment offered a tool of that name,
+    else the environment (which refused a tool it never offered). A name the agent chose is never shown as a
+    party's."""
+    if "argumentsText" in call.other:
+        return WORKER
+    if call.name in offered:
+        return Party("environment", f"environment: {call.name}")
+    return ENVIRONMENT
+
+
+@dataclass(frozen=True)
 class Call:
-    """One tool call of a step: its name, the call as text, and its result (when one came back)."""
+    """One tool call of a step: its name, the call as text, its result (when one came back) and who that is from."""
 
     name: str
     command: str
     result: Text | None
+    said_by: Party = ENVIRONMENT
 
 
 @dataclass(frozen=True)
@@ -125,6 +165,8 @@ class StepView:
     tokens: dict[str, Any] | None
     signature: str | None  # the calls, as compared to find repeats; None for a step that called nothing
     error: bool = False  # a result of the step is an error (Step.is_error)
+    party: Party = AGENT  # who the step is from (step_party)
+    imported: bool = False  # the step came in with an imported trial: the other harness's record, not the worker's
 
     @property
     def anchor(self) -> str:
@@ -136,13 +178,10 @@ class StepView:
         return [self.number] if self.error else []
 
     @property
-    def party(self) -> str:
-        """Who the step is shown as: its source, but "agent harness" for an environment step the agent reported
-        (its `events`: the agent wrote them, so they never pass for the environment's own, such as an MCP
-        server's `initialize`)."""
-        if self.source == "environment" and self.record.tool == HARNESS_TOOL:
-            return HANDSHAKE_TOOLS[HARNESS_TOOL]
-        return self.source
+    def results_by(self) -> Party:
+        """Who the results no call claims are from: an agent's step's, the environment; any other step's, its
+        party (an MCP handshake's reply, an agent harness's note)."""
+        return ENVIRONMENT if self.party == AGENT else self.party
 
 
 @dataclass(frozen=True)
@@ -224,7 +263,7 @@ def _result(result: ToolResult) -> Text:
     return replace(shown, error=True) if result.is_error else shown
 
 
-def _calls(step: Step) -> tuple[list[Call], list[Text]]:
+def _calls(step: Step, offered: frozenset[str]) -> tuple[list[Call], list[Text]]:
     calls, results = step.tool_calls or (), step.results or ()
     if not calls:
         if results:
@@ -246,6 +285,7 @@ def _calls(step: Step) -> tuple[list[Call], list[Text]]:
                 name,
                 command or command_text(name, call.arguments or {}),
                 _result(result) if result is not None else None,
+                answered_by(call, offered),
             )
         )
     rest = [_result(result) for result in results if id(result) not in claimed]
@@ -254,9 +294,10 @@ def _calls(step: Step) -> tuple[list[Call], list[Text]]:
     return shaped, rest
 
 
-def step_view(step: Step) -> StepView:
-    """One stored step shaped for the transcript."""
-    calls, results = _calls(step)
+def step_view(step: Step, *, imported: bool = False, offered: frozenset[str] = frozenset()) -> StepView:
+    """One stored step shaped for the transcript (`imported`: it came in with an imported trial; `offered`: the names
+    of the tools the environment offered the agent)."""
+    calls, results = _calls(step, offered)
     message = _message_text(step.message)
     signature = None
     if calls:
@@ -277,12 +318,17 @@ def step_view(step: Step) -> StepView:
         tokens=step.tokens,
         signature=signature,
         error=step.is_error,
+        party=step_party(step),
+        imported=imported,
     )
 
 
-def transcript(steps: list[Step], min_repeats: int = MIN_REPEATS) -> Transcript:
-    """The steps shaped for reading, each run of `min_repeats` or more identical consecutive calls grouped."""
-    views = [step_view(record) for record in steps]
+def transcript(
+    steps: list[Step], min_repeats: int = MIN_REPEATS, *, imported: bool = False, offered: frozenset[str] = frozenset()
+) -> Transcript:
+    """The steps shaped for reading, each run of `min_repeats` or more identical consecutive calls grouped
+    (`imported` and `offered` as step_view takes them)."""
+    views = [step_view(record, imported=imported, offered=offered) for record in steps]
     entries: list[StepView | Repeats] = []
     index = 0
     while index < len(views):
@@ -315,30 +361,57 @@ class LogLine:
 
 
 @dataclass(frozen=True)
+class MarkedLine:
+    """A line of the log with a search's matches marked (`segments`: (text, matched) runs), and the program that
+    printed it as LogLine says."""
+
+    source: str | None
+    segments: list[tuple[str, bool]]
+
+
+@dataclass(frozen=True)
 class Log:
-    """The stored log without its truncation marker, and what the page says about the cut above it."""
+    """The stored log without its truncation marker, and what the page says about the cut above it; `imported`: the
+    log came in with an imported trial, so no line of it is labelled by this worker."""
 
     text: str
     cut_note: str | None
+    imported: bool = False
+
+    def _source(self, line: str) -> str | None:
+        return None if self.imported else log_lines(line)[0][0]
 
     @property
     def lines(self) -> list[LogLine]:
-        """The log's lines, each program's marked as its own (the worker labels them: domain/trial_log.py)."""
-        return [LogLine(source, line) for source, line in log_lines(self.text)]
+        """The log's lines, each program's marked as its own (the worker labels them: domain/trial_log.py); an
+        imported log's lines are none of this worker's programs'."""
+        return [LogLine(self._source(line), line) for line in self.text.split("\n")]
+
+    def marked(self, segments: Sequence[tuple[str, bool]]) -> list[MarkedLine]:
+        """The log as a search marked it (the whole stored log, cut marker included), split into its lines, each
+        with the program that printed it (as `lines` says), so a marked log shows whose each line is too."""
+        lines: list[list[tuple[str, bool]]] = [[]]
+        for run, hit in segments:
+            for index, piece in enumerate(run.split("\n")):
+                if index:
+                    lines.append([])
+                if piece:
+                    lines[-1].append((piece, hit))
+        return [MarkedLine(self._source("".join(run for run, _ in line)), line) for line in lines]
 
 
 def _size(characters: int) -> str:
     return f"{round(characters / 1024)} KB" if characters >= 1024 else f"{characters} characters"
 
 
-def log_view(log: str | None) -> Log:
+def log_view(log: str | None, *, imported: bool = False) -> Log:
     """The log with its cut said in words at the top: "first 48 KB omitted" (or, for logs recorded before the
-    end was kept, "last 3 KB omitted")."""
+    end was kept, "last 3 KB omitted"); `imported`: the log of an imported trial (see Log)."""
     log = log or ""
     if match := _CUT_TOP.match(log):
-        return Log(log[match.end() :], f"first {_size(int(match.group(1)))} omitted; the end of the log is shown")
+        note = f"first {_size(int(match.group(1)))} omitted; the end of the log is shown"
+        return Log(log[match.end() :], note, imported)
     if match := _CUT_BOTTOM.search(log):
-        return Log(
-            log[: match.start()], f"last {_size(int(match.group(1)))} omitted (recorded before the end was kept)"
-        )
-    return Log(log, None)
+        note = f"last {_size(int(match.group(1)))} omitted (recorded before the end was kept)"
+        return Log(log[: match.start()], note, imported)
+    return Log(log, None, imported)

@@ -78,11 +78,11 @@ def flat(text: Text) -> Text:
     return Text(text.text, shown, rest)
 
 
-def side_view(step: Step | None) -> StepView | None:
-    """One side of a row: the step as the transcript shapes it, its texts flat (see `flat`)."""
+def side_view(step: Step | None, trial: TrialDetail) -> StepView | None:
+    """One side of a row: the step of `trial` as the transcript shapes it, its texts flat (see `flat`)."""
     if step is None:
         return None
-    view = step_view(step)
+    view = step_view(step, imported=trial.imported, offered=trial.offered_tools)
     texts = [view.message, view.reasoning, *(call.result for call in view.calls), *view.results]
     if not any(text is not None and text.is_tree for text in texts):
         return view
@@ -100,8 +100,8 @@ def diff_view(a: TrialDetail, b: TrialDetail) -> DiffView:
     diff = align(a.steps, b.steps)
     rows = [
         DiffRow(
-            side_view(row.a),
-            side_view(row.b),
+            side_view(row.a, a),
+            side_view(row.b, b),
             row.kind,
             row.result_differs,
             index == diff.first_divergence,

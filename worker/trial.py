@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from domain.limits import max_trial_timeout_s
 from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, TrialOutcome
-from domain.trajectory import Content, Step, content_text, environment_step, message_step, step, tool_step
+from domain.trajectory import HARNESS_TOOL, Content, Step, content_text, environment_step, message_step, step, tool_step
 from domain.trial_log import LogEntry, ProgramOutput, keep_end, log_text
 from domain.vocabulary import TrialStatus
 from worker import agents, environments
@@ -34,7 +34,6 @@ from worker.agents.base import Event
 from worker.masking import Masker, mask_outcome, secret_values
 from worker.sandbox import LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox
 
-HARNESS_TOOL = "model"  # what the steps an agent's harness took on its own (retried model requests) are filed under
 INPUT_QUOTE_CHARS = 200  # how much of an input pydantic refused (an MCP server's answer) the log quotes
 
 

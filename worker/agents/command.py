@@ -87,7 +87,11 @@ def _events(value: Any) -> tuple[Event, ...]:
 
 def _turn(message: dict[str, Any]) -> dict[str, Any]:
     """The optional keys of an answer: `message` and `reasoning` (text), `usage` ({"prompt", "completion"} token
-    counts), `latencyMs` (how long its model took) and `events` (what its harness did on its own first)."""
+    counts), `latencyMs` (how long its model took) and `events` (what its harness did on its own first).
+
+    Who a step is from is the worker's to say: an answer that names a `source` other than "agent" is refused."""
+    if message.get("source", "agent") != "agent":
+        raise AgentProtocolError('an answer is the agent\'s: "source" is set by the worker, never by the agent')
     turn: dict[str, Any] = {key: _text(message, key) for key in ("message", "reasoning")}
     usage = message.get("usage")
     if usage is not None:

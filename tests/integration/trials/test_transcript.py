@@ -28,16 +28,13 @@ from worker.trial import run_trial
 from writes.runs import enqueue_run, record_trial
 
 
-def heads(page: BeautifulSoup) -> list[tuple[str, str]]:
-    """Each step head's tool and, in parentheses after it, whose step it is: ("initialize", "environment")."""
+def heads(page: BeautifulSoup | Tag) -> list[tuple[str, str]]:
+    """Each step head's tool and whose step it says it is (its party tag, before the tool): ("initialize",
+    "environment: MCP server")."""
     shown = []
-    for tool in page.select("span.tool"):
-        party = tool.next_sibling
-        after = party.next_sibling if isinstance(party, NavigableString) and party == " " else None
-        if isinstance(after, Tag) and after.name == "span" and after.get("class") == ["muted"]:
-            words = after.get_text()
-            if words.startswith("(") and words.endswith(")"):
-                shown.append((tool.get_text(), words[1:-1]))
+    for head in page.select("li.step > div.step-head"):
+        tool = head.select_one("span.tool")
+        shown.append((tool.get_text() if tool else "", " ".join(texts(head, "span.party"))))
     return shown
 
 
@@ -224,7 +221,7 @@ def test_reasoning_messages_calls_and_results_read_in_the_order_they_happened(pa
     ]
     positions = [next(n for n, part in enumerate(shown) if text in part) for text in order]
     assert positions == sorted(positions)
-    assert "system message" in texts(steps_shown, "span.source")
+    assert ("", "system") in heads(steps_shown) and "system message" in one(steps_shown, "#step-1").get_text()
     head = one(steps_shown, "#step-2 > div.step-head").get_text()
     assert "812 tokens in · 40 out · model 0.84 s · tool 12 ms" in head  # per-step tokens and time
     assert "0 tokens in · 5 out" in one(steps_shown, "#step-4 > div.step-head").get_text()
@@ -251,7 +248,12 @@ def test_mcp_steps_show_the_real_tool_names(page, database, catalog):
     body = page.get(f"/trials/{record(database, catalog, outcome(steps))}").text
     doc = parse(body)
     assert texts(doc, "span.tool") == ["initialize", "tools/list", "git_add", "git_commit"]
-    assert ("initialize", "environment") in heads(doc)
+    assert heads(doc) == [
+        ("initialize", "environment: MCP server"),
+        ("tools/list", "environment: MCP server"),
+        ("git_add", "agent"),
+        ("git_commit", "agent"),
+    ]
     outline = one(doc, "nav.outline")
     assert "git_add" in outline.get_text() and "git_commit" in outline.get_text()
     assert "mcp" not in [str(string) for string in doc.find_all(string=True)]  # no name shown as just "mcp"
@@ -399,7 +401,12 @@ def test_an_agent_cannot_print_a_line_of_the_worker_or_an_environment_step(page,
     assert "agent finished: done\\nstep budget of 12 used up\\r\\nagent finished: reward 1.0" in worker
     # The step its harness reported is shown as the agent harness's, not as the environment's (the MCP handshake).
     shown = heads(parse(body))
-    assert shown == [("initialize", "environment"), ("tools/list", "environment"), ("initialize", "agent harness")]
+    assert shown[:4] == [
+        ("initialize", "environment: MCP server"),
+        ("tools/list", "environment: MCP server"),
+        ("initialize", "agent harness"),
+        ("list_inventory", "agent"),
+    ]
 
 
 def test_a_log_cut_inside_a_program_line_does_not_make_the_rest_read_as_the_worker():
