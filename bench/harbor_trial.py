@@ -7,7 +7,7 @@ oracle's one `bash` call, the tests copied in and run, the reward read back, the
 before the timed trials. `python -m bench.harbor_trial` measures and replaces the "Harbor task trial" section of
 BENCHMARKS.md; `make bench` runs it with the rest. `python -m bench.harbor_trial --against DIR` times this checkout
 and the one at DIR (which must have this file) in turns, five trials each way per turn, so both see the same
-machine noise, and prints both medians.
+machine noise, and writes the section with both medians (how a change moved the trial's time).
 """
 
 from __future__ import annotations
@@ -63,28 +63,40 @@ def trial_times(trials: int) -> list[float]:
     return times[1:]
 
 
-def measure(trials: int = 30) -> HarborTrialResult:
-    """Time `trials` trials of the task."""
+def _result(times: list[float]) -> HarborTrialResult:
     from worker.sandbox import SandboxSettings
 
-    times = sorted(trial_times(trials))
+    ordered = sorted(times)
     files = SandboxSettings.from_environ().describe_limits().rpartition("files: ")[2] or "as the worker holds them"
-    return HarborTrialResult(trials, statistics.median(times), times[int(len(times) * 0.9) - 1], files)
+    return HarborTrialResult(len(ordered), statistics.median(ordered), ordered[int(len(ordered) * 0.9) - 1], files)
 
 
-def against(other: Path, turns: int = 6, per_turn: int = 5) -> dict[str, float]:
-    """Median ms per trial here and in the checkout `other`, timed in turns."""
-    times: dict[str, list[float]] = {"here": [], str(other): []}
+def measure(trials: int = 30) -> HarborTrialResult:
+    """Time `trials` trials of the task."""
+    return _result(trial_times(trials))
+
+
+def against(other: Path, turns: int = 6, per_turn: int = 5) -> tuple[list[float], list[float]]:
+    """The ms of each trial here and in the checkout `other`, timed in turns."""
+    here: list[float] = []
+    there: list[float] = []
     for _ in range(turns):
-        for where, checkout in (("here", ROOT), (str(other), other)):
+        for times, checkout in ((here, ROOT), (there, other)):
             argv = [sys.executable, "-m", "bench.harbor_trial", "--times", str(per_turn)]
             done = subprocess.run(argv, cwd=checkout, capture_output=True, text=True, check=True)
-            times[where] += json.loads(done.stdout.strip().splitlines()[-1])
-    return {where: statistics.median(values) for where, values in times.items()}
+            times += json.loads(done.stdout.strip().splitlines()[-1])
+    return here, there
 
 
-def section(result: HarborTrialResult) -> list[str]:
-    """The BENCHMARKS.md section for `result`."""
+def section(result: HarborTrialResult, other: tuple[str, float] | None = None) -> list[str]:
+    """The BENCHMARKS.md section for `result` (and `other`: a checkout timed in turns with it, and its median)."""
+    compared = []
+    if other is not None:
+        where, median = other
+        compared = [
+            f"| median at `{where}`, timed in turns with this checkout's | {median:.1f} "
+            f"({result.median_ms / median:.2f}x) |"
+        ]
     return [
         SECTION,
         "",
@@ -97,6 +109,7 @@ def section(result: HarborTrialResult) -> list[str]:
         "|---|---|",
         f"| median | {result.median_ms:.1f} |",
         f"| p90 | {result.p90_ms:.1f} |",
+        *compared,
         "",
     ]
 
@@ -107,9 +120,14 @@ def main(args: list[str]) -> None:
         print(json.dumps(trial_times(int(args[1]))))
         return
     if args[:1] == ["--against"]:
-        print(json.dumps(against(Path(args[1]).resolve()), indent=1))
-        return
-    lines = section(measure())
+        other = Path(args[1]).resolve()
+        here, there = against(other)
+        commit = subprocess.run(
+            ["git", "-C", str(other), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        lines = section(_result(here), (commit.stdout.strip() or args[1], statistics.median(there)))
+    else:
+        lines = section(measure())
     write_section(lines)
     print("\n".join(lines))
 
