@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.harbor_task import IMAGE_ENV, read_dockerfile, read_rewards, substitute
+from domain.harbor_task import IMAGE_ENV, TaskFile, TaskTree, read_dockerfile, read_rewards, substitute, task_spec
 
 
 def test_env_workdir_and_copy_take_variables_as_docker_does():
@@ -87,8 +87,44 @@ def test_rewards_a_verifier_wrote(json_body, txt_body, expected):
         (None, b"nan", "reward.txt holds a number that is not finite"),
         (b'{"reward": NaN}', None, "reward.json holds a number that is not finite"),
         (b'{"reward": 1, "' + b"k" * 95 + b'": 1}', None, "reward.json has a key of more than 94 characters"),
+        (b'{"reward": 1, "pad": "' + b"x" * 40_000 + b'"}', None, "reward.json is over 32 KB"),
+        (None, b"1" + b" " * 40_000, "reward.txt is over 32 KB"),
     ],
 )
 def test_rewards_that_cannot_be_read_say_why(json_body, txt_body, says):
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
         read_rewards(json_body, txt_body)
+
+
+def tree_with(toml: str) -> TaskTree:
+    return TaskTree(
+        (
+            TaskFile("instruction.md", b"Do it."),
+            TaskFile("task.toml", toml.encode()),
+            TaskFile("tests/test.sh", b"echo 1 > /logs/verifier/reward.txt", executable=True),
+        )
+    )
+
+
+def test_timeouts_and_limits_over_the_operators_ceilings_are_held_to_them_and_named(monkeypatch):
+    monkeypatch.setenv("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", "20")
+    monkeypatch.setenv("AGENTFORGE_MAX_DISK_MB", "4096")
+    toml = (
+        "[agent]\ntimeout_sec = 15\n[verifier]\ntimeout_sec = 1000000\n"
+        "[environment]\nbuild_timeout_sec = 1e7\nstorage_mb = 99999\n"
+    )
+    spec = task_spec(tree_with(toml), "patient")
+    assert (spec["agentTimeoutS"], spec["verifierTimeoutS"], spec["buildTimeoutS"]) == (15.0, 20.0, 20.0)
+    assert spec["limits"] == {"diskMb": 4096}
+    assert spec["clamped"] == [
+        "[verifier] timeout_sec = 1e+06 is over the most a trial may take (AGENTFORGE_MAX_TRIAL_TIMEOUT_S): 20 s here",
+        "[environment] build_timeout_sec = 1e+07 is over the most a trial may take "
+        "(AGENTFORGE_MAX_TRIAL_TIMEOUT_S): 20 s here",
+        "[environment] storage_mb = 99999 is over the operator's ceiling: 4096 here",
+    ]
+
+
+def test_a_task_within_the_ceilings_says_nothing_of_them():
+    spec = task_spec(tree_with("[verifier]\ntimeout_sec = 30\n"), "modest")
+    assert (spec["agentTimeoutS"], spec["verifierTimeoutS"], spec["buildTimeoutS"]) == (600.0, 30.0, 600.0)
+    assert "clamped" not in spec
