@@ -285,16 +285,40 @@ def _bubblewrap(path: str, options: list[str], seccomp: list[str]) -> tuple[list
     return argv, fds
 
 
+def _slirp4netns(path: str, target: int, uid: str | None, owner: int | None) -> tuple[int, int, int, int]:
+    """Start slirp4netns on the network namespace of process `target`: as `uid` entering the holder's user
+    namespace (the worker is root), else as the worker's user entering the user namespace open as `owner`. Return
+    its pid, the pipe that says `1` once it is connected, the pipe of its own words and the one whose closing ends
+    it (held by this process alone)."""
+    ready_read, ready_write = os.pipe()
+    exit_read, exit_write = os.pipe()
+    said_read, said_write = os.pipe()  # slirp4netns's own words, kept out of the program's stderr
+    argv, keep = [path], [ready_write, exit_read]
+    if uid is not None:
+        drop = ["--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        # --enable-sandbox (a mount namespace of its own, no capability left) enters the target's user namespace
+        # as its root: the holder maps one; bubblewrap's nested namespace maps none.
+        argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", *drop, path, "--enable-sandbox"]
+    if owner is not None:
+        argv.append(f"--userns-path=/proc/self/fd/{owner}")
+        keep.append(owner)
+    argv += ["--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp"]
+    argv += [f"--ready-fd={ready_write}", f"--exit-fd={exit_read}", str(target), "tap0"]
+    pid = _spawn(argv, keep, stderr=said_write)
+    for fd in (ready_write, exit_read, said_write):
+        os.close(fd)
+    return pid, ready_read, said_read, exit_write
+
+
 def _networked(config: dict[str, list[str]], bwrap: str, options: list[str], command: list[str]) -> int:
     """Run bubblewrap (its path, its options, and `command`: `--` and what it runs) in a network namespace of its
     own wired to slirp4netns, which refuses what the sandbox may not reach; return the program's exit status."""
     import select  # built-in modules; a program without a network starts without them
 
     kernel = _Kernel()
-    holder = hold = None
-    slirp = [config["slirp4netns"][0]]
-    if os.geteuid() == 0:  # the namespace is the holder's, in a user namespace slirp4netns's uid owns
-        uid = config["slirp-uid"][0]
+    holder = hold = slirp = owner = None
+    uid = config["slirp-uid"][0] if os.geteuid() == 0 else None
+    if uid is not None:  # the namespace is the holder's, in a user namespace slirp4netns's uid owns
         holder, made, hold = _holder(kernel, int(uid))
         done = os.read(made, 1)
         os.close(made)
@@ -303,18 +327,12 @@ def _networked(config: dict[str, list[str]], bwrap: str, options: list[str], com
             _status(holder)
             return FAILED
         options = [word for word in options if word != "--unshare-net"]  # it joins the holder's namespace instead
-        drop = ["--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-        slirp = ["setpriv", f"--reuid={uid}", f"--regid={uid}", *drop, *slirp]
+        slirp = _slirp4netns(config["slirp4netns"][0], holder, uid, None)  # at once, beside bubblewrap's set-up
 
     def enter() -> None:
         _confine(config)
         if holder is not None:
             kernel.join(holder, "net", CLONE_NEWNET)
-
-    def release_holder() -> None:
-        if hold is not None and holder is not None:
-            os.close(hold)
-            _status(holder)
 
     info_read, info_write = os.pipe()
     block_read, block_write = os.pipe()
@@ -324,41 +342,32 @@ def _networked(config: dict[str, list[str]], bwrap: str, options: list[str], com
     for fd in (info_write, block_read, *fds):
         os.close(fd)
     child = _read_child_pid(info_read)
-    if child is None:  # bubblewrap failed before making the sandbox; it said why
-        release_holder()
-        return _status(sandbox)
-    owner = None
-    if holder is None:  # bubblewrap made the namespace, in a user namespace of the worker's user
+    if slirp is None and child is not None:  # bubblewrap made the namespace, in a user namespace of the worker's
         _await_loopback(child)
         owner = kernel.network_owner(child)
-        slirp.append(f"--userns-path=/proc/self/fd/{owner}")
-    ready_read, ready_write = os.pipe()
-    exit_read, exit_write = os.pipe()  # held by this process alone: slirp4netns ends when it closes
-    said_read, said_write = os.pipe()  # slirp4netns's own words, kept out of the program's stderr
-    # --enable-sandbox (its own mount namespace, no capability) enters the target's user namespace as its root:
-    # the holder's; bubblewrap's nested one maps no root, and slirp4netns there is the worker's user anyway.
-    sandboxed = ["--enable-sandbox"] if holder is not None else []
-    slirp += ["--configure", "--mtu=65520", "--disable-host-loopback", *sandboxed, "--enable-seccomp"]
-    slirp += [f"--ready-fd={ready_write}", f"--exit-fd={exit_read}", str(holder or child), "tap0"]
-    slirp_pid = _spawn(slirp, [ready_write, exit_read, *([] if owner is None else [owner])], stderr=said_write)
-    for fd in (ready_write, exit_read, said_write):
-        os.close(fd)
-    readable, _, _ = select.select([ready_read], [], [], NETWORK_READY_S)
-    release_holder()  # by now slirp4netns is in its user namespace and bubblewrap's child in the network
+        slirp = _slirp4netns(config["slirp4netns"][0], child, None, owner)
+    readable = select.select([slirp[1]], [], [], NETWORK_READY_S)[0] if slirp is not None else []
+    if hold is not None and holder is not None:  # slirp4netns is in its user namespace, bubblewrap in the network
+        os.close(hold)
+        _status(holder)
 
-    def stop(why: str) -> int:  # bubblewrap's child first: left alone, it would run the program once we are gone
-        for pid in (child, sandbox, slirp_pid):
-            os.kill(pid, 9)
-        _status(sandbox)
-        return _fail(why)
+    def stop(why: str | None) -> int:  # bubblewrap's child first: left alone, it would run the program once we go
+        for pid in (child, sandbox, slirp and slirp[0]):
+            if pid:
+                os.kill(pid, 9)
+        status = _status(sandbox)
+        return _fail(why) if why else status
 
-    if not readable or os.read(ready_read, 1) != b"1":
-        os.set_blocking(said_read, False)
+    if child is None or slirp is None:  # bubblewrap failed before making the sandbox; it said why
+        return stop(None)
+    _, ready, said, exit_write = slirp
+    if not readable or os.read(ready, 1) != b"1":
+        os.set_blocking(said, False)
         try:
-            said = os.read(said_read, 4096).decode("utf-8", "replace").strip()[-300:]
+            words = os.read(said, 4096).decode("utf-8", "replace").strip()[-300:]
         except BlockingIOError:
-            said = ""
-        return stop(f"slirp4netns could not connect the sandbox's network: {said or 'no answer'}")
+            words = ""
+        return stop(f"slirp4netns could not connect the sandbox's network: {words or 'no answer'}")
 
     def refuse() -> None:  # after slirp4netns's routes: the kernel checks their gateway against the rules
         if owner is not None:

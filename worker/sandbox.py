@@ -3,7 +3,8 @@
 Mode `bwrap` (the default, `AGENTFORGE_SANDBOX`) starts each program under
 bubblewrap: its own PID namespace (everything in it dies with the trial, daemons
 included), its own network namespace (empty, or with `"network": true` wired to
-the outside through slirp4netns, never to the host's loopback), a read-only
+the outside through slirp4netns, never to the host's loopback, a link-local
+address or a range in AGENTFORGE_SANDBOX_DENY), a read-only
 view of the system (/usr, a few /etc files, the Python the worker runs and the
 project source, with the instance directory hidden), a fresh workspace that is
 its cwd and $HOME and is removed after the trial, an environment built from an
@@ -271,7 +272,8 @@ def _make_dirs(base: Path, relative: str, uid: int | None) -> None:
 
 def _namespace_flags(*, as_root: bool) -> list[str]:
     """Every sandbox gets namespaces of its own, the network's included: for a networked sandbox the launcher wires
-    that namespace to slirp4netns, so the host's loopback and other sandboxes' listeners stay out of reach."""
+    that namespace to slirp4netns, so the host's loopback and other sandboxes' listeners stay out of reach (as
+    root it makes the namespace itself, in a user namespace of slirp4netns's uid, and drops `--unshare-net`)."""
     flags = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
     flags.append("--new-session")  # no controlling terminal to inject keystrokes into
     flags.append("--unshare-net")
