@@ -3,7 +3,8 @@
 Mode `bwrap` (the default, `AGENTFORGE_SANDBOX`) starts each program under
 bubblewrap: its own PID namespace (everything in it dies with the trial, daemons
 included), its own network namespace (empty, or with `"network": true` wired to
-the outside through slirp4netns, never to the host's loopback), a read-only
+the outside through slirp4netns, never to the host's loopback, a link-local
+address or a range in AGENTFORGE_SANDBOX_DENY), a read-only
 view of the system (/usr, a few /etc files, the Python the worker runs and the
 project source, with the instance directory hidden), a fresh workspace that is
 its cwd and $HOME and is removed after the trial, an environment built from an
@@ -32,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import ipaddress
 import os
 import re
 import shutil
@@ -60,6 +62,7 @@ NETWORK_HINT = "install slirp4netns: apt-get install slirp4netns"
 WORKSPACE = "/workspace"  # where the workspace appears inside a bwrap sandbox
 DEFAULT_HARBOR_CACHE_MB = 10240  # what Harbor tasks' files and built /app may take on a worker's disk
 INNER_UID = 1000  # the uid a program sees inside a user namespace when the worker is not root
+SLIRP_DNS = "10.0.2.3"  # slirp4netns's DNS forwarder: a networked sandbox's only name server
 
 # /etc entries a program may need to run (dynamic linker, TLS roots, name service, time zone); nothing else of /etc.
 ETC_ALLOWED = (
@@ -123,10 +126,12 @@ class SandboxSettings:
     uid_slots: int = 4096
     state_dir: str = field(default_factory=lambda: default_state_dir())
     harbor_cache_mb: int = DEFAULT_HARBOR_CACHE_MB  # AGENTFORGE_HARBOR_CACHE_MB
+    deny: tuple[str, ...] = ()  # CIDRs no networked sandbox reaches besides link-local ones (AGENTFORGE_SANDBOX_DENY)
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> SandboxSettings:
-        """Read AGENTFORGE_SANDBOX (bwrap | none), AGENTFORGE_SANDBOX_PATHS and the paths to hide (instance, data)."""
+        """Read AGENTFORGE_SANDBOX (bwrap | none), AGENTFORGE_SANDBOX_PATHS, AGENTFORGE_SANDBOX_DENY,
+        AGENTFORGE_HARBOR_CACHE_MB and the paths to hide (instance, data); ValueError names a bad value."""
         environ = dict(os.environ if environ is None else environ)
         mode = environ.get("AGENTFORGE_SANDBOX", "bwrap") or "bwrap"
         if mode not in MODES:
@@ -144,6 +149,7 @@ class SandboxSettings:
         return cls(
             mode=mode,
             harbor_cache_mb=int(cache),
+            deny=denied_networks(environ.get("AGENTFORGE_SANDBOX_DENY", "")),
             hidden=tuple(str(Path(p).expanduser().resolve()) for p in hidden),
             shared=tuple(str(Path(p).expanduser().resolve()) for p in shared),
         )
@@ -188,6 +194,23 @@ class SandboxSettings:
         why = self.disk_problem()
         files = "a disk of diskMb per sandbox" if why is None else f"fileSizeMb per file only: {why}"
         return f"{self.hierarchy.words}; files: {files}"
+
+
+def denied_networks(value: str) -> tuple[str, ...]:
+    """AGENTFORGE_SANDBOX_DENY's CIDRs (IPv4 or IPv6, separated by commas; an address alone is a /32 or /128), in
+    their normal form; ValueError names the first that is not one."""
+    found = []
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        try:
+            found.append(str(ipaddress.ip_network(item)))
+        except ValueError as error:
+            raise ValueError(
+                "AGENTFORGE_SANDBOX_DENY must be CIDRs separated by commas, such as 100.100.100.200/32,10.0.0.0/8, "
+                f"not {item!r}: {error}"
+            ) from None
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=4)
@@ -250,7 +273,8 @@ def _make_dirs(base: Path, relative: str, uid: int | None) -> None:
 
 def _namespace_flags(*, as_root: bool) -> list[str]:
     """Every sandbox gets namespaces of its own, the network's included: for a networked sandbox the launcher wires
-    that namespace to slirp4netns, so the host's loopback and other sandboxes' listeners stay out of reach."""
+    that namespace to slirp4netns, so the host's loopback and other sandboxes' listeners stay out of reach (as
+    root it makes the namespace itself, in a user namespace of slirp4netns's uid, and drops `--unshare-net`)."""
     flags = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
     flags.append("--new-session")  # no controlling terminal to inject keystrokes into
     flags.append("--unshare-net")
@@ -370,6 +394,9 @@ class Party:
                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
             )
             (self.host_dir / "group").write_text(f"agentforge:x:{INNER_UID}:\nnogroup:x:65534:\n")
+        # A networked sandbox asks slirp4netns's forwarder, wherever the host's resolver is (on some clouds a
+        # link-local address, which the sandbox may not reach).
+        (self.host_dir / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
         os.chmod(self.host_dir, 0o711)
 
     def own_dir(self, name: str, *subdirs: str, writable: bool = False) -> Path:
@@ -535,12 +562,18 @@ class TrialSandbox:
                 raise SandboxUnavailable(str(error)) from error
             if network:
                 options.append(f"slirp4netns={self.settings.slirp4netns}")
-        launcher = [sys.executable, "-I", "-S", str(LAUNCHER), *options, "--"]
+                options += [f"deny={cidr}" for cidr in self.settings.deny]
+                if side.as_root:  # a uid of its own, beyond the sandboxes' (uid_base + uid_slots + the slot)
+                    options.append(f"slirp-uid={side.uid + self.settings.uid_slots}")
+        launcher = [sys.executable, "-I", "-S", str(LAUNCHER), *options]
         if self.mode == "none":
             host_cwd = str(side.workspace / relative_cwd)
-            return Launch([*launcher, *argv], environment, host_cwd, resolved, inner_workspace, side.cgroup, side.disk)
+            return Launch(
+                [*launcher, "--", *argv], environment, host_cwd, resolved, inner_workspace, side.cgroup, side.disk
+            )
+        # bubblewrap's options reach it through a descriptor (launcher.py): /proc/1/cmdline shows none of them.
         flags = self._bwrap_flags(side, network, inner_cwd, binds)
-        wrapped = [*launcher, self.settings.bwrap or "bwrap", *flags, "--"]
+        wrapped = [*launcher, f"args={len(flags)}", "--", self.settings.bwrap or "bwrap", *flags, "--"]
         if side.as_root:
             wrapped += [
                 "setpriv",
@@ -588,7 +621,10 @@ class TrialSandbox:
         # "unable to access '/etc/gitconfig'" (EACCES, where a missing file is fine).
         flags += ["--perms", "0755", "--dir", "/etc"]
         for name in _etc_allowed():
-            flags += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+            if not (network and name == "resolv.conf"):
+                flags += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        if network:
+            flags += ["--ro-bind", str(side.host_dir / "resolv.conf"), "/etc/resolv.conf"]
         flags += ["--ro-bind", str(side.host_dir / "passwd"), "/etc/passwd"]
         flags += ["--ro-bind", str(side.host_dir / "group"), "/etc/group"]
         for path in readable:

@@ -8,8 +8,13 @@ to the sandboxes of a root worker too, which have none. Nor may it reach kernel
 interfaces no evaluation needs and that widen the kernel's attack surface:
 mounts, keyrings, eBPF, perf events, userfaultfd, kernel modules and kexec,
 file handles (`open_by_handle_at` reads files by inode past any mount), raw
-I/O ports, swap, reboot, the kernel log, accounting, quotas. Each answers
-EPERM, so a program sees an ordinary refusal. System calls of another ABI
+I/O ports, swap, reboot, the kernel log, accounting, quotas, and io_uring
+(`io_uring_setup`, `_enter`, `_register`: a second way into most system
+calls, one a filter cannot inspect, and the source of many of the kernel's
+recent privilege escalations). Each answers EPERM, so a program sees an
+ordinary refusal: what the kernel's own `kernel.io_uring_disabled` sysctl and
+Docker's default profile answer, and on which liburing, libuv (Node) and
+Tokio fall back to ordinary system calls. System calls of another ABI
 (32-bit `int 0x80`) kill the process, as libseccomp does by default.
 """
 
@@ -64,6 +69,9 @@ REFUSED = (
     "acct",
     "quotactl",
     "lookup_dcookie",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
 )
 
 

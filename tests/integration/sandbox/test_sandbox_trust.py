@@ -4,7 +4,7 @@ Each test plays what a hostile tenant tried against the previous sandbox (where 
 that listens on a loopback port while another organization's trial connects to it, an MCP server that swaps its
 `cwd` for a link to a host directory before the verifier starts, links left in a workspace for its removal to
 follow, four processes that each stay under a per-process memory limit, and programs that make namespaces of
-their own.
+their own; and a third time: io_uring, and host paths in /proc.
 """
 
 from __future__ import annotations
@@ -34,11 +34,20 @@ from tests.integration.sandbox.test_sandbox import (
 from tests.openai_server import host_address
 from tests.paths import TESTS
 from worker import cgroups
-from worker.sandbox import ETC_ALLOWED, LimitExceeded, SandboxSettings, SandboxUnavailable, TrialSandbox, run_bounded
+from worker.sandbox import (
+    ETC_ALLOWED,
+    Bind,
+    LimitExceeded,
+    SandboxSettings,
+    SandboxUnavailable,
+    TrialSandbox,
+    run_bounded,
+)
 from worker.trial import run_trial
 
 HOSTILE = TESTS / "hostile"
 PROBE = HOSTILE / "probe_agent.py"
+SANDBOX_PROBE = HOSTILE / "sandbox_probe.py"
 BUILTIN = {"environment": "admin-console"}
 AS_ROOT = os.geteuid() == 0
 needs_cgroups = pytest.mark.skipif(
@@ -262,3 +271,44 @@ def test_networked_sandboxes_started_many_at_once_all_come_up():
         results = list(pool.map(start, range(60)))
     failed = [output for code, output in results if code != 0 or "10.0.2.100" not in output]
     assert failed == [], failed[:3]
+
+
+@pytest.mark.leak
+@needs_bwrap
+def test_a_sandboxed_program_cannot_set_up_io_uring():
+    # io_uring is a second way into most system calls, one the seccomp filter cannot inspect: io_uring_setup worked.
+    sandbox = TrialSandbox(SandboxSettings.from_environ(), seed=1, trial=1)
+    try:
+        finished = run_bounded(sandbox.launch("agent", [sys.executable, str(SANDBOX_PROBE), "io-uring"]), timeout=20)
+    finally:
+        sandbox.close()
+    assert json.loads(finished.stdout) == {"io_uring_setup": "Operation not permitted"}, finished.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.leak
+@needs_bwrap
+@pytest.mark.skipif(
+    BWRAP_PROBLEM is not None or not SandboxSettings.from_environ().disk_limited,
+    reason="without a disk per sandbox (not root) the workspace is bound from the state directory, whose path "
+    "/proc/self/mountinfo then shows, as the docs say",
+)
+@pytest.mark.parametrize("network", [False, True])
+def test_a_sandboxed_program_finds_no_host_path_of_the_worker_in_proc(tmp_path, network):
+    # /proc/1/cmdline (bubblewrap, the sandbox's first process) showed every option: the state directory, the
+    # party's directory, its passwd, each bound folder.
+    state_dir = tmp_path / "worker-state"
+    sandbox = TrialSandbox(SandboxSettings(mode="bwrap", state_dir=str(state_dir)), seed=1, trial=1)
+    argv = [sys.executable, str(SANDBOX_PROBE), "proc"]
+    try:
+        logs = sandbox.party("agent").own_dir("agent-logs", writable=True)
+        launch = sandbox.launch("agent", argv, network=network, binds=(Bind(logs, "/logs/agent", writable=True),))
+        finished = run_bounded(launch, timeout=30)
+    finally:
+        sandbox.close()
+    seen = json.loads(finished.stdout)
+    for path, text in seen.items():
+        assert str(tmp_path) not in text, (path, text)
+    assert seen["/proc/self/cmdline"] == " ".join(argv) + " "  # what it was asked to run, nothing more
+    assert "--ro-bind" not in seen["/proc/1/cmdline"], seen["/proc/1/cmdline"]
+    assert " /logs/agent " in seen["/proc/self/mountinfo"]  # the bound folder is there, by its inner path
