@@ -358,8 +358,10 @@ def _build(
     sandbox = TrialSandbox(settings, seed=0, trial=0)
     try:
         party = sandbox.party("environment", workspace_at=APP, limits=spec.get("limits"))
-        context = tree / "environment"
-        binds = (Bind(context if context.is_dir() else party.own_dir("context"), "/context"),)
+        context = party.own_dir("context")  # a copy on the build's disk: no path of the cache shows in its /proc
+        if (tree / "environment").is_dir():
+            copy_files(tree / "environment", context := context / "c", party, "the task's environment/ folder")
+        binds = (Bind(context, "/context"),)
         for step in steps:
             if "copy" in step:
                 argv, cwd, env, words = _copy_command(step), ".", {}, f"COPY {' '.join(step['copy'])} {step['to']}"
