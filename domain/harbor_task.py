@@ -253,7 +253,8 @@ def read_task_archive(data: bytes) -> TaskTree:
     total = 0
     count = 0
     try:
-        with tarfile.open(fileobj=stream, mode="r|", tarinfo=_Header) as archive:
+        # typeshed's file object for tarfile also asks for write and seek, which a stream read in order never needs
+        with tarfile.open(fileobj=stream, mode="r|", tarinfo=_Header) as archive:  # type: ignore[call-overload]
             while (member := archive.next()) is not None:
                 archive.members.clear()  # read once, in order: nothing of an entry is kept but what is below
                 count += 1

@@ -9,6 +9,7 @@ import random
 import tarfile
 import tracemalloc
 import zlib
+from typing import Literal
 
 import pytest
 
@@ -30,7 +31,9 @@ BASE = (("t/instruction.md", b"Do it."), ("t/tests/test.sh", b"echo 1 > /logs/ve
 OVER = "the task is over 16 MB uncompressed"
 
 
-def header(name: str, size: int, kind: bytes = tarfile.REGTYPE, tar_format: int = tarfile.USTAR_FORMAT) -> bytes:
+def header(
+    name: str, size: int, kind: bytes = tarfile.REGTYPE, tar_format: Literal[0, 1, 2] = tarfile.USTAR_FORMAT
+) -> bytes:
     info = tarfile.TarInfo(name)
     info.size, info.type = size, kind
     return info.tobuf(tar_format)
