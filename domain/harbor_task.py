@@ -4,10 +4,13 @@ Harbor's layout (Terminal-Bench 2.0 and its catalog): `instruction.md` (the task
 metadata), `environment/Dockerfile` (and the files it copies), `tests/test.sh` (the verifier, which writes
 `/logs/verifier/reward.txt` or `reward.json`), `solution/solve.sh` (the author's reference solution).
 
-An upload is a tar (gzip or not) of the directory. Read here, it becomes a `TaskTree`: regular files only, each
-with its path and whether it is executable. A link inside the task is kept as a copy of the file it leads to; an
-absolute path, `..`, a link leading outside or to a directory, a device or FIFO, a tree over MAX_TREE_BYTES, and a
-task without instruction.md or tests/test.sh are refused (`TaskRefused`, naming the entry). The tree's canonical
+An upload is a tar (gzip or not) of the directory. Read here, as a stream (gunzipped as tarfile asks, and stopped at
+MAX_TASK_TAR_BYTES: a gzip bomb is refused having inflated no more than the task's size), it becomes a `TaskTree`:
+regular files only, each with its path and whether it is executable. A link inside the task is kept as a copy of
+the file it leads to; an absolute path, `..`, a path that is not UTF-8, a link leading outside or to a directory, a
+device, FIFO or sparse file, more than MAX_ENTRIES entries or a tree over MAX_TREE_BYTES (both refused from the
+headers, before the data), a task without instruction.md or tests/test.sh, and a task.toml or Dockerfile that
+cannot be read are refused (`TaskRefused`, naming the entry). The tree's canonical
 tar (entries sorted, times, owners and modes fixed) is what is stored, and its sha256 is the version's hash: the
 same task uploaded twice is the same version, and one changed byte makes another.
 """
