@@ -58,7 +58,9 @@ def create_app(test_config: dict | None = None) -> Flask:
         app.config.update(test_config)
     _check_base_url(app.config["AGENTFORGE_BASE_URL"])
     if app.config["AGENTFORGE_MAX_EXPENSIVE_REQUESTS"] < 1:
-        raise ValueError("AGENTFORGE_MAX_EXPENSIVE_REQUESTS must be 1 or more (searches, comparisons and exports)")
+        raise ValueError(
+            "AGENTFORGE_MAX_EXPENSIVE_REQUESTS must be 1 or more (searches, comparisons, exports, task uploads)"
+        )
     if app.config.get("TRUSTED_HOSTS") is None:  # an untrusted Host header answers 400 (Flask checks it)
         app.config["TRUSTED_HOSTS"] = trusted_hosts(
             app.config["AGENTFORGE_BASE_URL"], app.config["AGENTFORGE_TRUSTED_HOSTS"]

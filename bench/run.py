@@ -1,5 +1,6 @@
 """`make bench`: pages and searches at 10k and 1M trials (and at a larger SIZE beside them), naive aggregates,
-exports vs COPY, worker recording, load, sandbox overhead, a Harbor task's trial → BENCHMARKS.md.
+exports vs COPY, worker recording, load, sandbox overhead, a Harbor task's trial, pages under gzip-bomb uploads
+→ BENCHMARKS.md.
 
 Runs on the app's own database configuration, in the database
 `agentforge_bench` of the embedded cluster (recreated at the start, unless
@@ -32,6 +33,7 @@ from bench import sandbox as sandbox_bench
 from bench import search as search_bench
 from bench import storage as storage_bench
 from bench import trial_diff as trial_diff_bench
+from bench import uploads as uploads_bench
 from bench.generate import (
     ATTEMPTS,
     BENCH_PASSWORD,
@@ -230,6 +232,7 @@ def main() -> None:
     ensure_members(database, org_id, members)
     loaded = load_bench.run_load(members, BENCH_PASSWORD, load_urls)
     diffed = trial_diff_bench.measure_diff(app, database)
+    attacked = uploads_bench.measure(database)
 
     worst_p95 = max(t.p95 for t in large.values())
     worst_ratio = max(large[p].median / small[p].median for p in pages.AGGREGATE_PAGES)
@@ -311,6 +314,7 @@ def main() -> None:
         *search_targets,
         f"| zero errors under concurrent load | {loaded.errors} errors ({loaded.refused} answered 429) | "
         f"{mark(loaded.errors == 0)} |",
+        *uploads_bench.target_rows(attacked),
         "",
         "## Pages and API endpoints",
         "",
@@ -376,6 +380,7 @@ def main() -> None:
         *sandbox_bench.section(sandbox_bench.measure()),
         *harbor_trial_bench.section(harbor_trial_bench.measure()),
         *trial_diff_bench.section(diffed),
+        *uploads_bench.section(attacked),
     ]
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
     print("\n".join(lines))

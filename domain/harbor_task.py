@@ -4,17 +4,19 @@ Harbor's layout (Terminal-Bench 2.0 and its catalog): `instruction.md` (the task
 metadata), `environment/Dockerfile` (and the files it copies), `tests/test.sh` (the verifier, which writes
 `/logs/verifier/reward.txt` or `reward.json`), `solution/solve.sh` (the author's reference solution).
 
-An upload is a tar (gzip or not) of the directory. Read here, it becomes a `TaskTree`: regular files only, each
-with its path and whether it is executable. A link inside the task is kept as a copy of the file it leads to; an
-absolute path, `..`, a link leading outside or to a directory, a device or FIFO, a tree over MAX_TREE_BYTES, and a
-task without instruction.md or tests/test.sh are refused (`TaskRefused`, naming the entry). The tree's canonical
+An upload is a tar (gzip or not) of the directory. Read here, as a stream (gunzipped as tarfile asks, and stopped at
+MAX_TASK_TAR_BYTES: a gzip bomb is refused having inflated no more than the task's size), it becomes a `TaskTree`:
+regular files only, each with its path and whether it is executable. A link inside the task is kept as a copy of
+the file it leads to; an absolute path, `..`, a path that is not UTF-8, a link leading outside or to a directory, a
+device, FIFO or sparse file, more than MAX_ENTRIES entries or a tree over MAX_TREE_BYTES (both refused from the
+headers, before the data), a task without instruction.md or tests/test.sh, and a task.toml or Dockerfile that
+cannot be read are refused (`TaskRefused`, naming the entry). The tree's canonical
 tar (entries sorted, times, owners and modes fixed) is what is stored, and its sha256 is the version's hash: the
 same task uploaded twice is the same version, and one changed byte makes another.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import json
@@ -24,17 +26,34 @@ import re
 import shlex
 import tarfile
 import tomllib
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import dockerfile
 
+from domain.json_depth import MAX_JSON_DEPTH
 from domain.limits import ceilings, max_trial_timeout_s
 from domain.outcome import STAGE_KEY_CHARS
 
 MAX_TREE_BYTES = 16 * 1024 * 1024  # the files of one task, uncompressed
-MAX_TASK_UPLOAD_BYTES = MAX_TREE_BYTES + 1024 * 1024  # an upload (its tar's headers on top; gzip only shrinks it)
+# The upload's tar, uncompressed (its files, headers and padding), is read up to the task's size and one tar block
+# (512 bytes): 16 MiB + 512 bytes = 16,777,728 bytes; one byte more is refused, unread past it.
+MAX_TASK_TAR_BYTES = MAX_TREE_BYTES + tarfile.BLOCKSIZE
+MAX_TASK_UPLOAD_BYTES = MAX_TREE_BYTES + 1024 * 1024  # an upload as sent (gzip of what cannot shrink adds a little)
 MAX_ENTRIES = 10_000
+MAX_EXTENDED_HEADER_BYTES = 64 * 1024  # a pax header or GNU long name (a path is at most 4,096 bytes)
+MAX_PAX_RECORDS = 64  # an entry's pax records (path, times, owner, extended attributes …), its own and global ones
+EXTENDED_HEADERS = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
+OVER_SIZE = f"the task is over {MAX_TREE_BYTES // (1024 * 1024)} MB uncompressed"
+GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib reading the gzip format
+COMPRESSED_CHUNK = 64 * 1024  # compressed bytes handed to zlib at a time
 REQUIRED = ("instruction.md", "tests/test.sh")
 APP = "/app"  # Harbor's Dockerfiles use WORKDIR /app; a trial's working directory
 DEFAULT_AGENT_TIMEOUT_S = 600.0
@@ -101,32 +120,113 @@ class TaskTree:
         return found.data.decode("utf-8", "replace") if found else ""
 
 
-def _open(data: bytes) -> tarfile.TarFile:
-    """The archive `data` is (a gzip-compressed tar or a plain one), or TaskRefused."""
-    raw = data
-    if data[:2] == b"\x1f\x8b":
+class _TarStream:
+    """An upload's tar read as a stream, gunzipped as it is read when the upload is a tar.gz, with a running total:
+    past MAX_TASK_TAR_BYTES it is refused, so however far a small upload would expand, at most that many bytes
+    (and one more, which tells) are ever inflated, and only as tarfile asks for them."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at, self.total = memoryview(data), 0, 0
+        self.gzip = data[:2] == b"\x1f\x8b"
+        self.inflate = zlib.decompressobj(wbits=GZIP_WBITS)
+        self.pending = b""  # compressed bytes not yet handed to the decompressor
+
+    def read(self, size: int = -1) -> bytes:
+        room = MAX_TASK_TAR_BYTES - self.total
+        out = self._made(room + 1 if size < 0 else min(size, room + 1))
+        self.total += len(out)
+        if self.total > MAX_TASK_TAR_BYTES:
+            raise TaskRefused("", OVER_SIZE)
+        return out
+
+    def rest(self) -> None:
+        """Read the upload to its end (what tarfile left after the archive's end blocks): the whole of it is held
+        to the bound, and a tar.gz that is cut or corrupt is refused."""
+        while self.read(COMPRESSED_CHUNK):
+            pass
+
+    def _made(self, count: int) -> bytes:
+        """Up to `count` more bytes of the tar (fewer only at its end)."""
+        if not self.gzip:
+            out = bytes(self.data[self.at : self.at + count])
+            self.at += len(out)
+            return out
+        parts: list[bytes] = []
         try:
-            raw = _gunzip(data)
-        except (OSError, EOFError, gzip.BadGzipFile) as error:
+            while count > 0 and (not self.inflate.eof or self._next_member()):
+                chunk = self.inflate.unconsumed_tail or self._feed()
+                part = self.inflate.decompress(chunk, count)
+                if not (part or chunk or self.inflate.eof):
+                    raise TaskRefused("", "the upload is not a readable tar.gz (it ends before its data does)")
+                parts.append(part)
+                count -= len(part)
+        except zlib.error as error:
             raise TaskRefused("", f"the upload is not a readable tar.gz ({error})") from None
+        return b"".join(parts)
+
+    def _next_member(self) -> bool:
+        """Whether another gzip member follows the one that ended (zeros between members are padding, as gzip
+        reads them); if so, the decompressor is ready for it."""
+        self.pending = (self.inflate.unused_data + self.pending).lstrip(b"\0")
+        while not self.pending and self.at < len(self.data):
+            self.pending = self._feed().lstrip(b"\0")
+        if not self.pending:
+            return False
+        self.inflate = zlib.decompressobj(wbits=GZIP_WBITS)
+        return True
+
+    def _feed(self) -> bytes:
+        """The next compressed bytes (at most COMPRESSED_CHUNK, so the decompressor's leftover stays small)."""
+        if self.pending:
+            chunk, self.pending = self.pending[:COMPRESSED_CHUNK], self.pending[COMPRESSED_CHUNK:]
+            return chunk
+        chunk = bytes(self.data[self.at : self.at + COMPRESSED_CHUNK])
+        self.at += len(chunk)
+        return chunk
+
+
+class _Header(tarfile.TarInfo):
+    """A tar header as tarfile reads it, but refused before tarfile reads what it announces when that is a long
+    name or pax header over MAX_EXTENDED_HEADER_BYTES, or a sparse file's map (none belongs in a task, and each
+    would be read whole into memory); and an entry carrying more than MAX_PAX_RECORDS pax records (a global
+    header's are copied into every entry after it)."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in EXTENDED_HEADERS and self.size > MAX_EXTENDED_HEADER_BYTES:
+            raise TaskRefused("", f"the upload has a tar header of more than {MAX_EXTENDED_HEADER_BYTES} bytes")
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            _sparse(self)
+        if self.size < 0:
+            raise TaskRefused("", f"the upload is not a tar archive ({self.name} has a negative size)")
+        member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]
+        if len(member.pax_headers) > MAX_PAX_RECORDS:  # tarfile copies a global header's into every entry
+            raise TaskRefused(member.name, f"an entry with more than {MAX_PAX_RECORDS} pax records is not allowed")
+        return member
+
+    def _proc_gnusparse_00(self, next: tarfile.TarInfo, *_: Any) -> None:
+        _sparse(next)
+
+    _proc_gnusparse_01 = _proc_gnusparse_10 = _proc_gnusparse_00
+
+
+def _sparse(member: tarfile.TarInfo) -> None:
+    raise TaskRefused(member.name, "a sparse file is not allowed in a task (archive it without --sparse)")
+
+
+def _utf8(text: str) -> bool:
+    """Whether `text` is UTF-8 throughout (no lone surrogate)."""
     try:
-        return tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
-    except tarfile.TarError as error:
-        raise TaskRefused("", f"the upload is not a tar archive ({error})") from None
-
-
-def _gunzip(data: bytes) -> bytes:
-    """`data` uncompressed, refused past what a task may hold (a small upload may expand without bound)."""
-    limit = MAX_TREE_BYTES + 64 * MAX_ENTRIES * 1024  # file bytes plus the tar's own headers and padding, generously
-    with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
-        raw = stream.read(limit + 1)
-    if len(raw) > limit:
-        raise TaskRefused("", f"the task is over {MAX_TREE_BYTES // (1024 * 1024)} MB uncompressed")
-    return raw
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _clean(name: str) -> str:
-    """An entry's path inside the task, or TaskRefused: no absolute path, no `..`, no NUL."""
+    """An entry's path inside the task, or TaskRefused: no absolute path, no `..`, no NUL, nothing but UTF-8."""
+    if not _utf8(name):  # tarfile keeps a byte that is not UTF-8 as a lone surrogate
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise TaskRefused(shown, "a path that is not UTF-8 is not allowed in a task")
     if "\x00" in name or name.startswith("/"):
         raise TaskRefused(name, "an absolute path is not allowed in a task")
     parts = [part for part in name.split("/") if part not in ("", ".")]
@@ -146,37 +246,51 @@ def _strip_top(paths: list[str]) -> str:
 
 
 def read_task_archive(data: bytes) -> TaskTree:
-    """The task a tar or tar.gz upload holds, or TaskRefused naming the entry that cannot be kept."""
-    archive = _open(data)
-    with archive:
-        members = []
-        for count, member in enumerate(archive, start=1):
-            if count > MAX_ENTRIES:
-                raise TaskRefused("", f"the task has more than {MAX_ENTRIES} entries")
-            members.append(member)
-        regular: dict[str, tuple[bytes, bool]] = {}
-        links: dict[str, tarfile.TarInfo] = {}
-        total = 0
-        for member in members:
-            path = _clean(member.name)
-            if member.isdir() or not path:
-                continue
-            if member.isfile():
-                total += member.size
-                if total > MAX_TREE_BYTES:
-                    raise TaskRefused(path, f"the task is over {MAX_TREE_BYTES // (1024 * 1024)} MB uncompressed")
-                handle = archive.extractfile(member)
-                regular[path] = (handle.read() if handle else b"", bool(member.mode & 0o111))
-            elif member.issym() or member.islnk():
-                links[path] = member
-            else:
-                kind = "device" if member.isdev() and not member.isfifo() else "FIFO" if member.isfifo() else "entry"
-                raise TaskRefused(path, f"a {kind} is not allowed in a task; only files and folders")
+    """The task a tar or tar.gz upload holds, or TaskRefused naming the entry that cannot be kept.
+
+    The upload is read as a stream: each entry is refused from its header (past MAX_ENTRIES, or past MAX_TREE_BYTES
+    of files in all) before its data is read, and the stream itself stops at MAX_TASK_TAR_BYTES, so what is held is
+    at most about the task's size whatever the upload expands to.
+    """
+    stream = _TarStream(data)
+    regular: dict[str, tuple[bytes, bool]] = {}
+    links: dict[str, tuple[str, bool]] = {}  # path → (target, symbolic)
+    total = 0
+    count = 0
+    try:
+        # typeshed's file object for tarfile also asks for write and seek, which a stream read in order never needs
+        with tarfile.open(fileobj=stream, mode="r|", tarinfo=_Header) as archive:  # type: ignore[call-overload]
+            while (member := archive.next()) is not None:
+                archive.members.clear()  # read once, in order: nothing of an entry is kept but what is below
+                count += 1
+                if count > MAX_ENTRIES:
+                    raise TaskRefused("", f"the task has more than {MAX_ENTRIES} entries")
+                path = _clean(member.name)
+                if member.isdir() or not path:
+                    continue
+                if member.isfile():
+                    total += member.size
+                    if total > MAX_TREE_BYTES:
+                        raise TaskRefused(path, OVER_SIZE)
+                    handle = archive.extractfile(member)
+                    regular[path] = (handle.read() if handle else b"", bool(member.mode & 0o111))
+                elif member.issym() or member.islnk():
+                    links[path] = (member.linkname, member.issym())
+                else:
+                    kind = (
+                        "device" if member.isdev() and not member.isfifo() else "FIFO" if member.isfifo() else "entry"
+                    )
+                    raise TaskRefused(path, f"a {kind} is not allowed in a task; only files and folders")
+        stream.rest()
+    except TaskRefused:
+        raise
+    except (tarfile.TarError, EOFError, ValueError) as error:  # tarfile's own, and what its parsers let through
+        raise TaskRefused("", f"the upload is not a tar archive ({error})") from None
     folders = {parent for p in (*regular, *links) for parent in _parents(p)}
     for path in sorted(folders & (set(regular) | set(links))):
         raise TaskRefused(path, "is both a file and a folder in the archive")
-    for path, member in links.items():
-        regular[path] = _through_link(path, member, regular, folders)
+    for path, (target, symbolic) in links.items():
+        regular[path] = _through_link(path, target, symbolic, regular, folders)
     top = _strip_top(sorted(regular))
     files = tuple(
         TaskFile(path.removeprefix(top), body, executable)
@@ -187,7 +301,8 @@ def read_task_archive(data: bytes) -> TaskTree:
     for required in REQUIRED:
         if tree.get(required) is None:
             raise TaskRefused(required, "is missing: a Harbor task needs instruction.md and tests/test.sh")
-    task_toml(tree)  # refused here when malformed
+    task_toml(tree)  # refused here when malformed, as the Dockerfile is
+    task_build(tree)
     return tree
 
 
@@ -198,11 +313,10 @@ def _parents(path: str) -> list[str]:
 
 
 def _through_link(
-    path: str, member: tarfile.TarInfo, regular: dict[str, tuple[bytes, bool]], folders: set[str]
+    path: str, target: str, symbolic: bool, regular: dict[str, tuple[bytes, bool]], folders: set[str]
 ) -> tuple[bytes, bool]:
     """The file a link inside the task leads to (kept as a copy), or TaskRefused for one leading anywhere else."""
-    target = member.linkname
-    if member.issym():
+    if symbolic:
         if target.startswith("/"):
             raise TaskRefused(path, f"a link leading outside the task ({target}) is not allowed")
         joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
@@ -226,9 +340,14 @@ def task_toml(tree: TaskTree) -> dict[str, Any]:
     if found is None:
         return {}
     try:
-        parsed = tomllib.loads(found.data.decode("utf-8"))
+        text = found.data.decode("utf-8")
+        if _toml_too_deep(text):
+            raise TaskRefused("task.toml", TOML_TOO_DEEP)
+        parsed = tomllib.loads(text)
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise TaskRefused("task.toml", f"is not valid TOML ({error})") from None
+    except RecursionError:  # tomllib recurses into arrays and inline tables; what the count above missed
+        raise TaskRefused("task.toml", TOML_TOO_DEEP) from None
     for table in ("metadata", "agent", "verifier", "environment"):
         if table in parsed and not isinstance(parsed[table], dict):
             raise TaskRefused("task.toml", f"[{table}] must be a table")
@@ -237,6 +356,37 @@ def task_toml(tree: TaskTree) -> dict[str, Any]:
         if timeout is not None and not _positive(timeout):
             raise TaskRefused("task.toml", f"[{table}] timeout_sec must be a number above 0, not {timeout!r}")
     return parsed
+
+
+TOML_TOO_DEEP = f"nests arrays or inline tables more than {MAX_JSON_DEPTH} levels deep"
+# A TOML string (basic or literal, of one line or several; unterminated, up to where it would end) or comment,
+# skipped whole, or a bracket or brace, counted. Each token matches wherever it starts: one pass, never a rescan.
+_TOML_TOKEN = re.compile(
+    r"""
+    "{3}(?:[^"\\]|\\.|"(?!""))*(?:"{3}|\Z)      # a multi-line basic string
+    | '{3}(?:[^']|'(?!''))*(?:'{3}|\Z)          # a multi-line literal string
+    | "(?:[^"\\\n]|\\.)*"?                      # a basic string
+    | '[^'\n]*'?                                # a literal string
+    | \#[^\n]*                                  # a comment
+    | [\[\]{}]
+    """,
+    re.VERBOSE,
+)
+
+
+def _toml_too_deep(text: str) -> bool:
+    """Whether `text`'s arrays, inline tables and table headers nest past MAX_JSON_DEPTH, counted without parsing
+    (tomllib recurses into each level)."""
+    depth = 0
+    for match in _TOML_TOKEN.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        elif token in ("]", "}"):
+            depth = max(0, depth - 1)
+    return False
 
 
 def _positive(value: Any) -> bool:
@@ -320,6 +470,15 @@ def _copy_source_ok(source: str) -> bool:
     return not source.startswith(("/", "http://", "https://", "git@")) and ".." not in source.split("/")
 
 
+# What an instruction says with nothing after it (the parser lets these through; Docker's builder refuses them).
+ARGUMENTS_NEEDED = {
+    "WORKDIR": "WORKDIR requires exactly one argument",
+    "COPY": "COPY requires at least two arguments",
+    "ADD": "ADD requires at least two arguments",
+    "RUN": "RUN requires at least one argument",
+}
+
+
 def read_dockerfile(text: str) -> Build:
     """The parts of a Dockerfile honoured without a container runtime, and the lines that are not.
 
@@ -327,6 +486,10 @@ def read_dockerfile(text: str) -> Build:
     RUN (run once per version in the sandbox, without network). Not honoured (named, with their line): FROM's image
     (its programs are not installed here), USER, every other instruction, and a COPY or WORKDIR outside /app.
     """
+    if "\x00" in text or not _utf8(text):  # the parser's Go side would take a lone surrogate down with the process
+        raise TaskRefused(
+            "environment/Dockerfile", "cannot be parsed (it holds a NUL or a character that is not UTF-8)"
+        )
     try:
         commands = dockerfile.parse_string(text)
     except dockerfile.GoParseError as error:
@@ -336,6 +499,8 @@ def read_dockerfile(text: str) -> Build:
     skipped: list[str] = []
     for command in commands:
         where = f"line {command.start_line}: {command.original}"
+        if not command.value and command.cmd in ARGUMENTS_NEEDED:
+            raise TaskRefused("environment/Dockerfile", f"cannot be parsed ({where}: {ARGUMENTS_NEEDED[command.cmd]})")
         if command.cmd == "WORKDIR":
             inside = _inside_app(substitute(command.value[0], env), workdir)
             if inside is None:
@@ -343,7 +508,10 @@ def read_dockerfile(text: str) -> Build:
             else:
                 workdir = inside
         elif command.cmd == "ENV":
-            env.update(_env_pairs(command.value, env))
+            try:
+                env.update(_env_pairs(command.value, env))
+            except ValueError as error:  # shlex: a quote left open
+                raise TaskRefused("environment/Dockerfile", f"cannot be parsed ({where}: {error})") from None
         elif command.cmd in ("COPY", "ADD") and not any(f.startswith("--from") for f in command.flags):
             *sources, to = (substitute(value, env) for value in command.value)
             inside = _inside_app(to, workdir)
@@ -371,6 +539,12 @@ def read_dockerfile(text: str) -> Build:
     return Build(workdir, env, tuple(steps), tuple(skipped))
 
 
+def task_build(tree: TaskTree) -> Build:
+    """What the task's environment/Dockerfile asks (an empty Build without one), or TaskRefused naming it."""
+    text = tree.text("environment/Dockerfile")
+    return read_dockerfile(text) if text.strip() else Build()
+
+
 # The version's spec --------------------------------------------------------------------------------------------
 
 
@@ -381,8 +555,7 @@ def task_spec(tree: TaskTree, name: str) -> dict[str, Any]:
     same spec and the same spec_sha256.
     """
     parsed = task_toml(tree)
-    dockerfile_text = tree.text("environment/Dockerfile")
-    build = read_dockerfile(dockerfile_text) if dockerfile_text.strip() else Build()
+    build = task_build(tree)
     environment = parsed.get("environment", {})
     more: dict[str, Any] = {}
     timeouts, clamped = _timeouts(parsed)

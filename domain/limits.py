@@ -21,7 +21,8 @@ from domain.rules import Refused, integer_from
 MIB = 1024 * 1024
 DEFAULT_MAX_RUNS_PER_ORG = 4  # runs one organization may have in progress at once (AGENTFORGE_MAX_RUNS_PER_ORG)
 DEFAULT_MAX_TRIAL_TIMEOUT_S = 3600.0  # the most seconds any trial gets (AGENTFORGE_MAX_TRIAL_TIMEOUT_S)
-# Searches, comparisons and exports one user may have in flight at once (AGENTFORGE_MAX_EXPENSIVE_REQUESTS).
+# Searches, comparisons, exports and task uploads one user may have in flight at once
+# (AGENTFORGE_MAX_EXPENSIVE_REQUESTS).
 DEFAULT_MAX_EXPENSIVE_REQUESTS = 4
 
 

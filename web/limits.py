@@ -1,4 +1,5 @@
-"""A per-user limit on concurrent expensive requests (searches, comparisons, exports), held across every web process.
+"""A per-user limit on concurrent expensive requests (searches, comparisons, exports, Harbor task uploads), held
+across every web process.
 
 Each such request holds one of its user's AGENTFORGE_MAX_EXPENSIVE_REQUESTS
 slots (PostgreSQL advisory locks, see `Database.hold_slot`) while it runs, or
@@ -25,7 +26,11 @@ SCOPE = "expensive-request"
 
 def busy_message(limit: int) -> str:
     """The 429's words: how many such requests the user has running and when to try again."""
-    running = f"{limit} searches, comparisons or exports" if limit != 1 else "a search, comparison or export"
+    running = (
+        f"{limit} searches, comparisons, exports or task uploads"
+        if limit != 1
+        else "a search, comparison, export or task upload"
+    )
     return (
         f"You already have {running} running, the most one person may run at once. "
         f"Try again in {RETRY_AFTER_S} seconds, once one has finished."

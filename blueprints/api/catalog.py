@@ -16,6 +16,7 @@ from models import Environment as EnvironmentRow
 from queries.environments import list_environments as environment_summaries
 from web.catalog_bodies import EnvironmentCreate, EnvironmentVersionCreate, EvaluatorConfigCreate
 from web.database import request_session
+from web.limits import expensive
 from writes.environments import (
     add_harbor_task,
     create_environment,
@@ -81,12 +82,14 @@ TASK_UPLOAD = {  # bytes to a generated client (format: binary)
         **created(EnvironmentVersion),
     },
     body=Reply("A Harbor task folder", TASK_UPLOAD, "application/gzip"),
-    errors=(404,),
+    errors=(404, 429),
     error_reasons={
         400: "A task that cannot be kept (`field` names the entry: a path, .., a link, a missing file, "
-        "task.toml); nothing was stored"
+        "task.toml, environment/Dockerfile; `body` for the archive itself, such as one over 16 MB uncompressed); "
+        "nothing was stored"
     },
 )
+@expensive()
 def upload_harbor_task(environment_id: uuid.UUID):
     """A Harbor task folder, uploaded as a tar.gz, becomes a version (its files stored; the same files, the same
     version); `?name=` names it (else the folder in the archive, else the environment)."""

@@ -30,8 +30,8 @@ ERROR_REASONS = {
     409: "The name is taken",
     413: "Request body over 1 MiB",
     422: "Well-formed, but a rule of the write refuses it; `error` names the field, nothing was written",
-    429: "The user already has AGENTFORGE_MAX_EXPENSIVE_REQUESTS searches, comparisons or exports in flight; "
-    "retry after Retry-After seconds",
+    429: "The user already has AGENTFORGE_MAX_EXPENSIVE_REQUESTS searches, comparisons, exports or task uploads in "
+    "flight; retry after Retry-After seconds",
     503: "PostgreSQL unreachable; retry after Retry-After seconds",
 }
 HEADERS = {

@@ -21,8 +21,8 @@ from web.limits import expensive, searching
     errors=(400, 404, 429),
     error_reasons={
         404: "No trial `after` names in this organization",
-        429: "With `q`: the user already has AGENTFORGE_MAX_EXPENSIVE_REQUESTS searches, comparisons or exports in "
-        "flight; retry after Retry-After seconds",
+        429: "With `q`: the user already has AGENTFORGE_MAX_EXPENSIVE_REQUESTS searches, comparisons, exports or "
+        "task uploads in flight; retry after Retry-After seconds",
     },
 )
 @expensive(searching)

@@ -48,7 +48,7 @@ def streams(client, count: int) -> list:
 def assert_busy(response, *, api: bool) -> None:
     assert response.status_code == 429
     assert response.headers["Retry-After"] == "2"
-    words = f"You already have {LIMIT} searches, comparisons or exports running"
+    words = f"You already have {LIMIT} searches, comparisons, exports or task uploads running"
     if api:
         assert response.json["error"] == "too many requests"
         assert response.json["detail"].startswith(words)

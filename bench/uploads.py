@@ -1,0 +1,341 @@
+"""Harbor task uploads under attack: another organization's pages while three gzip bombs are uploaded at once, and
+the serving process's memory.
+
+One organization's member uploads, from three clients without pause, gzip bombs (each a valid task and 640 MB of
+zeros, 0.62 MB compressed: in turn one whose entry announces its 640 MB in its header, and one whose zeros follow
+the archive's end, which the server inflates up to the task's bound before refusing) to a gunicorn server (one
+worker, four threads: the bombs and the pages share one process). A member of the other organization requests its
+`/environments` and an environment's page, quiet and under the bombs, in interleaved rounds, so both see the same
+machine. The process's peak RSS growth (gunicorn and its worker) is sampled while the bombs run.
+`python -m bench.uploads` measures on the app's database (the embedded `agentforge_bench` unless configured
+otherwise) and replaces the "Uploads under attack" section and its target rows of BENCHMARKS.md; `make bench` runs
+it with the rest.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import tarfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+import zlib
+from dataclasses import dataclass
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
+
+os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
+
+import psutil
+from sqlalchemy import text
+
+from bench.export import PORT, login, peak_rss_growth, start_server
+from bench.generate import BENCH_PASSWORD, ORGS, ensure_catalog
+from bench.pages import Timing, percentile_timing
+from bench.sections import BENCHMARKS, replace_section
+from db.session import Database
+from writes.environments import create_environment
+from writes.tokens import create_token
+
+BOMB_MB = 640
+ROUNDS = 3
+REQUESTS = int(os.environ.get("BENCH_UPLOAD_REQUESTS", "40"))  # page requests per round, each way
+ATTACKERS = 3
+WORKERS, THREADS = 1, 4  # one process, as the issue measured: what the bombs cost shows in its neighbours
+RATIO_TARGET = 1.5
+RSS_TARGET_MB = 64.0
+SECTION = "## Uploads under attack"
+# The same run on the code before uploads were read as a stream (commit 42c62e2), kept for comparison.
+BEFORE = (
+    "Before uploads were read as a stream (commit 42c62e2, the same command on the same database): under the bombs "
+    "the pages took 6.70x their quiet median and 7.47x their quiet p95, each bomb 934 ms of the server's CPU, and "
+    "the server grew by 1,925.6 MB; a bomb of zeros after the archive's end (under the old 670 MB bound) was "
+    "accepted (9 of 18 bombs answered 200)."
+)
+LOAD_ROW = "| zero errors under concurrent load |"  # the Targets table's row the two of this follow
+TASK = (("t/instruction.md", b"Do it."), ("t/tests/test.sh", b"echo 1 > /logs/verifier/reward.txt\n"))
+BOMB_TARGET = "bench-bomb-target"
+
+
+def _tar_entry(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    return info.tobuf(tarfile.USTAR_FORMAT)
+
+
+def _gzipped(head: bytes, zeros_mb: int, tail: bytes) -> bytes:
+    """`head`, `zeros_mb` MB of zeros and `tail`, gzip-compressed as they are made: the zeros are never whole."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS, 9, zlib.Z_RLE)  # RLE: as small, twice as fast
+    out = [deflate.compress(head)]
+    block = bytes(1024 * 1024)
+    out += [deflate.compress(block) for _ in range(zeros_mb)]
+    out += [deflate.compress(tail), deflate.flush()]
+    return b"".join(out)
+
+
+def _task_entries() -> bytes:
+    return b"".join(_tar_entry(name, len(data)) + data + bytes(-len(data) % 512) for name, data in TASK)
+
+
+def task_bomb(zeros_mb: int = BOMB_MB) -> bytes:
+    """The issue's bomb: a valid task and one entry of `zeros_mb` MB of zeros (its header says how many)."""
+    return _gzipped(_task_entries() + _tar_entry("t/zeros", zeros_mb * 1024 * 1024), zeros_mb, bytes(1024))
+
+
+def trailing_bomb(zeros_mb: int = BOMB_MB) -> bytes:
+    """A valid task, the archive's end, then `zeros_mb` MB of zeros that no header announces."""
+    return _gzipped(_task_entries() + bytes(1024), zeros_mb, b"")
+
+
+def valid_task() -> bytes:
+    return _gzipped(_task_entries() + bytes(1024), 0, b"")
+
+
+@dataclass(frozen=True)
+class UploadsResult:
+    """The other organization's page times quiet and under the bombs, the uploads' answers and the RSS growth."""
+
+    quiet: Timing
+    attacked: Timing  # under the bombs
+    junk: Timing  # under bodies of the bombs' size that are no archive: what any upload of that size costs
+    uploads: dict[str, int]  # "bombs 400" → how many
+    rss_growth_mb: float
+    trials: int  # in the database, for the record
+    cpu_ms_per_upload: dict[str, float]  # "bombs", "junk": the server's CPU beyond its quiet CPU, per upload
+
+    @property
+    def p95_ratio(self) -> float:
+        return self.attacked.p95 / self.quiet.p95
+
+    @property
+    def median_ratio(self) -> float:
+        return self.attacked.median / self.quiet.median
+
+
+def _attacker_token(database: Database) -> tuple[str, uuid.UUID]:
+    """An API token of the first organization's owner, and the environment its bombs are sent to."""
+    org_id, _ = ensure_catalog(database, *ORGS[0])
+    with database.admin_session(org_id) as session, session.begin():
+        user_id = session.execute(text("SELECT id FROM users WHERE email = :e"), {"e": ORGS[0][1]}).scalar_one()
+        environment_id = session.execute(
+            text("SELECT id FROM environments WHERE name = :n"), {"n": BOMB_TARGET}
+        ).scalar()
+        if environment_id is None:
+            environment_id = create_environment(session, org_id, BOMB_TARGET, "gzip bombs land here").id
+        _, token = create_token(session, org_id, user_id, f"bench-uploads-{uuid.uuid4().hex[:8]}")
+    return token, environment_id
+
+
+def _other_pages(database: Database) -> list[str]:
+    org_id, _ = ensure_catalog(database, *ORGS[1])
+    with database.session(org_id) as session:
+        environment_id = session.execute(text("SELECT id FROM environments ORDER BY name LIMIT 1")).scalar_one()
+    return ["/environments", f"/environments/{environment_id}"]
+
+
+def _trials(database: Database) -> int:
+    """Every organization's trials (each counted in its own scope, as row-level security has it)."""
+    total = 0
+    for name, email, versions in ORGS:
+        org_id, _ = ensure_catalog(database, name, email, versions)
+        with database.session(org_id) as session:
+            total += int(session.execute(text("SELECT count(*) FROM evaluation_trials")).scalar_one())
+    return total
+
+
+def _upload(url: str, token: str, body: bytes) -> int:
+    request = urllib.request.Request(
+        url, body, {"Authorization": f"Bearer {token}", "Content-Type": "application/gzip"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            answer.read()
+            return int(answer.status)
+    except urllib.error.HTTPError as answer:
+        answer.read()
+        return int(answer.code)
+
+
+def _attack(
+    url: str, token: str, bodies: dict[str, list[bytes]], first: int, go: dict[str, Event], done: Event, answers: Queue
+) -> None:
+    """One attacker (a process of its own, so the page client shares no interpreter with it): while the event of a
+    kind of body in `go` is set, upload those bodies in turn without pause; put (kind, status) on `answers`."""
+    sent = first
+    while not done.is_set():
+        kind = next((kind for kind, event in go.items() if event.is_set()), None)
+        if kind is None:
+            time.sleep(0.05)
+            continue
+        answers.put((kind, _upload(url, token, bodies[kind][sent % len(bodies[kind])])))
+        sent += 1
+
+
+def _answered(attackers: list, answers: Queue) -> dict[tuple[str, int], int]:
+    """How many uploads of each kind answered each status, read until every attacker has ended (a process ends
+    only once what it put on the queue is read)."""
+    statuses: dict[tuple[str, int], int] = {}
+    while any(attacker.is_alive() for attacker in attackers) or not answers.empty():
+        try:
+            answer = answers.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        statuses[answer] = statuses.get(answer, 0) + 1
+    return statuses
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    """CPU seconds the server (gunicorn and its workers) has used."""
+    return sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
+
+
+def measure(database: Database) -> UploadsResult:
+    """Serve with gunicorn; time the other organization's pages quiet, under three attackers uploading bombs, and
+    under three uploading bodies of the same size that are no archive at all, in turn, ROUNDS times."""
+    token, environment_id = _attacker_token(database)
+    pages = _other_pages(database)
+    upload_url = f"http://127.0.0.1:{PORT}/api/v1/environments/{environment_id}/versions/harbor-task"
+    bombs = [task_bomb(), trailing_bomb()]
+    bodies = {"bombs": bombs, "junk": [os.urandom(len(bomb)) for bomb in bombs]}
+    spawn = multiprocessing.get_context("spawn")
+    go, done, answers = {kind: spawn.Event() for kind in bodies}, spawn.Event(), spawn.Queue()
+    attackers = [
+        spawn.Process(target=_attack, args=(upload_url, token, bodies, i, go, done, answers)) for i in range(ATTACKERS)
+    ]
+    server = start_server({**os.environ}, workers=WORKERS, threads=THREADS)
+    times: dict[str, list[float]] = {"quiet": [], "bombs": [], "junk": []}
+    cpu = dict.fromkeys(times, 0.0)
+    try:
+        reader = login(ORGS[1][1], BENCH_PASSWORD)
+        process = psutil.Process(server.pid)
+
+        def timed_pages() -> list[float]:
+            samples = []
+            for number in range(REQUESTS):
+                started = time.perf_counter()
+                with reader.open(f"http://127.0.0.1:{PORT}{pages[number % len(pages)]}") as answer:
+                    answer.read()
+                    assert answer.status == 200, answer.status
+                samples.append((time.perf_counter() - started) * 1000)
+            return samples
+
+        def timed(kind: str) -> None:
+            if kind in go:
+                go[kind].set()
+                time.sleep(0.5)  # the three uploads under way
+            before = _cpu_s(process)
+            times[kind].extend(timed_pages())
+            cpu[kind] += _cpu_s(process) - before
+            if kind in go:
+                go[kind].clear()
+                time.sleep(0.5)  # the last uploads answered
+
+        def rounds() -> None:
+            for _ in range(ROUNDS):
+                for kind in times:
+                    timed(kind)
+
+        timed_pages()  # warm: each page, then the upload route
+        assert _upload(upload_url, token, valid_task()) in (200, 201)
+        for attacker in attackers:
+            attacker.start()
+        growth, _ = peak_rss_growth(process, rounds)
+    finally:
+        done.set()
+        statuses = _answered(attackers, answers)
+        server.terminate()
+        server.wait(timeout=30)
+    sent = {kind: sum(n for (k, _), n in statuses.items() if k == kind) for kind in ("bombs", "junk")}
+    return UploadsResult(
+        percentile_timing(times["quiet"]),
+        percentile_timing(times["bombs"]),
+        percentile_timing(times["junk"]),
+        {f"{kind} {status}": n for (kind, status), n in sorted(statuses.items())},
+        growth,
+        _trials(database),
+        {kind: (cpu[kind] - cpu["quiet"]) * 1000 / max(1, sent[kind]) for kind in sent},
+    )
+
+
+def _mark(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+def target_rows(result: UploadsResult) -> list[str]:
+    """The two rows of BENCHMARKS.md's Targets table."""
+    return [
+        f"| another organization's page p95 during three concurrent gzip-bomb uploads within {RATIO_TARGET}x of "
+        f"quiet | {result.p95_ratio:.2f}x | {_mark(result.p95_ratio <= RATIO_TARGET)} |",
+        f"| serving process's peak RSS growth during three concurrent gzip-bomb uploads under {RSS_TARGET_MB:.0f} MB "
+        f"| {result.rss_growth_mb:.1f} MB | {_mark(result.rss_growth_mb < RSS_TARGET_MB)} |",
+    ]
+
+
+def section(result: UploadsResult) -> list[str]:
+    """The BENCHMARKS.md section for `result`."""
+    answered = ", ".join(f"{kind}: {count}" for kind, count in result.uploads.items())
+    met = _mark(result.p95_ratio <= RATIO_TARGET)
+    junk_ratio = (result.junk.median / result.quiet.median, result.junk.p95 / result.quiet.p95)
+    return [
+        SECTION,
+        "",
+        f"`python -m bench.uploads` (also part of `make bench`), on a database of {result.trials:,} trials, against "
+        f"gunicorn ({WORKERS} worker x {THREADS} threads: the uploads and the pages share one process). "
+        f"{ATTACKERS} clients of one organization (processes of their own) upload without pause, each its next "
+        f"upload as soon as the last is answered: gzip bombs (a valid task and {BOMB_MB} MB of zeros, 0.62 MB "
+        "compressed; in turn an entry announcing its size, refused from its header, and zeros after the "
+        "archive's end, inflated up to the bound of 16 MB + 512 bytes and refused there), or, as a control, "
+        "random bodies of the same size that are no archive (refused at their first block: what any request of "
+        "that size costs). Meanwhile a member of the other organization requests `/environments` and an "
+        f"environment's page, {REQUESTS} requests a phase, quiet, under the bombs and under the control in turn, "
+        f"{ROUNDS} rounds; round-trip times over HTTP, in milliseconds. Answers (kind, status: count): {answered}.",
+        "",
+        "| the other organization's pages | median | p95 | median / quiet | p95 / quiet |",
+        "|---|---:|---:|---:|---:|",
+        f"| quiet | {result.quiet.median:.1f} | {result.quiet.p95:.1f} | | |",
+        f"| under three clients uploading bombs (target p95 at most {RATIO_TARGET}x quiet: {met}) | "
+        f"{result.attacked.median:.1f} | {result.attacked.p95:.1f} | {result.median_ratio:.2f}x | "
+        f"{result.p95_ratio:.2f}x |",
+        f"| under three clients uploading no-archive bodies of the same size (control) | {result.junk.median:.1f} | "
+        f"{result.junk.p95:.1f} | {junk_ratio[0]:.2f}x | {junk_ratio[1]:.2f}x |",
+        "",
+        f"The server's CPU per upload, beyond its CPU while quiet: {result.cpu_ms_per_upload['bombs']:.1f} ms a "
+        f"bomb, {result.cpu_ms_per_upload['junk']:.1f} ms a control body. Peak RSS growth of the gunicorn server "
+        f"(master and worker) while the uploads ran: **{result.rss_growth_mb:.1f} MB** (target under "
+        f"{RSS_TARGET_MB:.0f} MB: {_mark(result.rss_growth_mb < RSS_TARGET_MB)}).",
+        "",
+        BEFORE,
+        "",
+    ]
+
+
+def write(result: UploadsResult) -> None:
+    """Replace the section and the two target rows of BENCHMARKS.md (added after the load's row when missing)."""
+    content = replace_section(BENCHMARKS.read_text() if BENCHMARKS.exists() else "", section(result))
+    lines = content.splitlines()
+    after = next((i for i, line in enumerate(lines) if line.startswith(LOAD_ROW)), len(lines) - 1)
+    for row in target_rows(result):
+        start = row[: row.index(" within ") if " within " in row else row.index(" under ")]
+        at = next((i for i, line in enumerate(lines) if line.startswith(start)), None)
+        if at is None:
+            at = after + 1
+            lines.insert(at, row)
+        lines[at] = row
+        after = at
+    BENCHMARKS.write_text("\n".join(lines).rstrip("\n") + "\n")
+
+
+def main() -> None:
+    """Measure on the app's database and update BENCHMARKS.md."""
+    from app import create_app
+
+    result = measure(create_app().extensions["agentforge_db"])
+    write(result)
+    print("\n".join(section(result)))
+
+
+if __name__ == "__main__":
+    main()
