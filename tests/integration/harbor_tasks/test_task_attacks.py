@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import subprocess
 import threading
 import time
@@ -18,9 +17,8 @@ import pytest
 
 from tests.conftest import ApiClient
 from tests.helpers import parse
-from tests.integration.harbor_tasks.test_task_runs import bash_agent, outcome, trial_of
-from tests.integration.harbor_tasks.test_task_upload import tar_gz, upload
-from worker.loop import WorkerSettings, run_workers
+from tests.integration.harbor_tasks.test_task_runs import bash_agent, outcome, run_task, trial_of
+from worker.loop import WorkerSettings
 from worker.sandbox import SandboxSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]  # hostile builds and verifiers, run by the real worker
@@ -43,25 +41,7 @@ def task(folder: Path, *, dockerfile: str = "", toml: str = "", test_sh: str = "
 
 def run(api: ApiClient, database, folder: Path, settings: WorkerSettings, agent=None, attempts=1, timeout_s=60):
     """Upload `folder` as a new environment of `api`'s organization, run it with the real worker; the run (API)."""
-    environment = api.post("/api/v1/environments", {"name": f"{folder.name}-{secrets.token_hex(3)}"}).json
-    version = upload(api, environment["id"], tar_gz(folder))
-    assert version.status_code == 201, version.json
-    config = api.post(
-        "/api/v1/evaluator-configs",
-        {
-            "name": f"agent-{secrets.token_hex(3)}",
-            "attemptCount": attempts,
-            "maxSteps": 4,
-            "timeoutS": timeout_s,
-            "agent": agent or {"kind": "oracle"},
-        },
-    ).json
-    body = {"environmentVersionId": version.json["id"], "evaluatorConfigId": config["id"]}
-    started = api.post("/api/v1/evaluation-runs", body).json
-    assert run_workers(database, settings, threading.Event(), concurrency=1, until_idle=True) == 1
-    finished = api.get(f"/api/v1/evaluation-runs/{started['id']}").json
-    assert finished["status"] == "completed", finished
-    return finished | {"versionId": version.json["id"], "environmentId": environment["id"]}
+    return run_task(api, database, folder, agent or {"kind": "oracle"}, attempts, timeout_s, settings)
 
 
 def log_of(api: ApiClient, trial: dict) -> str:

@@ -29,8 +29,17 @@ def bash_agent(*commands: str) -> dict:
     return {"kind": "command", "argv": [sys.executable, str(BASH_AGENT), *commands]}
 
 
-def run_task(api, database, folder: Path, agent: dict, attempts: int = 1, timeout_s: float = 60) -> dict:
-    """Upload `folder`, run `agent` on it `attempts` times with the real worker, return the finished run (API)."""
+def run_task(
+    api,
+    database,
+    folder: Path,
+    agent: dict,
+    attempts: int = 1,
+    timeout_s: float = 60,
+    settings: WorkerSettings | None = None,
+) -> dict:
+    """Upload `folder`, run `agent` on it `attempts` times with the real worker (`settings`, else the environment's),
+    return the finished run (API) with its `environmentId`."""
     environment = api.post("/api/v1/environments", {"name": f"{folder.name}-{secrets.token_hex(3)}"}).json
     version = upload(api, environment["id"], tar_gz(folder))
     assert version.status_code == 201, version.json
@@ -47,10 +56,10 @@ def run_task(api, database, folder: Path, agent: dict, attempts: int = 1, timeou
     run = api.post(
         "/api/v1/evaluation-runs", {"environmentVersionId": version.json["id"], "evaluatorConfigId": config["id"]}
     ).json
-    assert run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True) == 1
+    assert run_workers(database, settings or WorkerSettings(), threading.Event(), concurrency=1, until_idle=True) == 1
     finished = api.get(f"/api/v1/evaluation-runs/{run['id']}").json
     assert finished["status"] == "completed", finished
-    return finished
+    return finished | {"environmentId": environment["id"]}
 
 
 def trial_of(api, run: dict, number: int = 1) -> dict:
