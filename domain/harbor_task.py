@@ -54,6 +54,9 @@ EXTENDED_HEADERS = (
 OVER_SIZE = f"the task is over {MAX_TREE_BYTES // (1024 * 1024)} MB uncompressed"
 GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib reading the gzip format
 COMPRESSED_CHUNK = 64 * 1024  # compressed bytes handed to zlib at a time
+# What may follow a tar's end blocks: the rest of its last record (tar writes records of 20 blocks), nothing more.
+TAR_RECORD_BYTES = 20 * tarfile.BLOCKSIZE
+AFTER_THE_END = f"the upload has more than {TAR_RECORD_BYTES} bytes after the tar archive's end"
 REQUIRED = ("instruction.md", "tests/test.sh")
 APP = "/app"  # Harbor's Dockerfiles use WORKDIR /app; a trial's working directory
 DEFAULT_AGENT_TIMEOUT_S = 600.0
@@ -140,10 +143,10 @@ class _TarStream:
         return out
 
     def rest(self) -> None:
-        """Read the upload to its end (what tarfile left after the archive's end blocks): the whole of it is held
-        to the bound, and a tar.gz that is cut or corrupt is refused."""
-        while self.read(COMPRESSED_CHUNK):
-            pass
+        """Read what tarfile left after the archive's end blocks: the rest of a tar record at most (more is refused
+        before it is inflated, however much it would be), and a tar.gz that is cut or corrupt there is refused."""
+        if len(self.read(TAR_RECORD_BYTES + 1)) > TAR_RECORD_BYTES:
+            raise TaskRefused("", AFTER_THE_END)
 
     def _made(self, count: int) -> bytes:
         """Up to `count` more bytes of the tar (fewer only at its end)."""

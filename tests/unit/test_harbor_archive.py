@@ -14,11 +14,13 @@ from typing import Literal
 import pytest
 
 from domain.harbor_task import (
+    AFTER_THE_END,
     MAX_ENTRIES,
     MAX_EXTENDED_HEADER_BYTES,
     MAX_PAX_RECORDS,
     MAX_TASK_TAR_BYTES,
     MAX_TREE_BYTES,
+    TAR_RECORD_BYTES,
     TaskRefused,
     read_dockerfile,
     read_task_archive,
@@ -79,7 +81,7 @@ BOMBS = {  # how each is made, and the refusal
     # The bomb: a valid task and one 640 MB entry of zeros (its size in its header).
     "entry": (lambda: gzipped(files(*BASE), header("t/zeros", BOMB_MB * MB), zeros_mb=BOMB_MB, after=END), OVER),
     # Sizes no file's header gives: zeros after the archive's end, a pax header and a GNU long name of 640 MB.
-    "after the end": (lambda: gzipped(files(*BASE), END, zeros_mb=BOMB_MB), OVER),
+    "after the end": (lambda: gzipped(files(*BASE), END, zeros_mb=BOMB_MB), AFTER_THE_END),
     "pax header": (lambda: gzipped(header("t/x", BOMB_MB * MB, tarfile.XHDTYPE), zeros_mb=BOMB_MB), HEADER_OVER),
     "long name": (
         lambda: gzipped(header("././@LongLink", BOMB_MB * MB, tarfile.GNUTYPE_LONGNAME), zeros_mb=BOMB_MB),
@@ -157,6 +159,16 @@ def test_entries_past_the_count_are_refused_before_their_data_is_read():
 def test_an_archive_that_is_cut_or_crafted_is_refused(body, says):
     with pytest.raises(TaskRefused, match=says):
         read_task_archive(body)
+
+
+@pytest.mark.parametrize("gzipped_", [True, False], ids=["tar.gz", "tar"])
+def test_a_records_padding_after_the_end_is_read_and_anything_past_it_refused_unread(gzipped_):
+    padded = files(*BASE) + END + b"\0" * (TAR_RECORD_BYTES - len(END))  # as tar writes it: whole records
+    over = padded + b"\0" * TAR_RECORD_BYTES  # a record more than tar writes
+    pack = gzip.compress if gzipped_ else bytes
+    assert read_task_archive(pack(padded)).get("instruction.md") is not None
+    with pytest.raises(TaskRefused, match=AFTER_THE_END):
+        read_task_archive(pack(over))
 
 
 def task_with(toml: str) -> bytes:
