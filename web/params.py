@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import uuid
 from typing import Any
 
@@ -13,9 +15,15 @@ from domain import rules
 from domain.json_depth import loads
 from domain.rules import UUID_RULE, Refused, Rule, integer_from, integer_text, text
 
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
 
 class NotJsonNumber(ValueError):
     """NaN, Infinity or -Infinity where JSON wants a number."""
+
+
+class NotText(ValueError):
+    """A string holding half of a UTF-16 surrogate pair (JSON can escape one; no UTF-8 text holds it)."""
 
 
 def strict_json(text: str) -> Any:
@@ -32,7 +40,13 @@ def strict_json(text: str) -> Any:
             raise NotJsonNumber(f"{number[:40]} is too large a number")
         return value
 
-    return loads(text, parse_constant=refuse, parse_float=finite)
+    parsed = loads(text, parse_constant=refuse, parse_float=finite)
+    if _ESCAPED_SURROGATE.search(text):  # a pair is one character once read; a lone half is no text PostgreSQL takes
+        try:
+            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise NotText("a lone UTF-16 surrogate (\\ud800-\\udfff without its pair) is not text") from None
+    return parsed
 
 
 def parse_int(value: str) -> int | None:

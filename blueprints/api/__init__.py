@@ -8,7 +8,7 @@ from flask import Blueprint, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from domain.json_depth import TooDeep
-from web.params import NotJsonNumber, strict_json
+from web.params import NotJsonNumber, NotText, strict_json
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -33,7 +33,7 @@ def json_object() -> dict[str, Any]:
     except TooDeep as error:
         raise ApiError(400, "invalid JSON body", too_deep(error, "the body"), field=error.field or "body") from None
     except ValueError as error:  # UnicodeDecodeError is a ValueError
-        said = f" ({error})" if isinstance(error, NotJsonNumber) else ""
+        said = f" ({error})" if isinstance(error, NotJsonNumber | NotText) else ""
         raise ApiError(400, "invalid JSON body", f"the body must be a JSON object{said}") from error
     if not isinstance(body, dict):
         raise ApiError(400, "invalid JSON body", "the body must be a JSON object")

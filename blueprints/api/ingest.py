@@ -11,7 +11,7 @@ from blueprints.api.schemas import ImportResult
 from domain.json_depth import TooDeep
 from importers.ingest import IngestError, ingest, parse_trial
 from web.database import request_session
-from web.params import NotJsonNumber, strict_json
+from web.params import NotJsonNumber, NotText, strict_json
 
 MAX_LINES = 5000
 IMPORT_LINES = {  # bytes to a generated client (format: binary), read as UTF-8 NDJSON here
@@ -51,7 +51,7 @@ def import_runs():
                 400, "invalid line", f"line {number}, {too_deep(error, 'the line')}", line=number, field=field
             ) from None
         except ValueError as error:
-            said = f" ({error})" if isinstance(error, NotJsonNumber) else ""
+            said = f" ({error})" if isinstance(error, NotJsonNumber | NotText) else ""
             detail = f"line {number} is not JSON{said}"
             raise ApiError(400, "invalid line", detail, line=number, field="line") from error
         try:

@@ -272,3 +272,32 @@ def test_nul_characters_answer_400_not_500(client, auth, owner, count_rows):
     page = client.get("/trials", query_string={"failureCategory": "gave\x00up"})
     assert page.status_code == 400 and "NUL" in page.text
     assert table_counts(count_rows, owner.org.id) == before
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/api/v1/environments", b'{"name": "a\\ud800b"}'),
+        ("/api/v1/environments", b'{"name": "ok", "description": "\\udfff"}'),
+        ("/api/v1/labels", b'{"name": "flaky\\udbff"}'),
+        ("/api/v1/evaluator-configs", b'{"name": "x", "agent": {"kind": "scripted", "note": ["\\ud83d"]}}'),
+    ],
+    ids=["high half", "low half", "label", "nested"],
+)
+def test_a_lone_utf16_surrogate_answers_400_naming_it_not_500(client, auth, owner, count_rows, url, body):
+    """JSON may escape half of a surrogate pair; no UTF-8 text holds it, and PostgreSQL refused it with a 500."""
+    before = table_counts(count_rows, owner.org.id)
+    answer = client.post(url, data=body, content_type="application/json", headers={"X-CSRFToken": auth.csrf()})
+    assert answer.status_code == 400, answer.get_data(as_text=True)[:300]
+    assert "a lone UTF-16 surrogate" in answer.json["detail"]
+    assert table_counts(count_rows, owner.org.id) == before
+
+
+def test_a_whole_surrogate_pair_is_the_character_it_escapes(client, auth, owner):
+    answer = client.post(
+        "/api/v1/environments",
+        data=b'{"name": "rocket \\ud83d\\ude80"}',
+        content_type="application/json",
+        headers={"X-CSRFToken": auth.csrf()},
+    )
+    assert answer.status_code == 201 and answer.json["name"] == "rocket \U0001f680"
