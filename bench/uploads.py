@@ -218,7 +218,7 @@ def _during_bursts(url: str, token: str, bombs: list[bytes], page_times: Callabl
     windows, statuses = [], []
     try:
         for _ in range(BURSTS):
-            time.sleep(random.uniform(0.05, 0.15))  # pages with no bomb in flight, between bursts
+            time.sleep(random.uniform(0.15, 0.3))  # pages with no bomb in flight, between bursts
             go.wait(timeout=60)
             answered = [answers.get(timeout=120) for _ in attackers]
             windows.append((min(a[0] for a in answered), max(a[1] for a in answered)))
@@ -230,7 +230,7 @@ def _during_bursts(url: str, token: str, bombs: list[bytes], page_times: Callabl
             attacker.join(timeout=30)
     during = [ms for start, end, ms in samples if any(start < until and end > since for since, until in windows)]
     away = [
-        ms for start, end, ms in samples if all(end + 0.05 < since or start > until + 0.05 for since, until in windows)
+        ms for start, end, ms in samples if all(end + 0.01 < since or start > until + 0.01 for since, until in windows)
     ]
     return during, away, {status: statuses.count(status) for status in sorted(set(statuses))}
 
