@@ -76,7 +76,7 @@ def measure(trials: int = 30) -> HarborTrialResult:
     return _result(trial_times(trials))
 
 
-def against(other: Path, turns: int = 6, per_turn: int = 5) -> tuple[list[float], list[float]]:
+def against(other: Path, turns: int = 12, per_turn: int = 5) -> tuple[list[float], list[float]]:
     """The ms of each trial here and in the checkout `other`, timed in turns."""
     here: list[float] = []
     there: list[float] = []
