@@ -227,6 +227,13 @@ def ran_elsewhere(spec: Any) -> bool:
     return isinstance(spec, dict) and spec.get("kind") == "external"
 
 
+def draws_worlds(spec: Any) -> bool:
+    """True for kinds whose every reset draws a world from a seed (built-in worlds, MCP servers); a Harbor task is
+    one task by itself and imported results run elsewhere."""
+    kind = spec.get("kind", "builtin") if isinstance(spec, dict) else None
+    return kind in ("builtin", "mcp")
+
+
 def _model_of(spec: dict[str, Any]) -> type[BaseModel]:
     tag = _tag(spec)
     if tag in VARIANTS:

@@ -2,6 +2,7 @@
 
 from models.accounts import AuthSession, LoginThrottle, Membership, Organization, User
 from models.base import Base
+from models.datasets import Dataset, DatasetTask, DatasetVersion
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout, TrialStage
 from models.invitations import Invitation
@@ -21,6 +22,9 @@ __all__ = [
     "Artifact",
     "AuthSession",
     "Base",
+    "Dataset",
+    "DatasetTask",
+    "DatasetVersion",
     "Environment",
     "EnvironmentVersion",
     "EnvironmentVersionStats",

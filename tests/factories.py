@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import text
 
 from db.session import Database
+from domain.datasets import requested_tasks
 from domain.outcome import TrialOutcome
 from domain.trajectory import Step
 from domain.vocabulary import TrialStatus
@@ -32,6 +33,7 @@ from models import (
     StageMetricRollup,
 )
 from models.base import new_id
+from writes.datasets import add_dataset_version, create_dataset
 from writes.invitations import invite
 from writes.tokens import create_token
 from writes.triage import Reviewer, add_note, change_labels, create_label, set_review
@@ -52,7 +54,8 @@ class OrgRows:
 
 
 def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-console") -> OrgRows:
-    """Write an environment, version, evaluator config, run, trial, artifact, rollout and rollups for `org_id`."""
+    """Write an environment, version, evaluator config, run, trial, artifact, rollout, rollups and a dataset version
+    of two tasks for `org_id`."""
     spec = {"kind": "builtin", "environment": name, "params": {}}
     body = json.dumps({"schemaVersion": 1, "log": "opened", "trajectory": json.dumps({"steps": []})}).encode()
     ids = OrgRows(org_id, *(new_id() for _ in range(7)))
@@ -153,6 +156,10 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
                 passed=1,
                 value_sum=1.0,
             )
+        )
+        dataset = create_dataset(session, org_id, "seeded")
+        add_dataset_version(
+            session, dataset, requested_tasks({"environmentVersionId": str(ids.version_id), "count": 2})
         )
     with database.admin_session(org_id) as session, session.begin():
         user_id = session.execute(text("SELECT user_id FROM memberships LIMIT 1")).scalar()

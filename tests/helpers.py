@@ -37,6 +37,9 @@ TABLES = (
     "trial_reviews",
     "trial_notes",
     "trial_audit",
+    "datasets",
+    "dataset_versions",
+    "dataset_tasks",
 )
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from domain.agents import ran_elsewhere as agent_ran_elsewhere
+from domain.datasets import SEED_SPACE
 from domain.errors import NotFoundInOrg, NotRunnableHere, RunError, RunNotResettable
 from domain.outcome import TrialOutcome
 from domain.scoring import pass_at_k_table
@@ -27,7 +28,6 @@ from models.evaluations import EvaluationRun, EvaluationTrial, Rollout
 from writes.once import once
 
 RUNS_CHANNEL = "agentforge_runs"
-SEED_SPACE = 2**31
 
 
 def notify_workers(session: Session) -> None:

@@ -77,7 +77,7 @@ def test_the_document_is_served_publicly_and_names_every_api_route(app, client):
     document = client.get("/api/v1/openapi.json").json
     documented = {path.replace("{", "<").replace("}", ">") for path in document["paths"]}
     routes = {
-        rule.rule.removeprefix("/api/v1").replace("<uuid:", "<")
+        rule.rule.removeprefix("/api/v1").replace("<uuid:", "<").replace("<int:", "<")
         for rule in app.url_map.iter_rules()
         if rule.rule.startswith("/api/v1")
     }
@@ -88,6 +88,7 @@ def test_the_document_is_served_publicly_and_names_every_api_route(app, client):
         .replace("artifact_id", "artifactId")
         .replace("trial_id", "trialId")
         .replace("note_id", "noteId")
+        .replace("dataset_id", "datasetId")
         for r in routes
     }
     assert as_names == documented

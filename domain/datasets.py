@@ -1,0 +1,141 @@
+"""A dataset version's tasks: the three ways a request lists them, the rules a list keeps (1 to 10,000 tasks, each
+once, world seeds only where the kind draws worlds), and the sha256 that makes the same tasks the same version.
+
+A task is an environment version and, for kinds that draw worlds (built-in, MCP), a fixed world seed; a Harbor-task
+version is one task by itself (no seed). Refusals name the field as the request wrote it (`tasks[3].worldSeed`,
+`worldSeeds[0]`, `count`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from domain.rules import UUID_RULE, Refused, integer_from
+
+MAX_DATASET_TASKS = 10_000
+SEED_SPACE = 2**31  # world seeds are 0 .. 2**31 - 1, the range evaluation runs draw theirs from
+WORLD_SEED = integer_from(0, SEED_SPACE - 1)
+TASK_COUNT = integer_from(1, MAX_DATASET_TASKS)
+TASKS_SAYS = f"must be a list of 1 to {MAX_DATASET_TASKS} tasks"
+FORMS = (
+    'the body must hold "tasks": [{"environmentVersionId", "worldSeed"?}, …], or "environmentVersionId" with '
+    '"worldSeeds": [..] or "count": N (seeds 1..N), or "environmentVersionId" alone for a Harbor-task version'
+)
+
+
+class DatasetRefused(ValueError):
+    """A task list refused: `field` names where (`tasks[2].worldSeed`), `says` what is wrong; `status` 404 when the
+    field names an environment version the organization does not have."""
+
+    def __init__(self, field: str, says: str, status: int = 400) -> None:
+        super().__init__(f"{field} {says}")
+        self.field, self.says, self.status = field, says, status
+
+
+@dataclass(frozen=True)
+class TaskInput:
+    """One task as requested: the environment version, its world seed (None: none given), and the request's names
+    of the two fields (for refusals)."""
+
+    environment_version_id: uuid.UUID
+    world_seed: int | None
+    version_field: str
+    seed_field: str
+
+    @property
+    def key(self) -> tuple[uuid.UUID, int | None]:
+        """What makes two tasks the same task."""
+        return self.environment_version_id, self.world_seed
+
+
+def _apply(rule: Any, value: Any, field: str) -> Any:
+    try:
+        return rule.apply(value)
+    except Refused as refused:
+        raise DatasetRefused(field, refused.says) from None
+
+
+def _list(value: Any, field: str, says: str) -> list[Any]:
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_DATASET_TASKS:
+        shown = f"{len(value)} items" if isinstance(value, list) else repr(value)[:40]
+        raise DatasetRefused(field, f"{says}, not {shown}")
+    return value
+
+
+def requested_tasks(body: Mapping[str, Any]) -> list[TaskInput]:
+    """The tasks a POST of dataset versions lists, in order, each checked by itself (then `check_unique`)."""
+    if "tasks" in body:
+        extra = sorted(set(body) & {"environmentVersionId", "worldSeeds", "count"})
+        if extra:
+            raise DatasetRefused(extra[0], f"cannot be given with tasks; {FORMS}")
+        return [_task(item, f"tasks[{i}]") for i, item in enumerate(_list(body["tasks"], "tasks", TASKS_SAYS))]
+    if "environmentVersionId" not in body:
+        raise DatasetRefused("tasks", f"is required; {FORMS}")
+    version_id = _apply(UUID_RULE, body["environmentVersionId"], "environmentVersionId")
+    if "worldSeeds" in body and "count" in body:
+        raise DatasetRefused("count", "cannot be given with worldSeeds")
+    if "worldSeeds" in body:
+        seeds = _list(body["worldSeeds"], "worldSeeds", f"must be a list of 1 to {MAX_DATASET_TASKS} world seeds")
+        return [
+            TaskInput(version_id, _apply(WORLD_SEED, s, f"worldSeeds[{i}]"), "environmentVersionId", f"worldSeeds[{i}]")
+            for i, s in enumerate(seeds)
+        ]
+    if "count" in body:
+        count = _apply(TASK_COUNT, body["count"], "count")
+        return [TaskInput(version_id, seed, "environmentVersionId", "count") for seed in range(1, count + 1)]
+    return [TaskInput(version_id, None, "environmentVersionId", "worldSeeds")]
+
+
+def _task(item: Any, at: str) -> TaskInput:
+    if not isinstance(item, dict):
+        raise DatasetRefused(at, 'must be a JSON object {"environmentVersionId", "worldSeed"?}')
+    unknown = sorted(set(item) - {"environmentVersionId", "worldSeed"})
+    if unknown:
+        raise DatasetRefused(f"{at}.{unknown[0]}", "is unknown; a task has environmentVersionId and worldSeed")
+    if "environmentVersionId" not in item:
+        raise DatasetRefused(f"{at}.environmentVersionId", "is required")
+    version_id = _apply(UUID_RULE, item["environmentVersionId"], f"{at}.environmentVersionId")
+    seed = item.get("worldSeed")
+    seed = None if seed is None else _apply(WORLD_SEED, seed, f"{at}.worldSeed")
+    return TaskInput(version_id, seed, f"{at}.environmentVersionId", f"{at}.worldSeed")
+
+
+def check_unique(tasks: list[TaskInput]) -> None:
+    """Refuse a list that holds one task twice (the same environment version and world seed)."""
+    first: dict[tuple[uuid.UUID, int | None], int] = {}
+    for i, task in enumerate(tasks):
+        if task.key in first:
+            seed = "no world seed" if task.world_seed is None else f"world seed {task.world_seed}"
+            raise DatasetRefused(
+                task.seed_field if task.world_seed is not None else task.version_field,
+                f"repeats task {first[task.key] + 1} (environment version {task.environment_version_id}, {seed}); "
+                "a dataset version holds each task once",
+            )
+        first[task.key] = i
+
+
+def check_seeds(tasks: list[TaskInput], draws_worlds: Mapping[uuid.UUID, bool]) -> None:
+    """Refuse a world seed on a version that draws no worlds (a Harbor task is one task by itself), and a task of a
+    version that draws worlds without one. `draws_worlds` maps each environment version to whether it does."""
+    for task in tasks:
+        draws = draws_worlds[task.environment_version_id]
+        if task.world_seed is not None and not draws:
+            raise DatasetRefused(
+                task.seed_field, "must be left out: a Harbor-task version is one task by itself, with no world seed"
+            )
+        if task.world_seed is None and draws:
+            raise DatasetRefused(
+                task.seed_field,
+                "is required: a built-in or MCP version draws a world from it (give worldSeed, worldSeeds or count)",
+            )
+
+
+def tasks_sha256(tasks: list[TaskInput]) -> str:
+    """sha256 of the ordered tasks (environment version ids and world seeds): the same tasks, the same hash."""
+    canonical = json.dumps([[str(t.environment_version_id), t.world_seed] for t in tasks], separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
