@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from models.datasets import Dataset, DatasetTask, DatasetVersion
 from models.environments import Environment, EnvironmentVersion
+from queries.rows import all_by_name
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,20 @@ def list_datasets(session: Session, dataset_id: uuid.UUID | None = None) -> list
     """The organization's datasets by name (or the one `dataset_id`), each with its latest version."""
     latest = _latest()
     query = (
-        select(Dataset.id, Dataset.name, Dataset.description, Dataset.created_at, latest.c.version, latest.c.task_count)
+        select(
+            Dataset.id,
+            Dataset.name,
+            Dataset.description,
+            Dataset.created_at,
+            latest.c.version.label("latest_version"),
+            latest.c.task_count,
+        )
         .outerjoin(latest, true())
         .order_by(Dataset.name)
     )
     if dataset_id is not None:
         query = query.where(Dataset.id == dataset_id)
-    return [DatasetSummary(*row) for row in session.execute(query)]
+    return all_by_name(DatasetSummary, session.execute(query))
 
 
 def find_dataset(session: Session, dataset_id: uuid.UUID) -> DatasetSummary | None:
@@ -98,7 +106,7 @@ def dataset_versions(session: Session, dataset_id: uuid.UUID, version: int | Non
     )
     if version is not None:
         query = query.where(DatasetVersion.version == version)
-    return [DatasetVersionRow(*row) for row in session.execute(query)]
+    return all_by_name(DatasetVersionRow, session.execute(query))
 
 
 def dataset_tasks(session: Session, dataset_version: DatasetVersionRow) -> list[DatasetTaskRow]:
@@ -107,10 +115,10 @@ def dataset_tasks(session: Session, dataset_version: DatasetVersionRow) -> list[
         select(
             DatasetTask.position,
             DatasetTask.environment_version_id,
-            Environment.id,
-            Environment.name,
+            Environment.id.label("environment_id"),
+            Environment.name.label("environment_name"),
             EnvironmentVersion.version,
-            func.coalesce(EnvironmentVersion.spec["kind"].astext, "builtin"),
+            func.coalesce(EnvironmentVersion.spec["kind"].astext, "builtin").label("kind"),
             DatasetTask.world_seed,
         )
         .join(
@@ -126,7 +134,7 @@ def dataset_tasks(session: Session, dataset_version: DatasetVersionRow) -> list[
         .where(DatasetTask.dataset_version_id == dataset_version.id)
         .order_by(DatasetTask.position)
     )
-    return [DatasetTaskRow(*row) for row in session.execute(query)]
+    return all_by_name(DatasetTaskRow, session.execute(query))
 
 
 def specs_of_versions(session: Session, version_ids: set[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
