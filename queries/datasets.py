@@ -29,18 +29,6 @@ class DatasetSummary:
 
 
 @dataclass(frozen=True)
-class DatasetVersionRow:
-    """One immutable version of a dataset."""
-
-    id: uuid.UUID
-    dataset_id: uuid.UUID
-    version: int
-    tasks_sha256: str
-    task_count: int
-    created_at: datetime
-
-
-@dataclass(frozen=True)
 class DatasetTaskRow:
     """One task of a dataset version, with the environment and version number its environment version is."""
 
@@ -90,26 +78,15 @@ def find_dataset(session: Session, dataset_id: uuid.UUID) -> DatasetSummary | No
     return found[0] if found else None
 
 
-def dataset_versions(session: Session, dataset_id: uuid.UUID, version: int | None = None) -> list[DatasetVersionRow]:
+def dataset_versions(session: Session, dataset_id: uuid.UUID, version: int | None = None) -> list[DatasetVersion]:
     """A dataset's versions, oldest first (or the one numbered `version`)."""
-    query = (
-        select(
-            DatasetVersion.id,
-            DatasetVersion.dataset_id,
-            DatasetVersion.version,
-            DatasetVersion.tasks_sha256,
-            DatasetVersion.task_count,
-            DatasetVersion.created_at,
-        )
-        .where(DatasetVersion.dataset_id == dataset_id)
-        .order_by(DatasetVersion.version)
-    )
+    query = select(DatasetVersion).where(DatasetVersion.dataset_id == dataset_id).order_by(DatasetVersion.version)
     if version is not None:
         query = query.where(DatasetVersion.version == version)
-    return all_by_name(DatasetVersionRow, session.execute(query))
+    return list(session.scalars(query))
 
 
-def dataset_tasks(session: Session, dataset_version: DatasetVersionRow) -> list[DatasetTaskRow]:
+def dataset_tasks(session: Session, dataset_version: DatasetVersion) -> list[DatasetTaskRow]:
     """A dataset version's tasks in order, each with its environment."""
     query = (
         select(
