@@ -605,7 +605,7 @@ def _timeouts(parsed: dict[str, Any]) -> tuple[dict[str, float], list[str]]:
         value = parsed.get(table, {}).get(key)
         wanted = float(value) if _positive(value) else default
         found[name] = min(wanted, ceiling)
-        if wanted > ceiling:
+        if wanted > ceiling and _positive(value):  # a default held to the ceiling is not the task's to be told
             clamped.append(
                 f"[{table}] {key} = {wanted:g} is over the most a trial may take "
                 f"(AGENTFORGE_MAX_TRIAL_TIMEOUT_S): {ceiling:g} s here"

@@ -128,3 +128,14 @@ def test_a_task_within_the_ceilings_says_nothing_of_them():
     spec = task_spec(tree_with("[verifier]\ntimeout_sec = 30\n"), "modest")
     assert (spec["agentTimeoutS"], spec["verifierTimeoutS"], spec["buildTimeoutS"]) == (600.0, 30.0, 600.0)
     assert "clamped" not in spec
+
+
+def test_defaults_over_a_low_ceiling_are_held_to_it_without_a_word(monkeypatch):
+    """A ceiling of 20 s holds the 600 s defaults too, but task.toml never asked for them: the version page listed
+    "[agent] timeout_sec = 600 is over …" for a task that has no [agent] table."""
+    monkeypatch.setenv("AGENTFORGE_MAX_TRIAL_TIMEOUT_S", "20")
+    spec = task_spec(tree_with("[verifier]\ntimeout_sec = 30\n"), "modest")
+    assert (spec["agentTimeoutS"], spec["verifierTimeoutS"], spec["buildTimeoutS"]) == (20.0, 20.0, 20.0)
+    assert spec["clamped"] == [
+        "[verifier] timeout_sec = 30 is over the most a trial may take (AGENTFORGE_MAX_TRIAL_TIMEOUT_S): 20 s here"
+    ]
