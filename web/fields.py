@@ -22,6 +22,9 @@ class Follows:
 
     def __init__(self, rule: Rule, label: str) -> None:
         self.rule, self.label = rule, label
+        # The rule's bounds as the field's flags, for the page's min/max attributes and its label (1 to 8).
+        bounds = {"min": rule.schema.get("minimum"), "max": rule.schema.get("maximum")}
+        self.field_flags = {flag: value for flag, value in bounds.items() if value is not None}
 
     def __call__(self, form: Any, field: Any) -> None:
         value = field.raw_data[0] if field.raw_data else field.data

@@ -116,3 +116,13 @@ def test_the_queued_hint_counts_live_workers_and_their_runs(api, database, membe
     hint = one(api.get(f"/runs/{queued}").text, ".run-now").get_text(" ", strip=True)
     assert "2 workers are running, busy with 1 run of this organization" in hint
     assert "No worker is running" not in " ".join(texts(api.get(f"/runs/{queued}").text, ".run-now"))
+
+
+def test_the_start_run_form_says_the_attempt_counts_it_takes(api, database, member):
+    """The label read "attemptCount (None to None; …)" and the input min="None" max="None": the bounds come from the
+    rule the form follows (1 to 8, as the API's)."""
+    catalog = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.5}, attempt_count=2)
+    page = parse(api.get(f"/environments/{catalog.environment_id}").text)
+    assert one(page, "label[for=attempt_count]").get_text() == "attemptCount (1\u20138; empty uses the configuration's)"
+    field = one(page, "#attempt_count")
+    assert (attr(field, "min"), attr(field, "max")) == ("1", "8")
