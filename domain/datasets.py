@@ -18,6 +18,10 @@ from typing import Any
 from domain.rules import UUID_RULE, Refused, integer_from
 
 MAX_DATASET_TASKS = 10_000
+TASK_TEXT_CHARS = 300  # the start of its task's text a dataset run keeps per task (its page's table)
+# What a dataset run retries: trials the environment or the agent's infrastructure ended (a crashed agent program,
+# an unreachable model, a world that could not start or score), never a failure the verifier scored.
+INFRASTRUCTURE_ERRORS = ("environment_error", "agent_error")
 SEED_SPACE = 2**31  # world seeds are 0 .. 2**31 - 1, the range evaluation runs draw theirs from
 WORLD_SEED = integer_from(0, SEED_SPACE - 1)
 TASK_COUNT = integer_from(1, MAX_DATASET_TASKS)
@@ -139,3 +143,9 @@ def tasks_sha256(tasks: list[TaskInput]) -> str:
     """sha256 of the ordered tasks (environment version ids and world seeds): the same tasks, the same hash."""
     canonical = json.dumps([[str(t.environment_version_id), t.world_seed] for t in tasks], separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def infrastructure_error(status: str, failure_category: str | None) -> bool:
+    """Whether a trial ended in an infrastructure error (retried by "retry the tasks that ended in errors"): it
+    was never scored (status error) or its category is one of INFRASTRUCTURE_ERRORS."""
+    return status == "error" or failure_category in INFRASTRUCTURE_ERRORS

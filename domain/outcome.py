@@ -72,6 +72,12 @@ class TrialOutcome:
         }
         return {**self.stages, **({EXPLANATIONS_KEY: said} if said else {})}
 
+    def tokens(self) -> int:
+        """The tokens (prompt and completion) the steps say their model turns used; 0 when none says."""
+        counts = ((step.tokens or {}).get(key) for step in self.steps for key in ("prompt", "completion"))
+        total = sum(int(c) for c in counts if isinstance(c, int | float) and not isinstance(c, bool) and 0 < c < 2**40)
+        return min(total, 2**40)  # a rollup adds up millions of trials without overflowing a bigint
+
     def stored_steps(self) -> list[dict[str, Any]]:
         """The steps as they are stored (Step.to_stored)."""
         return [step.to_stored() for step in self.steps]

@@ -2,7 +2,7 @@
 
 from models.accounts import AuthSession, LoginThrottle, Membership, Organization, User
 from models.base import Base
-from models.datasets import Dataset, DatasetTask, DatasetVersion
+from models.datasets import Dataset, DatasetRun, DatasetRunTask, DatasetTask, DatasetVersion
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout, TrialStage
 from models.invitations import Invitation
@@ -23,6 +23,8 @@ __all__ = [
     "AuthSession",
     "Base",
     "Dataset",
+    "DatasetRun",
+    "DatasetRunTask",
     "DatasetTask",
     "DatasetVersion",
     "Environment",

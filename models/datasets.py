@@ -1,14 +1,16 @@
 """Datasets (migration 0040): a dataset of the organization, its immutable versions, and each version's ordered
-tasks (an environment version and, for kinds that draw worlds, a fixed world seed)."""
+tasks (an environment version and, for kinds that draw worlds, a fixed world seed); dataset runs (migration 0041):
+one evaluator on every task of a version, and their per-task rollup."""
 
 from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import CheckConstraint, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, CheckConstraint, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from domain.datasets import MAX_DATASET_TASKS
+from domain.vocabulary import MAX_ATTEMPTS, MIN_ATTEMPTS
 from models.base import Base, OrgRoot, OrgScoped, Timestamped, org_fk
 
 
@@ -68,3 +70,77 @@ class DatasetTask(OrgScoped, Base):
     position: Mapped[int] = mapped_column(Integer)
     environment_version_id: Mapped[uuid.UUID]
     world_seed: Mapped[int | None] = mapped_column(Integer)
+
+
+class DatasetRun(OrgRoot, Timestamped, Base):
+    """One evaluator configuration on every task of a dataset version: attemptCount trials per task, one evaluation
+    run per task (evaluation_runs.dataset_run_id). Immutable; its figures are its tasks' rollup rows."""
+
+    __tablename__ = "dataset_runs"
+    __table_args__ = (
+        CheckConstraint(f"attempt_count BETWEEN {MIN_ATTEMPTS} AND {MAX_ATTEMPTS}", name="attempt_count_range"),
+        CheckConstraint(f"task_count BETWEEN 1 AND {MAX_DATASET_TASKS}", name="task_count_range"),
+        org_fk("dataset_version_id", "dataset_versions"),
+        org_fk("evaluator_config_id", "evaluator_configs"),
+        # The leaderboard: each evaluator's newest dataset run of a version.
+        Index(
+            "ix_dataset_runs_version_evaluator_created",
+            "organization_id",
+            "dataset_version_id",
+            "evaluator_config_id",
+            "created_at",
+            "id",
+        ),
+        Index(
+            "ux_dataset_runs_org_submission_key",
+            "organization_id",
+            "submission_key",
+            unique=True,
+            postgresql_where=text("submission_key IS NOT NULL"),
+        ),
+    )
+
+    dataset_version_id: Mapped[uuid.UUID]
+    evaluator_config_id: Mapped[uuid.UUID]
+    attempt_count: Mapped[int] = mapped_column(Integer)
+    task_count: Mapped[int] = mapped_column(Integer)
+    submission_key: Mapped[uuid.UUID | None]
+
+
+class DatasetRunTask(Base):
+    """The rollup of one task of a dataset run: its current evaluation run (a retry points it at a new one and
+    starts the counts again) and that run's trials, successes, scored trials, reward sum and sum of squares,
+    trials that ended in infrastructure errors, tokens, and the start of its task text.
+
+    writes.runs.RECORD_TRIAL adds to it in the statement that records the trial: never a scan of trials.
+    """
+
+    __tablename__ = "dataset_run_tasks"
+    __table_args__ = (
+        CheckConstraint("position >= 1", name="position_positive"),
+        CheckConstraint(
+            "trials >= 0 AND successes BETWEEN 0 AND trials AND scored BETWEEN 0 AND trials AND errors >= 0 "
+            "AND retries >= 0 AND tokens >= 0",
+            name="counts",
+        ),
+        org_fk("dataset_run_id", "dataset_runs"),
+        org_fk("environment_version_id", "environment_versions"),
+        org_fk("evaluation_run_id", "evaluation_runs"),
+        Index("ux_dataset_run_tasks_evaluation_run", "organization_id", "evaluation_run_id", unique=True),
+    )
+
+    organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    dataset_run_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    environment_version_id: Mapped[uuid.UUID]
+    world_seed: Mapped[int | None] = mapped_column(Integer)
+    evaluation_run_id: Mapped[uuid.UUID]
+    retries: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
+    trials: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
+    successes: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
+    scored: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
+    reward_sum: Mapped[float] = mapped_column(server_default="0", default=0.0)
+    reward_square_sum: Mapped[float] = mapped_column(server_default="0", default=0.0)
+    errors: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
+    tokens: Mapped[int] = mapped_column(BigInteger, server_default="0", default=0)
+    task: Mapped[str | None] = mapped_column(Text)

@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Index,
     Integer,
@@ -83,6 +84,7 @@ class EvaluatorConfig(OrgRoot, Timestamped, Base):
         CheckConstraint(f"attempt_count BETWEEN {MIN_ATTEMPTS} AND {MAX_ATTEMPTS}", name="attempt_count_range"),
         CheckConstraint("max_steps >= 1", name="max_steps_positive"),
         CheckConstraint("timeout_s > 0", name="timeout_positive"),
+        CheckConstraint("step >= 0", name="step_non_negative"),
         once_per_submission("evaluator_configs"),
     )
 
@@ -93,3 +95,6 @@ class EvaluatorConfig(OrgRoot, Timestamped, Base):
     timeout_s: Mapped[float] = mapped_column(default=60.0)
     secret_env: Mapped[bytes | None] = mapped_column(LargeBinary)
     submission_key: Mapped[uuid.UUID | None]
+    # The training checkpoint this evaluator evaluates and its step (migration 0041): the dataset page's chart.
+    checkpoint: Mapped[str | None] = mapped_column(String(200))
+    step: Mapped[int | None] = mapped_column(BigInteger)

@@ -77,7 +77,9 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
         CheckConstraint(one_of("reset_mode", RESET_MODES), name="reset_mode_known"),
         CheckConstraint("(reset_mode = 'initial') = (reset_of_run_id IS NULL)", name="reset_names_its_run"),
         CheckConstraint("attempts >= 0", name="attempts_non_negative"),
+        CheckConstraint("(dataset_run_id IS NULL) = (dataset_position IS NULL)", name="dataset_task"),
         org_fk("environment_version_id", "environment_versions"),
+        org_fk("dataset_run_id", "dataset_runs"),
         org_fk("evaluator_config_id", "evaluator_configs"),
         org_fk("reset_of_run_id", "evaluation_runs"),
         # Runs in run order, (created_at, id), per version (migration 0028 added the id).
@@ -127,6 +129,14 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
             "id",
             postgresql_where=text("status = 'queued'"),
         ),
+        # A dataset run's runs, task by task (migration 0041).
+        Index(
+            "ix_evaluation_runs_dataset_run",
+            "organization_id",
+            "dataset_run_id",
+            "dataset_position",
+            postgresql_where=text("dataset_run_id IS NOT NULL"),
+        ),
         # The fair claim counts each organization's runs in progress (live leases).
         Index(
             "ix_evaluation_runs_in_progress",
@@ -161,6 +171,9 @@ class EvaluationRun(OrgScoped, Timestamped, Base):
     current_trial: Mapped[int | None] = mapped_column(Integer)
     current_step: Mapped[int | None] = mapped_column(Integer)
     current_trial_started_at: Mapped[datetime | None]
+    # The dataset run this run is one task of, and that task's position in its dataset version (migration 0041).
+    dataset_run_id: Mapped[uuid.UUID | None]
+    dataset_position: Mapped[int | None] = mapped_column(Integer)
 
     # For joins in queries (never lazy-loaded: a page must not issue a query per row).
     environment_version: Mapped[EnvironmentVersion] = relationship(viewonly=True, lazy="raise")

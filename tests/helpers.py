@@ -40,6 +40,8 @@ TABLES = (
     "datasets",
     "dataset_versions",
     "dataset_tasks",
+    "dataset_runs",
+    "dataset_run_tasks",
 )
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from domain.agents import ran_elsewhere as agent_ran_elsewhere
-from domain.datasets import SEED_SPACE
+from domain.datasets import SEED_SPACE, TASK_TEXT_CHARS, infrastructure_error
 from domain.errors import NotFoundInOrg, NotRunnableHere, RunError, RunNotResettable
 from domain.outcome import TrialOutcome
 from domain.scoring import pass_at_k_table
@@ -208,7 +208,7 @@ STATS_CHANGE = """VALUES (CAST(:org AS uuid), CAST(:version_id AS uuid), CAST(:r
     CAST(:rollouts AS int), CAST(:reward AS float8))"""
 
 # One round trip for everything a trial writes: artifact, trial (with its full-text search vector), rollout (when
-# scored) and the three rollups.
+# scored), the three rollups and, for a run of a dataset run, its task's row (dataset_run_tasks, migration 0041).
 # Data-modifying CTEs all run, and the foreign keys between them are checked at the end of the statement.
 # The trial's full-text search vector (migration 0018), as RECORD_TRIAL writes it (bench.recording swaps it out):
 # to_tsvector of the text search_text built in Python (the same text trial_search_vector reads from the steps, without
@@ -252,6 +252,13 @@ RECORD_TRIAL = text(
         FROM unnest(CAST(:stage_keys AS text[]), CAST(:stage_values AS float8[])) AS u(k, v)
         ON CONFLICT (organization_id, environment_version_id, stage_key) DO UPDATE SET
             trials = r.trials + 1, passed = r.passed + EXCLUDED.passed, value_sum = r.value_sum + EXCLUDED.value_sum
+    ), dataset_task AS (
+        UPDATE dataset_run_tasks SET trials = trials + 1, successes = successes + (CAST(:reward AS float8) = 1)::int,
+            scored = scored + int4(:scored), reward_sum = reward_sum + coalesce(CAST(:reward AS float8), 0),
+            reward_square_sum = reward_square_sum + coalesce(CAST(:reward AS float8) ^ 2, 0),
+            errors = errors + int4(:infrastructure_error), tokens = tokens + :tokens,
+            task = coalesce(task, left(:task, :task_chars))
+        WHERE organization_id = :org AND evaluation_run_id = :run_id
     )
     SELECT 1
     """
@@ -318,6 +325,9 @@ def record_trial(
         "atif_sha256": hashlib.sha256(atif_body).hexdigest() if atif_body is not None else None,
         "stage_keys": [key for key, _ in stages],
         "stage_values": [value for _, value in stages],
+        "infrastructure_error": infrastructure_error(outcome.status, outcome.failure_category),
+        "tokens": outcome.tokens(),
+        "task_chars": TASK_TEXT_CHARS,
     }
     # Everything is serialised (steps, search text) before the lock, so the organization's other writers wait
     # only for the statement itself.

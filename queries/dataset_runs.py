@@ -1,0 +1,236 @@
+"""Dataset runs as their page, the API, compare and the leaderboard show them, read from their rollup rows
+(dataset_run_tasks, kept by writes.runs.RECORD_TRIAL) joined to each task's current run: never a scan of trials.
+
+A task's key is its identity, `<environment version id>:<world seed>` (`:` alone for a Harbor task): two dataset
+runs hold the same task when they ran the same version on the same world, so compare pairs them task by task
+whichever dataset version listed it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from domain import task_stats
+from domain.task_stats import TaskEstimate, TaskTally
+from queries.rows import all_by_name, by_name
+
+FINISHED = ("completed", "failed", "cancelled")
+
+
+def task_key(environment_version_id: uuid.UUID, world_seed: int | None) -> str:
+    """A dataset task's identity across dataset runs and versions: its environment version and world seed."""
+    return f"{environment_version_id}:{'' if world_seed is None else world_seed}"
+
+
+@dataclass(frozen=True)
+class DatasetRunRef:
+    """A dataset run with the names it shows: its dataset and version, and its evaluator (checkpoint and step)."""
+
+    id: uuid.UUID
+    dataset_id: uuid.UUID
+    dataset_name: str
+    dataset_version_id: uuid.UUID
+    version: int
+    evaluator_config_id: uuid.UUID
+    evaluator_name: str
+    checkpoint: str | None
+    step: int | None
+    attempt_count: int
+    task_count: int
+    created_at: datetime
+
+    @property
+    def label(self) -> str:
+        """How pages name it: the evaluator on the dataset version."""
+        return f"{self.evaluator_name} on {self.dataset_name} v{self.version}"
+
+
+@dataclass(frozen=True)
+class DatasetRunTask:
+    """One task of a dataset run: where it stands (its current run's status) and that run's counts."""
+
+    position: int
+    environment_version_id: uuid.UUID
+    environment_id: uuid.UUID
+    environment_name: str
+    version: int
+    world_seed: int | None
+    evaluation_run_id: uuid.UUID
+    sequence_number: int
+    status: str
+    error: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    retries: int
+    trials: int
+    successes: int
+    scored: int
+    reward_sum: float
+    reward_square_sum: float
+    errors: int
+    tokens: int
+    task: str | None
+
+    @property
+    def key(self) -> str:
+        """The task's identity (task_key)."""
+        return task_key(self.environment_version_id, self.world_seed)
+
+    @property
+    def finished(self) -> bool:
+        """Its current run has ended (completed, failed or cancelled)."""
+        return self.status in FINISHED
+
+    @property
+    def ended_in_errors(self) -> bool:
+        """Finished, and its run failed or a trial ended in an infrastructure error (what a retry runs again)."""
+        return self.finished and (self.errors > 0 or self.status != "completed")
+
+    @property
+    def mean_reward(self) -> float | None:
+        """The mean of its scored trials' rewards."""
+        return self.reward_sum / self.scored if self.scored else None
+
+    @property
+    def tally(self) -> TaskTally:
+        """Its trials as the task-clustered statistics read them."""
+        return TaskTally(self.trials, self.successes, self.scored, self.reward_sum, self.reward_square_sum)
+
+
+@dataclass(frozen=True)
+class DatasetRunView:
+    """A dataset run with its tasks in order and the figures they give: status, progress, pass@k and mean reward
+    (task-clustered 95% intervals), and an estimate of the time left."""
+
+    ref: DatasetRunRef
+    tasks: list[DatasetRunTask]
+    now: datetime
+
+    @cached_property
+    def tallies(self) -> dict[str, TaskTally]:
+        """Each task's tally by task key (tasks with no trial yet are left out)."""
+        return {t.key: t.tally for t in self.tasks if t.trials}
+
+    @property
+    def tasks_done(self) -> int:
+        """Tasks whose current run has finished."""
+        return sum(t.finished for t in self.tasks)
+
+    @property
+    def trials_done(self) -> int:
+        """Trials recorded by the tasks' current runs."""
+        return sum(t.trials for t in self.tasks)
+
+    @property
+    def trials_total(self) -> int:
+        """Trials the dataset run asks for: attemptCount per task."""
+        return self.ref.attempt_count * self.ref.task_count
+
+    @property
+    def errored_tasks(self) -> int:
+        """Finished tasks that ended in errors (retry runs them again)."""
+        return sum(t.ended_in_errors for t in self.tasks)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the tasks' current runs reported."""
+        return sum(t.tokens for t in self.tasks)
+
+    @property
+    def status(self) -> str:
+        """queued (no task begun), running, or completed (every task's run ended; failed when every one failed)."""
+        if self.tasks_done == len(self.tasks):
+            return "failed" if all(t.status != "completed" for t in self.tasks) else "completed"
+        if all(t.status == "queued" and not t.retries for t in self.tasks):
+            return "queued"
+        return "running"
+
+    @cached_property
+    def pass_at_k(self) -> dict[int, TaskEstimate]:
+        """pass@1 over trials clustered by task, pass@k (k >= 2) over tasks with k attempts."""
+        over_tasks = {k: e for k, e in task_stats.pass_at_k(self.tallies).items() if k >= 2}
+        return {1: task_stats.pass_at_1(self.tallies), **over_tasks}
+
+    @cached_property
+    def mean_reward(self) -> TaskEstimate:
+        """The mean of the scored trials' rewards, clustered by task."""
+        return task_stats.mean_reward(self.tallies)
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When its first task's current run began."""
+        return min((t.started_at for t in self.tasks if t.started_at), default=None)
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the pace so far (trials recorded since the first began), None before a trial or once
+        done."""
+        done, started = self.trials_done, self.started_at
+        if not done or started is None or self.status in FINISHED:
+            return None
+        elapsed = (self.now - started).total_seconds()
+        return max(0.0, elapsed / done * (self.trials_total - done))
+
+
+REF_COLUMNS = """
+    dr.id, d.id AS dataset_id, d.name AS dataset_name, dr.dataset_version_id, dv.version,
+    dr.evaluator_config_id, c.name AS evaluator_name, c.checkpoint, c.step, dr.attempt_count, dr.task_count,
+    dr.created_at
+"""
+REF_JOINS = """
+    JOIN dataset_versions dv ON dv.organization_id = dr.organization_id AND dv.id = dr.dataset_version_id
+    JOIN datasets d ON d.organization_id = dv.organization_id AND d.id = dv.dataset_id
+    JOIN evaluator_configs c ON c.organization_id = dr.organization_id AND c.id = dr.evaluator_config_id
+"""
+FIND = text(f"SELECT {REF_COLUMNS} FROM dataset_runs dr {REF_JOINS} WHERE dr.id = :id")
+TASKS = text(
+    """
+    SELECT t.position, t.environment_version_id, v.environment_id, e.name AS environment_name, v.version,
+           t.world_seed, t.evaluation_run_id, r.sequence_number, r.status, r.error, r.started_at, r.finished_at,
+           t.retries, t.trials, t.successes, t.scored, t.reward_sum, t.reward_square_sum, t.errors, t.tokens, t.task
+    FROM dataset_run_tasks t
+    JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
+    JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
+    JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
+    WHERE t.dataset_run_id = :id
+    ORDER BY t.position
+    """
+)
+
+
+def find_dataset_run(session: Session, dataset_run_id: uuid.UUID) -> DatasetRunRef | None:
+    """The organization's dataset run `dataset_run_id` with its names (None for an id it does not have)."""
+    row = session.execute(FIND, {"id": dataset_run_id}).first()
+    return by_name(DatasetRunRef, row) if row is not None else None
+
+
+def dataset_run_view(session: Session, dataset_run_id: uuid.UUID) -> DatasetRunView | None:
+    """The dataset run with its tasks in order (None for an id the organization does not have)."""
+    ref = find_dataset_run(session, dataset_run_id)
+    if ref is None:
+        return None
+    tasks = all_by_name(DatasetRunTask, session.execute(TASKS, {"id": dataset_run_id}))
+    now = session.execute(text("SELECT now()")).scalar_one()
+    return DatasetRunView(ref, tasks, now)
+
+
+LIST = text(
+    f"""
+    SELECT {REF_COLUMNS} FROM dataset_runs dr {REF_JOINS}
+    WHERE CAST(:version_id AS uuid) IS NULL OR dr.dataset_version_id = CAST(:version_id AS uuid)
+    ORDER BY dr.created_at DESC, dr.id DESC LIMIT :limit
+    """
+)
+
+
+def list_dataset_runs(
+    session: Session, dataset_version_id: uuid.UUID | None = None, limit: int = 100
+) -> list[DatasetRunRef]:
+    """The organization's newest dataset runs (of one dataset version when given), newest first."""
+    return all_by_name(DatasetRunRef, session.execute(LIST, {"version_id": dataset_version_id, "limit": limit}))
