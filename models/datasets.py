@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 from sqlalchemy import BigInteger, CheckConstraint, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from domain.datasets import MAX_DATASET_TASKS
@@ -110,7 +111,8 @@ class DatasetRun(OrgRoot, Timestamped, Base):
 class DatasetRunTask(Base):
     """The rollup of one task of a dataset run: its current evaluation run (a retry points it at a new one and
     starts the counts again) and that run's trials, successes, scored trials, reward sum and sum of squares,
-    trials that ended in infrastructure errors, tokens, and the start of its task text.
+    trials that ended in infrastructure errors, tokens, the start of its task text, and its trials per failure
+    category and per stage_* key.
 
     writes.runs.RECORD_TRIAL adds to it in the statement that records the trial: never a scan of trials.
     """
@@ -144,3 +146,7 @@ class DatasetRunTask(Base):
     errors: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
     tokens: Mapped[int] = mapped_column(BigInteger, server_default="0", default=0)
     task: Mapped[str | None] = mapped_column(Text)
+    # Trials per failure_category, and per stage_* key [trials, passed, value sum]: the capability gap and partial
+    # rewards of the dataset run.
+    categories: Mapped[dict[str, int]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"), default=dict)
+    stages: Mapped[dict[str, list[float]]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"), default=dict)

@@ -76,6 +76,8 @@ class DatasetRunTask:
     errors: int
     tokens: int
     task: str | None
+    categories: dict[str, int]  # trials per failure_category
+    stages: dict[str, list[float]]  # stage_* key → [trials, passed, value sum]
 
     @property
     def key(self) -> str:
@@ -142,6 +144,26 @@ class DatasetRunView:
         """Tokens the tasks' current runs reported."""
         return sum(t.tokens for t in self.tasks)
 
+    @cached_property
+    def categories(self) -> dict[str, int]:
+        """Trials per failure_category over the tasks' current runs, the most frequent first (the capability gap)."""
+        counts: dict[str, int] = {}
+        for task in self.tasks:
+            for category, trials in task.categories.items():
+                counts[category] = counts.get(category, 0) + int(trials)
+        return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+    @cached_property
+    def stages(self) -> dict[str, tuple[int, int, float]]:
+        """Per stage_* key over the tasks' current runs: (trials that reported it, passed, value sum), the partial
+        rewards."""
+        sums: dict[str, list[float]] = {}
+        for task in self.tasks:
+            for key, (trials, passed, total) in task.stages.items():
+                row = sums.setdefault(key, [0, 0, 0.0])
+                row[0], row[1], row[2] = row[0] + trials, row[1] + passed, row[2] + total
+        return {key: (int(t), int(p), float(v)) for key, (t, p, v) in sums.items()}
+
     @property
     def status(self) -> str:
         """queued (no task begun), running, or completed (every task's run ended; failed when every one failed)."""
@@ -193,7 +215,8 @@ TASKS = text(
     """
     SELECT t.position, t.environment_version_id, v.environment_id, e.name AS environment_name, v.version,
            t.world_seed, t.evaluation_run_id, r.sequence_number, r.status, r.error, r.started_at, r.finished_at,
-           t.retries, t.trials, t.successes, t.scored, t.reward_sum, t.reward_square_sum, t.errors, t.tokens, t.task
+           t.retries, t.trials, t.successes, t.scored, t.reward_sum, t.reward_square_sum, t.errors, t.tokens, t.task,
+           t.categories, t.stages
     FROM dataset_run_tasks t
     JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
     JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id

@@ -139,7 +139,8 @@ RETRY_TASKS = text(
         RETURNING environment_version_id
     ), rollup AS (
         UPDATE dataset_run_tasks t SET evaluation_run_id = f.id, retries = t.retries + 1, trials = 0, successes = 0,
-            scored = 0, reward_sum = 0, reward_square_sum = 0, errors = 0, tokens = 0
+            scored = 0, reward_sum = 0, reward_square_sum = 0, errors = 0, tokens = 0, categories = '{{}}',
+            stages = '{{}}'
         FROM fresh f
         WHERE t.organization_id = :org AND t.dataset_run_id = :dataset_run_id AND t.position = f.position
     ), stats AS (

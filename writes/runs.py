@@ -257,7 +257,14 @@ RECORD_TRIAL = text(
             scored = scored + int4(:scored), reward_sum = reward_sum + coalesce(CAST(:reward AS float8), 0),
             reward_square_sum = reward_square_sum + coalesce(CAST(:reward AS float8) ^ 2, 0),
             errors = errors + int4(:infrastructure_error), tokens = tokens + :tokens,
-            task = coalesce(task, left(:task, :task_chars))
+            task = coalesce(task, left(:task, :task_chars)),
+            categories = CASE WHEN CAST(:category AS text) IS NULL THEN categories ELSE categories
+                || jsonb_build_object(:category, coalesce((categories ->> CAST(:category AS text))::int, 0) + 1) END,
+            stages = stages || coalesce((
+                SELECT jsonb_object_agg(u.k, jsonb_build_array(coalesce((stages -> u.k ->> 0)::int, 0) + 1,
+                    coalesce((stages -> u.k ->> 1)::int, 0) + (u.v = 1)::int,
+                    coalesce((stages -> u.k ->> 2)::float8, 0) + u.v))
+                FROM unnest(CAST(:stage_keys AS text[]), CAST(:stage_values AS float8[])) AS u(k, v)), '{{}}')
         WHERE organization_id = :org AND evaluation_run_id = :run_id
     )
     SELECT 1

@@ -60,6 +60,14 @@ class Progress(ApiModel):
     eta_seconds: float | None
 
 
+class StageFigure(ApiModel):
+    """One stage_* key over a dataset run: trials that reported it, how many passed it (value 1), the mean value."""
+
+    trials: int
+    passed: int
+    mean: float
+
+
 class DatasetRunTaskAnswer(ApiModel):
     """One task: its environment version and world seed, the start of its text, its current evaluation run with
     that run's status, trials, successes, mean reward, infrastructure errors and retries."""
@@ -105,6 +113,8 @@ class DatasetRun(ApiModel):
     pass_at_k: dict[str, Figure] = Field(description="pass@1 over trials clustered by task; pass@k over tasks")
     mean_reward: Figure
     tokens: int
+    failure_categories: dict[str, int] = Field(description="Trials per failure_category (the capability gap)")
+    stages: dict[str, StageFigure] = Field(description="Per stage_* key: trials that reported it, passed, mean")
     tasks: list[DatasetRunTaskAnswer]
 
     @classmethod
@@ -126,6 +136,8 @@ class DatasetRun(ApiModel):
             pass_at_k={str(k): Figure.of_estimate(e) for k, e in view.pass_at_k.items()},
             mean_reward=Figure.of_estimate(view.mean_reward),
             tokens=view.tokens,
+            failure_categories=view.categories,
+            stages={k: StageFigure(trials=t, passed=p, mean=v / t) for k, (t, p, v) in view.stages.items() if t},
             tasks=[DatasetRunTaskAnswer.of_task(t) for t in view.tasks],
         )
 

@@ -5,7 +5,8 @@ per task with the task's world seed (evaluation_runs.dataset_run_id and dataset_
 meets the same tasks. dataset_run_tasks is its rollup, one row per task: the task's current evaluation run (a retry
 of a task that ended in errors points it at a new run and starts its counts again) and that run's trials,
 successes, scored trials, reward sum and sum of squares (a task-clustered figure's TaskTally), trials that ended in
-infrastructure errors, tokens, and the start of the task's text. writes.runs.RECORD_TRIAL adds to it in the
+infrastructure errors, tokens, the start of the task's text, its trials per failure_category (`categories`,
+{category: trials}) and per stage_* key (`stages`, {key: [trials, passed, value sum]}). writes.runs.RECORD_TRIAL adds to it in the
 statement that records a trial, so a dataset run's page, the leaderboard and compare read these rows and never scan
 trials.
 
@@ -18,6 +19,7 @@ Revises: 0040
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0041"
 down_revision = "0040"
@@ -107,6 +109,8 @@ def upgrade() -> None:
         sa.Column("errors", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("tokens", sa.BigInteger(), nullable=False, server_default="0"),
         sa.Column("task", sa.Text(), nullable=True),
+        sa.Column("categories", JSONB(), nullable=False, server_default=sa.text("'{}'::jsonb")),
+        sa.Column("stages", JSONB(), nullable=False, server_default=sa.text("'{}'::jsonb")),
         sa.ForeignKeyConstraint(
             ["organization_id", "dataset_run_id"],
             ["dataset_runs.organization_id", "dataset_runs.id"],

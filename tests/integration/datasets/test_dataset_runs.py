@@ -100,6 +100,33 @@ def test_two_evaluators_meet_the_same_six_tasks_and_the_figures_are_the_trials(a
         every = [r for trials in per_task.values() for _, r in trials if r is not None]
         assert answer["meanReward"]["value"] == pytest.approx(np.mean(every))
     assert texts[first["id"]] == texts[second["id"]] and len(set(texts[first["id"]])) == 6
+    # the capability gap and partial rewards of a dataset run are its trials' categories and stages
+    for dataset_run_id, answer in done.items():
+        categories = dict(
+            rows(
+                database,
+                api.org.id,
+                "SELECT t.failure_category, count(*) FROM evaluation_trials t JOIN evaluation_runs r "
+                "ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id "
+                "WHERE r.dataset_run_id = :id AND t.failure_category IS NOT NULL GROUP BY 1",
+                id=dataset_run_id,
+            )
+        )
+        assert answer["failureCategories"] == categories and categories, answer["failureCategories"]
+        stages = {
+            key: {"trials": n, "passed": passed}
+            for key, n, passed in rows(
+                database,
+                api.org.id,
+                "SELECT m.key, count(*), count(*) FILTER (WHERE m.value::float8 = 1) FROM evaluation_trials t "
+                "JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id "
+                "CROSS JOIN jsonb_each_text(t.metrics) m WHERE r.dataset_run_id = :id AND m.key LIKE 'stage%' "
+                "GROUP BY 1",
+                id=dataset_run_id,
+            )
+        }
+        assert {k: {"trials": v["trials"], "passed": v["passed"]} for k, v in answer["stages"].items()} == stages
+        assert len(stages) >= 2
 
     again = start(api, version, novice)  # a second dataset run of one evaluator draws the same tasks
     work(database)
