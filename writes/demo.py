@@ -1,12 +1,16 @@
-"""Demo data: two organizations with users, built-in environments (two versions each), evaluator configs, runs."""
+"""Demo data: two organizations with users, built-in environments (two versions each), evaluator configs, runs, and a
+dataset of both built-in worlds run by the expert and the novice."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from db.session import Database
+from domain.datasets import TaskInput
 from queries.accounts import find_organization
 from writes.accounts import add_membership, create_organization, create_user
+from writes.dataset_runs import start_dataset_run
+from writes.datasets import add_dataset_version, create_dataset
 from writes.environments import create_environment, create_environment_version, create_evaluator_config
 from writes.runs import enqueue_run, reset_run
 
@@ -29,6 +33,9 @@ MCP_SPEC = {
     "command": ["python", "-m", "worker.environments.mcp_admin_console"],
     "verifier": {"tool": "score"},
 }
+DATASET = ("shop-and-support", "Three worlds of each built-in environment's first version, the same for every agent.")
+DATASET_SEEDS = (1, 2, 3)  # world seeds of each version's tasks
+DATASET_ATTEMPTS = 2  # trials per task of the demo's dataset runs
 EVALUATORS = (  # name, skill, attemptCount, max steps
     ("scripted-expert", 0.85, 8, 14),
     ("scripted-novice", 0.35, 4, 10),
@@ -72,7 +79,7 @@ def _create_org_data(database: Database, org_id) -> None:
             )
             for name, skill, attempts, steps in EVALUATORS
         ]
-        runs = []
+        runs, tasks = [], []
         for name, description, params_by_version in ENVIRONMENTS:
             environment = create_environment(session, org_id, name, description)
             for params in params_by_version:
@@ -80,9 +87,17 @@ def _create_org_data(database: Database, org_id) -> None:
                     session, environment, {"kind": "builtin", "environment": name, "params": params}
                 )
                 runs += [enqueue_run(session, version, config) for config in configs]
+                if params is params_by_version[0]:
+                    tasks += [
+                        TaskInput(version.id, seed, "environmentVersionId", "worldSeeds") for seed in DATASET_SEEDS
+                    ]
         for index, run in enumerate(runs[:6]):
             reset_run(session, run, "new_workspace" if index % 2 == 0 else "new_world")
         mcp = create_environment(session, org_id, "admin-console-mcp", "The admin console served over MCP (stdio).")
         version = create_environment_version(session, mcp, MCP_SPEC)
         for config in configs[1:]:  # the novice (attemptCount 4) and the smoke test (attemptCount 1)
             enqueue_run(session, version, config)
+        dataset = create_dataset(session, org_id, *DATASET)
+        dataset_version, _ = add_dataset_version(session, dataset, tasks)
+        for config in configs[:2]:  # the expert and the novice meet the same six tasks
+            start_dataset_run(session, dataset_version.id, config.id, DATASET_ATTEMPTS)

@@ -83,11 +83,11 @@ def test_demo_creates_logins_and_real_runs_once(runner, auth, owner_engine, coun
     assert first.exit_code == 0, first.output
     assert f"demo@acme.test / {DEMO_PASSWORD} (organization Acme RL)" in first.output
     assert f"demo@globex.test / {DEMO_PASSWORD} (organization Globex Research)" in first.output
-    assert "Ran 40 queued evaluation runs." in first.output
+    assert "Ran 64 queued evaluation runs." in first.output
     again = runner.invoke(args=["demo", "--if-empty"])
     assert again.exit_code == 0 and "already has data" in again.output
     assert counts(count_rows) == (2, 2)
     with owner_engine.connect() as conn:
         statuses = dict(conn.execute(text("SELECT status, count(*) FROM evaluation_runs GROUP BY status")).all())
-    assert statuses == {"completed": 40}
+    assert statuses == {"completed": 64}
     assert auth.login("demo@acme.test", DEMO_PASSWORD).status_code == 303
