@@ -76,8 +76,6 @@ class DatasetRunTask:
     errors: int
     tokens: int
     task: str | None
-    categories: dict[str, int]  # trials per failure_category
-    stages: dict[str, list[float]]  # stage_* key → [trials, passed, value sum]
 
     @property
     def key(self) -> str:
@@ -113,6 +111,10 @@ class DatasetRunView:
     ref: DatasetRunRef
     tasks: list[DatasetRunTask]
     now: datetime
+    # Trials per failure_category over the tasks' current runs, the most frequent first (the capability gap).
+    categories: dict[str, int]
+    # Per stage_* key over the tasks' current runs: (trials that reported it, passed, value sum) (partial rewards).
+    stages: dict[str, tuple[int, int, float]]
 
     @cached_property
     def tallies(self) -> dict[str, TaskTally]:
@@ -143,26 +145,6 @@ class DatasetRunView:
     def tokens(self) -> int:
         """Tokens the tasks' current runs reported."""
         return sum(t.tokens for t in self.tasks)
-
-    @cached_property
-    def categories(self) -> dict[str, int]:
-        """Trials per failure_category over the tasks' current runs, the most frequent first (the capability gap)."""
-        counts: dict[str, int] = {}
-        for task in self.tasks:
-            for category, trials in task.categories.items():
-                counts[category] = counts.get(category, 0) + int(trials)
-        return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
-
-    @cached_property
-    def stages(self) -> dict[str, tuple[int, int, float]]:
-        """Per stage_* key over the tasks' current runs: (trials that reported it, passed, value sum), the partial
-        rewards."""
-        sums: dict[str, list[float]] = {}
-        for task in self.tasks:
-            for key, (trials, passed, total) in task.stages.items():
-                row = sums.setdefault(key, [0, 0, 0.0])
-                row[0], row[1], row[2] = row[0] + trials, row[1] + passed, row[2] + total
-        return {key: (int(t), int(p), float(v)) for key, (t, p, v) in sums.items()}
 
     @property
     def status(self) -> str:
@@ -215,14 +197,27 @@ TASKS = text(
     """
     SELECT t.position, t.environment_version_id, v.environment_id, e.name AS environment_name, v.version,
            t.world_seed, t.evaluation_run_id, r.sequence_number, r.status, r.error, r.started_at, r.finished_at,
-           t.retries, t.trials, t.successes, t.scored, t.reward_sum, t.reward_square_sum, t.errors, t.tokens, t.task,
-           t.categories, t.stages
+           t.retries, t.trials, t.successes, t.scored, t.reward_sum, t.reward_square_sum, t.errors, t.tokens, t.task
     FROM dataset_run_tasks t
     JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
     JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
     WHERE t.dataset_run_id = :id
     ORDER BY t.position
+    """
+)
+
+
+# The dataset run's failure categories and stage_* keys summed over its tasks' rollup rows, in PostgreSQL.
+OUTCOMES = text(
+    """
+    SELECT 'category' AS what, c.key, sum(c.value::int) AS trials, 0 AS passed, 0.0 AS value_sum
+    FROM dataset_run_tasks t CROSS JOIN jsonb_each_text(t.categories) c
+    WHERE t.dataset_run_id = :id GROUP BY c.key
+    UNION ALL
+    SELECT 'stage', s.key, sum((s.value ->> 0)::int), sum((s.value ->> 1)::int), sum((s.value ->> 2)::float8)
+    FROM dataset_run_tasks t CROSS JOIN jsonb_each(t.stages) s
+    WHERE t.dataset_run_id = :id GROUP BY s.key
     """
 )
 
@@ -239,8 +234,16 @@ def dataset_run_view(session: Session, dataset_run_id: uuid.UUID) -> DatasetRunV
     if ref is None:
         return None
     tasks = all_by_name(DatasetRunTask, session.execute(TASKS, {"id": dataset_run_id}))
+    categories: dict[str, int] = {}
+    stages: dict[str, tuple[int, int, float]] = {}
+    for row in session.execute(OUTCOMES, {"id": dataset_run_id}):
+        if row.what == "category":
+            categories[row.key] = int(row.trials)
+        else:
+            stages[row.key] = (int(row.trials), int(row.passed), float(row.value_sum))
     now = session.execute(text("SELECT now()")).scalar_one()
-    return DatasetRunView(ref, tasks, now)
+    ordered = dict(sorted(categories.items(), key=lambda item: (-item[1], item[0])))
+    return DatasetRunView(ref, tasks, now, ordered, dict(sorted(stages.items())))
 
 
 LIST = text(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import fields
+from operator import itemgetter
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -34,5 +35,25 @@ def by_name(cls: type[T], row: Any, *, read: Iterable[str] = (), **derived: Any)
 
 
 def all_by_name(cls: type[T], rows: Iterable[Any]) -> list[T]:
-    """`by_name` of every row, in order."""
-    return [by_name(cls, row) for row in rows]
+    """`by_name` of every row, in order: the first row's columns are checked, and every row with the same columns
+    is built by the same mapping of columns to fields (the rows of one result share their columns, so a thousand
+    rows cost a thousand constructions, not a thousand checks)."""
+    answer: list[T] = []
+    columns: tuple[str, ...] | None = None
+    pick: Any = None
+    for row in rows:
+        if columns is None:
+            answer.append(by_name(cls, row))
+            columns = tuple(row._mapping)
+            pick = _picker([columns.index(field.name) for field in fields(cls)])  # type: ignore[arg-type]
+        else:
+            answer.append(cls(*pick(row)))
+    return answer
+
+
+def _picker(order: list[int]) -> Any:
+    """A function of a row giving its values at `order`, as a tuple."""
+    if len(order) == 1:
+        only = order[0]
+        return lambda row: (row[only],)
+    return itemgetter(*order)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -87,10 +87,10 @@ class DatasetRunTaskAnswer(ApiModel):
     retries: int
     tokens: int
 
-    @classmethod
-    def of_task(cls, task: DatasetRunTask) -> DatasetRunTaskAnswer:
-        """A task row as the API shows it."""
-        return cls.of(task)
+    @staticmethod
+    def fields_of(task: DatasetRunTask) -> dict[str, Any]:
+        """A task row's fields (validated with the dataset run, all rows at once)."""
+        return {name: getattr(task, name) for name in TASK_FIELDS}
 
 
 class DatasetRun(ApiModel):
@@ -138,8 +138,11 @@ class DatasetRun(ApiModel):
             tokens=view.tokens,
             failure_categories=view.categories,
             stages={k: StageFigure(trials=t, passed=p, mean=v / t) for k, (t, p, v) in view.stages.items() if t},
-            tasks=[DatasetRunTaskAnswer.of_task(t) for t in view.tasks],
+            tasks=[DatasetRunTaskAnswer.fields_of(t) for t in view.tasks],
         )
+
+
+TASK_FIELDS = tuple(DatasetRunTaskAnswer.model_fields)
 
 
 class DatasetRunRetried(ApiModel):

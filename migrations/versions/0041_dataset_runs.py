@@ -82,7 +82,7 @@ def upgrade() -> None:
         ["organization_id", "id"],
     )
     op.create_check_constraint(
-        "ck_evaluation_runs_dataset_task",
+        "dataset_task",
         "evaluation_runs",
         "(dataset_run_id IS NULL) = (dataset_position IS NULL)",
     )
@@ -143,7 +143,7 @@ def upgrade() -> None:
     )
     op.add_column("evaluator_configs", sa.Column("checkpoint", sa.String(200), nullable=True))
     op.add_column("evaluator_configs", sa.Column("step", sa.BigInteger(), nullable=True))
-    op.create_check_constraint("ck_evaluator_configs_step_non_negative", "evaluator_configs", "step >= 0")
+    op.create_check_constraint("step_non_negative", "evaluator_configs", "step >= 0")
     runtime = op.get_context().config.attributes.get("runtime_role", "agentforge_app")
     for table in TABLES:
         op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")

@@ -1,0 +1,174 @@
+"""Datasets at scale: a dataset version of 1,000 tasks run by 20 evaluators (checkpoints at steps 1,000 … 20,000),
+8 attempts per task, beside the trials the bench database already holds; the server time of the dataset page, the
+leaderboard API and a dataset run's page and API.
+
+    python -m bench.datasets          # on the bench database as `bench.generate` left it; rewrites its section
+
+The dataset runs are queued through the app's own write (writes.dataset_runs.start_dataset_run: one evaluation run
+and one rollup row per task), then finished in SQL the way the worker would leave them: every run completed, every
+task's rollup row holding 8 trials drawn from the evaluator's skill and the task's difficulty (successes, scored
+rewards and their squares, categories and stages). The pages read those rollup rows only, never trials, so the
+160,000 trials they stand for are not generated; tests/integration/datasets/test_dataset_runs.py proves on real
+worker runs that the rows equal the trials.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+from sqlalchemy import select, text
+
+from bench.generate import ORGS, bench_versions
+from bench.pages import Timing, login, measure
+from bench.sections import write_section
+from db.session import Database
+from domain.datasets import TaskInput
+from domain.specs import draws_worlds
+from models.datasets import Dataset
+from queries.datasets import specs_of_versions
+from writes.dataset_runs import start_dataset_run
+from writes.datasets import add_dataset_version, create_dataset
+from writes.environments import create_evaluator_config
+
+os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
+
+TASKS = 1_000
+EVALUATORS = 20
+ATTEMPTS = 8
+DATASET_NAME = f"bench-{TASKS}"
+P95_TARGET_MS, RATIO_TARGET = 50.0, 1.5
+
+# Every task's run completed and its rollup row filled: successes ~ Binomial(8, p) with p from the evaluator's skill
+# (rising with its step) and the task's difficulty, rewards of the failures spread over (0, 1).
+FINISH = text(
+    """
+    WITH drawn AS (
+        SELECT t.organization_id, t.dataset_run_id, t.position, t.evaluation_run_id,
+               least(0.98, greatest(0.02, :skill + 0.3 * sin(t.position))) AS p
+        FROM dataset_run_tasks t WHERE t.organization_id = :org AND t.dataset_run_id = :dataset_run_id
+    ), counted AS (
+        SELECT d.*, (SELECT count(*) FROM generate_series(1, :attempts) g WHERE random() < d.p) AS wins
+        FROM drawn d
+    ), runs AS (
+        UPDATE evaluation_runs r SET status = 'completed', attempts = 1, started_at = now() - interval '1 hour',
+            finished_at = now() - interval '30 minutes'
+        FROM counted c WHERE r.organization_id = c.organization_id AND r.id = c.evaluation_run_id
+    )
+    UPDATE dataset_run_tasks t SET trials = :attempts, successes = c.wins, scored = :attempts,
+        reward_sum = c.wins + 0.4 * (:attempts - c.wins), reward_square_sum = c.wins + 0.16 * (:attempts - c.wins),
+        tokens = 1200 * :attempts, task = 'Bench task ' || t.position,
+        categories = CASE WHEN c.wins < :attempts THEN jsonb_build_object('wrong_item', :attempts - c.wins)
+                          ELSE '{}' END,
+        stages = jsonb_build_object(
+            'stage_inventory', jsonb_build_array(:attempts, :attempts, :attempts),
+            'stage_order', jsonb_build_array(:attempts, c.wins, c.wins + 0.4 * (:attempts - c.wins)))
+    FROM counted c
+    WHERE t.organization_id = c.organization_id AND t.dataset_run_id = c.dataset_run_id AND t.position = c.position
+    """
+)
+
+
+def seed(database: Database) -> tuple[uuid.UUID, uuid.UUID, list[uuid.UUID]]:
+    """The bench dataset of TASKS tasks and its EVALUATORS finished dataset runs (made once): (organization,
+    dataset, dataset runs)."""
+    every = bench_versions(database)
+    org_id = every[0][0]
+    with database.session(org_id) as session, session.begin():
+        specs = specs_of_versions(session, {version_id for org, version_id, *_ in every if org == org_id})
+        versions = sorted(version_id for version_id, spec in specs.items() if draws_worlds(spec))
+        dataset = session.scalar(select(Dataset).where(Dataset.name == DATASET_NAME))
+        if dataset is not None:
+            runs = session.execute(
+                text(
+                    "SELECT dr.id FROM dataset_runs dr JOIN dataset_versions v "
+                    "ON v.organization_id = dr.organization_id AND v.id = dr.dataset_version_id "
+                    "WHERE v.dataset_id = :id ORDER BY dr.created_at"
+                ),
+                {"id": dataset.id},
+            ).scalars()
+            return org_id, dataset.id, list(runs)
+        per_version = -(-TASKS // len(versions))
+        tasks = [
+            TaskInput(version_id, seed, "environmentVersionId", "worldSeeds")
+            for version_id in versions
+            for seed in range(1, per_version + 1)
+        ][:TASKS]
+        dataset = create_dataset(session, org_id, DATASET_NAME, "The dataset benchmark's tasks")
+        version, _ = add_dataset_version(session, dataset, tasks)
+        dataset_runs = []
+        for n in range(1, EVALUATORS + 1):
+            config = create_evaluator_config(
+                session, org_id, f"bench-checkpoint-{n:02d}", {"kind": "scripted", "skill": 0.5}, ATTEMPTS
+            )
+            config.checkpoint, config.step = f"ckpt-{n * 1000}", n * 1000
+            dataset_run, _ = start_dataset_run(session, version.id, config.id, ATTEMPTS)
+            session.execute(
+                FINISH,
+                {"org": org_id, "dataset_run_id": dataset_run.id, "skill": 0.2 + 0.6 * n / EVALUATORS,
+                 "attempts": ATTEMPTS},
+            )  # fmt: skip
+            dataset_runs.append(dataset_run.id)
+        dataset_id = dataset.id
+    return org_id, dataset_id, dataset_runs
+
+
+def urls(database: Database, org_id: uuid.UUID, dataset_id: uuid.UUID, dataset_runs: list[uuid.UUID]) -> dict:
+    """The measured endpoints: the dataset page (the leaderboard), its API, a dataset run's page and API."""
+    middle = dataset_runs[len(dataset_runs) // 2]
+    return {
+        "/datasets/<id>": f"/datasets/{dataset_id}",
+        "/api/v1/datasets/<id>/leaderboard": f"/api/v1/datasets/{dataset_id}/leaderboard",
+        "/dataset-runs/<id>": f"/dataset-runs/{middle}",
+        "/api/v1/dataset-runs/<id>": f"/api/v1/dataset-runs/{middle}",
+    }
+
+
+def measure_all(app, database: Database) -> tuple[int, dict[str, Timing]]:
+    """(trials in the database, each endpoint's server time)."""
+    org_id, dataset_id, dataset_runs = seed(database)
+    with database.session(org_id) as session:
+        trials = session.execute(text("SELECT coalesce(sum(trials), 0) FROM environment_version_stats")).scalar_one()
+    client = app.test_client()
+    login(client, ORGS[0][1])
+    timings = {}
+    for label, url in urls(database, org_id, dataset_id, dataset_runs).items():
+        status = client.get(url).status_code
+        if status != 200:
+            raise SystemExit(f"{url} answered {status}")
+        timings[label] = measure(client, url)
+    return int(trials), timings
+
+
+def section(trials: int, timings: dict[str, Timing], started: float) -> list[str]:
+    """BENCHMARKS.md's section of this measurement."""
+    return [
+        "## Datasets at scale",
+        "",
+        f"`python -m bench.datasets` ({time.perf_counter() - started:.0f} s): a dataset version of {TASKS:,} tasks "
+        f"run by {EVALUATORS} evaluators, {ATTEMPTS} attempts per task (their rollup rows; the worker's write path "
+        f"queued the {TASKS * EVALUATORS:,} evaluation runs), in an organization of a database holding {trials:,} "
+        "trials. "
+        "Server time through Flask's test client, in milliseconds.",
+        "",
+        "| endpoint | median | p95 |",
+        "|---|---:|---:|",
+        *[f"| `{label}` | {t.median:.2f} | {t.p95:.2f} |" for label, t in timings.items()],
+    ]
+
+
+def main() -> None:
+    """Seed (once) and measure on the bench database; rewrite the section of BENCHMARKS.md."""
+    from app import create_app
+
+    started = time.perf_counter()
+    app = create_app()
+    trials, timings = measure_all(app, app.extensions["agentforge_db"])
+    lines = section(trials, timings, started)
+    write_section(lines)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
