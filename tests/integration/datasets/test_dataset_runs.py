@@ -214,3 +214,35 @@ def test_another_organizations_dataset_runs_and_versions_answer_404_and_nothing_
     assert mixed.status_code == 404 and mixed.json["detail"] == f"no evaluator configuration {theirs['id']}"
     assert table_counts(count_rows, api.org) == before
     assert count_rows("dataset_runs", bob.org) == 0 and count_rows("evaluation_runs", bob.org) == 0
+
+
+def test_a_dataset_runs_tasks_take_turns_with_another_organizations_runs(database, make_org):
+    """The tasks of a dataset run are runs in the fair queue: an organization queueing one run after another's
+    ten-task dataset run is served second, not eleventh."""
+    from sqlalchemy import select
+
+    from domain.datasets import TaskInput
+    from models import DatasetVersion
+    from tests.factories import make_catalog
+    from tests.helpers import queue
+    from tests.integration.worker.test_fair_queue import claims
+    from writes.dataset_runs import start_dataset_run
+    from writes.datasets import add_dataset_version, create_dataset
+
+    acme, globex = make_org("Acme RL"), make_org("Globex Research")
+    mine = make_catalog(database, acme.id, {"kind": "scripted", "skill": 1.0}, 1)
+    theirs = make_catalog(database, globex.id, {"kind": "scripted", "skill": 1.0}, 1)
+    with database.session(acme.id) as session, session.begin():
+        dataset = create_dataset(session, acme.id, "ten")
+        tasks = [TaskInput(mine.version_id, seed, "environmentVersionId", "count") for seed in range(1, 11)]
+        version, _ = add_dataset_version(session, dataset, tasks)
+        start_dataset_run(session, version.id, mine.config_id)
+        assert session.scalar(select(DatasetVersion.task_count)) == 10
+    queue(database, theirs, count=1)
+    assert claims(database, 4) == [acme.id, globex.id, acme.id, acme.id]
+    positions = rows(
+        database,
+        acme.id,
+        "SELECT dataset_position FROM evaluation_runs WHERE status = 'running' ORDER BY dataset_position",
+    )
+    assert [p for (p,) in positions] == [1, 2, 3]  # the tasks are claimed in their order
