@@ -158,6 +158,40 @@ def section(trials: int, timings: dict[str, Timing], started: float) -> list[str
     ]
 
 
+def target_rows(small: dict[str, Timing], large: dict[str, Timing]) -> list[str]:
+    """The targets' rows: every endpoint's p95 at the large size, and its ratio to the small size."""
+    worst = max(large, key=lambda label: large[label].p95)
+    steepest = max(large, key=lambda label: large[label].p95 / small[label].p95)
+    ratio = large[steepest].p95 / small[steepest].p95
+    ok = large[worst].p95 <= P95_TARGET_MS and ratio <= RATIO_TARGET
+    return [
+        f"| a dataset of {TASKS:,} tasks, {ATTEMPTS} attempts each, {EVALUATORS} evaluators: the dataset page, the "
+        f"leaderboard API and a dataset run's page and API p95 at most {P95_TARGET_MS:.0f} ms and at most "
+        f"{RATIO_TARGET}x their small-size p95 | worst {large[worst].p95:.2f} ms (`{worst}`), {ratio:.2f}x "
+        f"(`{steepest}`) | {'met' if ok else '**not met**'} |"
+    ]
+
+
+def size_section(measured: list[tuple[int, dict[str, Timing]]]) -> list[str]:
+    """`make bench`'s section: each endpoint at each size of the database."""
+    header = " | ".join(f"median at {trials:,} | p95 at {trials:,}" for trials, _ in measured)
+    rows = []
+    for label in measured[0][1]:
+        cells = " | ".join(f"{t[label].median:.2f} | {t[label].p95:.2f}" for _, t in measured)
+        rows.append(f"| `{label}` | {cells} |")
+    return [
+        "## Datasets",
+        "",
+        f"A dataset version of {TASKS:,} tasks run by {EVALUATORS} evaluators (checkpoints at steps 1,000 … "
+        f"20,000), {ATTEMPTS} attempts per task, seeded by bench.datasets at the first size (the runs queued through "
+        "the app's write, their rollup rows finished in SQL); server time in milliseconds.",
+        "",
+        f"| endpoint | {header} |",
+        "|---|" + "---:|---:|" * len(measured),
+        *rows,
+    ]
+
+
 def main() -> None:
     """Seed (once) and measure on the bench database; rewrite the section of BENCHMARKS.md."""
     from app import create_app

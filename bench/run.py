@@ -24,6 +24,7 @@ os.environ.setdefault("AGENTFORGE_DATABASE", "agentforge_bench")
 from sqlalchemy import text
 
 from app import create_app
+from bench import datasets as datasets_bench
 from bench import export as export_bench
 from bench import harbor_trial as harbor_trial_bench
 from bench import load as load_bench
@@ -155,6 +156,7 @@ class SizeMeasured:
     naive: dict[str, Timing]
     searched: dict[str, Timing]
     matches: dict[str, int]
+    datasets: dict[str, Timing]  # the dataset page, leaderboard and dataset run (bench.datasets)
 
 
 def sizes_of(large: int) -> list[int]:
@@ -185,6 +187,7 @@ def measure_size(app, database, email: str, org_ids: list, total: int) -> SizeMe
         pages.naive_timings(database, org_ids[0], ids),
         search_bench.measure_searches(app, email),
         search_bench.matching_trials(database, org_ids[0]),
+        datasets_bench.measure_all(app, database)[1],
     )
 
 
@@ -315,6 +318,7 @@ def main() -> None:
         f"| zero errors under concurrent load | {loaded.errors} errors ({loaded.refused} answered 429) | "
         f"{mark(loaded.errors == 0)} |",
         *uploads_bench.target_rows(attacked),
+        *datasets_bench.target_rows(first.datasets, last.datasets),
         "",
         "## Pages and API endpoints",
         "",
@@ -375,6 +379,8 @@ def main() -> None:
         "## Concurrent load",
         "",
         *load_bench.summary(loaded, load_urls),
+        "",
+        *datasets_bench.size_section([(size.trials, size.datasets) for size in measured]),
         "",
         *storage_bench.section([size.stored for size in measured]),
         *sandbox_bench.section(sandbox_bench.measure()),

@@ -68,7 +68,7 @@ def test_a_size_past_1m_is_measured_beside_1m(large, sizes):
 
 def test_the_history_says_how_fast_each_size_was_generated():
     def grown(trials: int, seconds: float) -> SizeMeasured:
-        return SizeMeasured(trials, seconds, None, {}, {}, {}, {}, {})  # type: ignore[arg-type]
+        return SizeMeasured(trials, seconds, None, {}, {}, {}, {}, {}, {})  # type: ignore[arg-type]
 
     said = history([grown(10_080, 2.0), grown(1_000_080, 300.0), grown(10_000_080, 1_800.0)])
 
