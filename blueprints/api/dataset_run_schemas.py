@@ -93,6 +93,23 @@ class DatasetRunTaskAnswer(ApiModel):
         return {name: getattr(task, name) for name in TASK_FIELDS}
 
 
+class DatasetRunSummary(ApiModel):
+    """A dataset run as a list shows it: its dataset version, evaluator (checkpoint, step), attemptCount, tasks."""
+
+    id: uuid.UUID
+    dataset_id: uuid.UUID
+    dataset_name: str
+    dataset_version_id: uuid.UUID
+    version: int
+    evaluator_config_id: uuid.UUID
+    evaluator_name: str
+    checkpoint: str | None
+    step: int | None
+    attempt_count: int
+    task_count: int
+    created_at: datetime
+
+
 class DatasetRun(ApiModel):
     """A dataset run: its dataset version and evaluator, status, progress, passAtK ({"1": {...}, "2": …}), mean
     reward, tokens and every task in the version's order."""

@@ -4,16 +4,19 @@ tasks that ended in errors."""
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from flask import g, jsonify, url_for
+from flask import g, jsonify, request, url_for
 
 from blueprints.api import ApiError, bp, json_object
 from blueprints.api.contract import Reply, operation, write
-from blueprints.api.dataset_run_schemas import DatasetRun, DatasetRunCreate, DatasetRunRetried
+from blueprints.api.dataset_run_schemas import DatasetRun, DatasetRunCreate, DatasetRunRetried, DatasetRunSummary
 from blueprints.api.schemas import validated
+from domain.rules import UUID_RULE
 from models import DatasetRun as DatasetRunRow
-from queries.dataset_runs import dataset_run_view
+from queries.dataset_runs import dataset_run_view, list_dataset_runs
 from web.database import request_session
+from web.validation import QueryModel
 from writes.dataset_runs import retry_errored_tasks, start_dataset_run
 
 REFUSALS = {
@@ -49,6 +52,26 @@ def create_dataset_run():
     response.status_code = 202
     response.headers["Location"] = url_for("api.get_dataset_run", dataset_run_id=dataset_run.id)
     return response
+
+
+class DatasetRunQuery(QueryModel):
+    """GET /dataset-runs: optionally the dataset runs of one dataset version."""
+
+    dataset_version_id: Annotated[uuid.UUID | None, UUID_RULE] = None
+
+
+@bp.get("/dataset-runs")
+@operation(
+    "listDatasetRuns",
+    {200: Reply("The newest dataset runs", list[DatasetRunSummary])},
+    query=DatasetRunQuery,
+    errors=(400,),
+)
+def list_dataset_runs_api():
+    """The organization's newest 100 dataset runs (of one dataset version with `datasetVersionId`), newest first."""
+    query = validated(DatasetRunQuery, request.args.to_dict())
+    found = list_dataset_runs(request_session(), query.dataset_version_id)
+    return jsonify([DatasetRunSummary.of(ref).to_json() for ref in found])
 
 
 @bp.get("/dataset-runs/<uuid:dataset_run_id>")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -81,16 +82,7 @@ def test_the_document_is_served_publicly_and_names_every_api_route(app, client):
         for rule in app.url_map.iter_rules()
         if rule.rule.startswith("/api/v1")
     }
-    as_names = {
-        r.replace("environment_id", "environmentId")
-        .replace("run_id", "runId")
-        .replace("rollout_id", "rolloutId")
-        .replace("artifact_id", "artifactId")
-        .replace("trial_id", "trialId")
-        .replace("note_id", "noteId")
-        .replace("dataset_id", "datasetId")
-        for r in routes
-    }
+    as_names = {re.sub(r"_([a-z])", lambda m: m.group(1).upper(), r) for r in routes}  # <dataset_run_id>
     assert as_names == documented
 
 

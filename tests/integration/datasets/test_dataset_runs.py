@@ -246,3 +246,25 @@ def test_a_dataset_runs_tasks_take_turns_with_another_organizations_runs(databas
         "SELECT dataset_position FROM evaluation_runs WHERE status = 'running' ORDER BY dataset_position",
     )
     assert [p for (p,) in positions] == [1, 2, 3]  # the tasks are claimed in their order
+
+
+def test_the_dataset_runs_list_is_newest_first_and_narrows_to_one_version(api):
+    version = dataset_version(api, count=2)
+    other = post_version(
+        api, {"id": version["datasetId"]}, {"environmentVersionId": version_of(api, version), "count": 3}
+    )
+    novice = evaluator(api, "novice", NOVICE)
+    first, second = start(api, version, novice), start(api, other.json, novice)
+    listed = api.get("/api/v1/dataset-runs")
+    assert listed.status_code == 200 and [d["id"] for d in listed.json] == [second["id"], first["id"]]
+    assert listed.json[0]["taskCount"] == 3 and listed.json[0]["evaluatorName"] == "novice"
+    narrowed = api.get(f"/api/v1/dataset-runs?datasetVersionId={version['id']}")
+    assert [d["id"] for d in narrowed.json] == [first["id"]]
+    bad = api.get("/api/v1/dataset-runs?datasetVersionId=nope")
+    assert bad.status_code == 400 and bad.json["error"] == "invalid datasetVersionId", bad.json
+
+
+def version_of(api: ApiClient, dataset_version: dict) -> str:
+    """The environment version of a dataset version's first task."""
+    found = api.get(f"/api/v1/datasets/{dataset_version['datasetId']}/versions/{dataset_version['version']}")
+    return found.json["tasks"][0]["environmentVersionId"]
