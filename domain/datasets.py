@@ -4,6 +4,10 @@ once, world seeds only where the kind draws worlds), and the sha256 that makes t
 A task is an environment version and, for kinds that draw worlds (built-in, MCP), a fixed world seed; a Harbor-task
 version is one task by itself (no seed). Refusals name the field as the request wrote it (`tasks[3].worldSeed`,
 `worldSeeds[0]`, `count`).
+
+A task's text (`task_text`) is what a trial of it is asked: a built-in world's drawn from its seed here (the worker
+draws the same, domain.worlds), a Harbor task's instruction.md, and for an MCP server words saying that the server
+draws it when the task runs.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.rules import UUID_RULE, Refused, integer_from
+from domain.worlds import builtin_task
 
 MAX_DATASET_TASKS = 10_000
 SEED_SPACE = 2**31  # world seeds are 0 .. 2**31 - 1, the range evaluation runs draw theirs from
@@ -139,3 +144,24 @@ def tasks_sha256(tasks: list[TaskInput]) -> str:
     """sha256 of the ordered tasks (environment version ids and world seeds): the same tasks, the same hash."""
     canonical = json.dumps([[str(t.environment_version_id), t.world_seed] for t in tasks], separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def mcp_task_words(world_seed: int | None) -> str:
+    """An MCP task's text before it runs: the server draws it then, from the seed (no server is started to tell)."""
+    return f"Drawn by the MCP server when the task runs, world seed {world_seed}."
+
+
+NO_INSTRUCTION = "(the task's instruction.md is not stored here)"
+
+
+def task_text(spec: Mapping[str, Any], world_seed: int | None, instruction: str | None = None) -> str:
+    """The text a trial of this task is asked. `spec` is the environment version's normalised spec
+    (domain.specs.validate_spec); `instruction` a Harbor task's instruction.md (domain.harbor_task.instruction_of)."""
+    kind = spec.get("kind", "builtin")
+    if kind == "builtin" and world_seed is not None:
+        return builtin_task(dict(spec), world_seed).text
+    if kind == "mcp":
+        return mcp_task_words(world_seed)
+    if kind == "harbor-task":
+        return NO_INSTRUCTION if instruction is None else instruction
+    return f"(a {kind} version runs no task here)"

@@ -90,6 +90,10 @@ class DatasetTask(ApiModel):
     version: int = Field(ge=1, description="The environment version's number")
     kind: str = Field(description="builtin, mcp or harbor-task")
     world_seed: int | None = Field(description="null for a Harbor-task version (one task by itself)")
+    task: str = Field(
+        description="What a trial of this task is asked: a built-in world's text drawn from its seed, a Harbor task's "
+        "instruction.md, or for an MCP server words saying the server draws it when the task runs"
+    )
 
 
 class DatasetVersionTasks(DatasetVersion):
