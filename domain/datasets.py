@@ -19,10 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from domain.rules import UUID_RULE, Refused, integer_from
+from domain.rules import UUID_RULE, Refused, integer_from, text
 from domain.worlds import builtin_task
 
 MAX_DATASET_TASKS = 10_000
+DATASET_NAME = text(200, required=True)  # unique in the organization (the API answers 409, the page 422)
+DATASET_DESCRIPTION = text(2000)
 SEED_SPACE = 2**31  # world seeds are 0 .. 2**31 - 1, the range evaluation runs draw theirs from
 WORLD_SEED = integer_from(0, SEED_SPACE - 1)
 TASK_COUNT = integer_from(1, MAX_DATASET_TASKS)

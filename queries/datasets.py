@@ -95,6 +95,17 @@ def dataset_versions(session: Session, dataset_id: uuid.UUID, version: int | Non
     return list(session.scalars(query))
 
 
+def version_holding(session: Session, dataset_id: uuid.UUID, tasks_sha256: str) -> int | None:
+    """The number of the dataset's version that holds the tasks of this sha256 (domain.datasets.tasks_sha256), if one
+    does."""
+    number: int | None = session.scalar(
+        select(DatasetVersion.version).where(
+            DatasetVersion.dataset_id == dataset_id, DatasetVersion.tasks_sha256 == tasks_sha256
+        )
+    )
+    return number
+
+
 def dataset_tasks(
     session: Session, dataset_version: DatasetVersion, after: int = 0, limit: int | None = None
 ) -> list[DatasetTaskRow]:
@@ -145,27 +156,40 @@ class VersionChoice:
     kind: str
 
 
+def _versions() -> Any:
+    """Environment versions with their environment's name and kind, as VersionChoice's columns."""
+    kind = func.coalesce(EnvironmentVersion.spec["kind"].astext, "builtin")
+    return select(
+        EnvironmentVersion.id,
+        Environment.name.label("environment_name"),
+        EnvironmentVersion.version,
+        kind.label("kind"),
+    ).join(
+        Environment,
+        (Environment.organization_id == EnvironmentVersion.organization_id)
+        & (Environment.id == EnvironmentVersion.environment_id),
+    )
+
+
 def version_choices(session: Session, limit: int) -> list[VersionChoice]:
     """The organization's environment versions a task may be of (imported results excepted), by environment name and
     newest version first; at most `limit`."""
-    kind = func.coalesce(EnvironmentVersion.spec["kind"].astext, "builtin")
     query = (
-        select(
-            EnvironmentVersion.id,
-            Environment.name.label("environment_name"),
-            EnvironmentVersion.version,
-            kind.label("kind"),
-        )
-        .join(
-            Environment,
-            (Environment.organization_id == EnvironmentVersion.organization_id)
-            & (Environment.id == EnvironmentVersion.environment_id),
-        )
-        .where(kind != "external")
+        _versions()
+        .where(func.coalesce(EnvironmentVersion.spec["kind"].astext, "builtin") != "external")
         .order_by(Environment.name, Environment.id, EnvironmentVersion.version.desc())
         .limit(limit)
     )
     return all_by_name(VersionChoice, session.execute(query))
+
+
+def versions_named(session: Session, version_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, VersionChoice]:
+    """Each of `version_ids` the organization has, with its environment's name, number and kind."""
+    wanted = set(version_ids)
+    if not wanted:
+        return {}
+    found = all_by_name(VersionChoice, session.execute(_versions().where(EnvironmentVersion.id.in_(wanted))))
+    return {choice.id: choice for choice in found}
 
 
 def harbor_instructions(session: Session, tree_sha256s: Iterable[str]) -> dict[str, str]:
