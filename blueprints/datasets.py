@@ -215,7 +215,7 @@ def build_version(dataset_id: uuid.UUID):
             tasks = draft_tasks(read_draft(draft, line))
             check_tasks(session, tasks)
             form.draft.data = f"{draft}\n{line}" if draft else line
-            form.count.data, form.world_seeds.data = None, ""
+            form.count.data, form.count.raw_data, form.world_seeds.data = None, [], ""  # added: the fields empty
         else:
             tasks = draft_tasks(read_draft(draft))
             check_tasks(session, tasks)
