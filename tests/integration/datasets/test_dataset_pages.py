@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import ApiClient
 from tests.helpers import (
     attr,
+    counting_queries,
     import_ndjson,
     is_fragment,
     is_whole_page,
@@ -410,3 +411,31 @@ def test_the_first_run_checklist_mentions_datasets(api):
     assert re.search(
         r"0 of \d done|1 of \d done", one(api.get("/environments").text, "#first-steps-heading").get_text()
     )
+
+
+def test_the_pages_issue_a_fixed_number_of_statements_whatever_the_datasets_size(api, database):
+    """No statement per task or version: a dataset of 3 versions up to 10,000 tasks reads like one of 1 task."""
+    shop = builtin_version(api)
+
+    def statements(dataset: dict, draft_: str) -> dict[str, int]:
+        counts = {}
+        for name, send in (
+            ("list", lambda: api.get("/datasets")),
+            ("dataset", lambda: api.get(f"/datasets/{dataset['id']}?from=1")),
+            ("version", lambda: api.get(f"/datasets/{dataset['id']}/versions/1?page=1")),
+            ("preview", lambda: form_post(api, dataset, action="preview", draft=draft_)),
+        ):
+            with counting_queries(database) as sent:
+                assert send().status_code == 200
+            counts[name] = len(sent)
+        return counts
+
+    small = new_dataset(api, "small")
+    post_version(api, small, {"environmentVersionId": shop["id"], "count": 1})
+    before = statements(small, f"{shop['id']} 1")
+    large = new_dataset(api, "large")
+    for count in (10_000, 300, 20):
+        post_version(api, large, {"environmentVersionId": shop["id"], "count": count})
+    after = statements(large, f"{shop['id']} 1..10000")
+    print("statements per page:", after)
+    assert after == before and max(after.values()) <= 10, after
