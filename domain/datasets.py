@@ -4,6 +4,10 @@ once, world seeds only where the kind draws worlds), and the sha256 that makes t
 A task is an environment version and, for kinds that draw worlds (built-in, MCP), a fixed world seed; a Harbor-task
 version is one task by itself (no seed). Refusals name the field as the request wrote it (`tasks[3].worldSeed`,
 `worldSeeds[0]`, `count`).
+
+A task's text (`task_text`) is what a trial of it is asked: a built-in world's drawn from its seed here (the worker
+draws the same, domain.worlds), a Harbor task's instruction.md, and for an MCP server words saying that the server
+draws it when the task runs.
 """
 
 from __future__ import annotations
@@ -15,13 +19,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from domain.rules import UUID_RULE, Refused, integer_from
+from domain.rules import UUID_RULE, Refused, integer_from, text
+from domain.worlds import builtin_task
 
 MAX_DATASET_TASKS = 10_000
 TASK_TEXT_CHARS = 300  # the start of its task's text a dataset run keeps per task (its page's table)
 # What a dataset run retries: trials the environment or the agent's infrastructure ended (a crashed agent program,
 # an unreachable model, a world that could not start or score), never a failure the verifier scored.
 INFRASTRUCTURE_ERRORS = ("environment_error", "agent_error")
+DATASET_NAME = text(200, required=True)  # unique in the organization (the API answers 409, the page 422)
+DATASET_DESCRIPTION = text(2000)
 SEED_SPACE = 2**31  # world seeds are 0 .. 2**31 - 1, the range evaluation runs draw theirs from
 WORLD_SEED = integer_from(0, SEED_SPACE - 1)
 TASK_COUNT = integer_from(1, MAX_DATASET_TASKS)
@@ -149,3 +156,24 @@ def infrastructure_error(status: str, failure_category: str | None) -> bool:
     """Whether a trial ended in an infrastructure error (retried by "retry the tasks that ended in errors"): it
     was never scored (status error) or its category is one of INFRASTRUCTURE_ERRORS."""
     return status == "error" or failure_category in INFRASTRUCTURE_ERRORS
+
+
+def mcp_task_words(world_seed: int | None) -> str:
+    """An MCP task's text before it runs: the server draws it then, from the seed (no server is started to tell)."""
+    return f"Drawn by the MCP server when the task runs, world seed {world_seed}."
+
+
+NO_INSTRUCTION = "(the task's instruction.md is not stored here)"
+
+
+def task_text(spec: Mapping[str, Any], world_seed: int | None, instruction: str | None = None) -> str:
+    """The text a trial of this task is asked. `spec` is the environment version's normalised spec
+    (domain.specs.validate_spec); `instruction` a Harbor task's instruction.md (domain.harbor_task.instruction_of)."""
+    kind = spec.get("kind", "builtin")
+    if kind == "builtin" and world_seed is not None:
+        return builtin_task(dict(spec), world_seed).text
+    if kind == "mcp":
+        return mcp_task_words(world_seed)
+    if kind == "harbor-task":
+        return NO_INSTRUCTION if instruction is None else instruction
+    return f"(a {kind} version runs no task here)"

@@ -123,6 +123,19 @@ class TaskTree:
         return found.data.decode("utf-8", "replace") if found else ""
 
 
+def instruction_of(canonical_tar: bytes) -> str:
+    """The task's text as a trial of it is asked: instruction.md of a stored canonical tar (TaskTree.canonical_tar),
+    read as the worker reads it (UTF-8, a byte that is not replaced, line ends made \\n); "" without one. The tar is
+    read entry by entry and only instruction.md's bytes are kept."""
+    with tarfile.open(fileobj=io.BytesIO(canonical_tar), mode="r|") as archive:
+        for member in archive:
+            if member.isfile() and member.name == "instruction.md":
+                handle = archive.extractfile(member)
+                text = handle.read().decode("utf-8", "replace") if handle else ""
+                return text.replace("\r\n", "\n").replace("\r", "\n")
+    return ""
+
+
 class _TarStream:
     """An upload's tar read as a stream, gunzipped as it is read when the upload is a tar.gz, with a running total:
     past MAX_TASK_TAR_BYTES it is refused, so however far a small upload would expand, at most that many bytes

@@ -393,11 +393,12 @@ def list_evaluators(session: Session) -> list[EvaluatorRow]:
 
 @dataclass(frozen=True)
 class CatalogCounts:
-    """How far the organization got: its environments, evaluators and runs (and its first environment)."""
+    """How far the organization got: its environments, evaluators, runs and datasets (and its first environment)."""
 
     environments: int
     evaluators: int
     runs: int
+    datasets: int
     first_environment_id: uuid.UUID | None
 
 
@@ -405,11 +406,12 @@ CATALOG_COUNTS = text(
     """
     SELECT (SELECT count(*) FROM environments) AS environments, (SELECT count(*) FROM evaluator_configs) AS evaluators,
            (SELECT count(*) FROM (SELECT 1 FROM evaluation_runs LIMIT 1) r) AS runs,
+           (SELECT count(*) FROM (SELECT 1 FROM datasets LIMIT 1) d) AS datasets,
            (SELECT id FROM environments ORDER BY created_at, id LIMIT 1) AS first_environment_id
     """
 )
 
 
 def catalog_counts(session: Session) -> CatalogCounts:
-    """The first-run checklist's counts, in one statement (runs only as far as "any")."""
+    """The first-run checklist's counts, in one statement (runs and datasets only as far as "any")."""
     return all_by_name(CatalogCounts, session.execute(CATALOG_COUNTS))[0]

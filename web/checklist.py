@@ -1,9 +1,10 @@
 """The first-run checklist: a new organization's way from nothing to compared runs, each step ticked once done.
 
-The first three steps read the catalog (an environment, an evaluator, a run); the last two are what this browser
+The first three steps read the catalog (an environment, an evaluator, a run); the next two are what this browser
 session did in the organization (opened a failed trial, compared two runs), kept in the signed session cookie by
-`reached`. The list shows on /environments while the organization has no run, and then, in the session that saw
-it, until every step is done or the user hides it: an organization that already has runs is not shown it.
+`reached`; the last reads the catalog again (a dataset, the fixed tasks every agent gets). The list shows on
+/environments while the organization has no run, and then, in the session that saw it, until every step is done or
+the user hides it: an organization that already has runs is not shown it.
 """
 
 from __future__ import annotations
@@ -80,5 +81,11 @@ def first_steps(org_id: uuid.UUID, counts: CatalogCounts) -> list[Step] | None:
             "its log, trajectory and partial stage_* credit",
         ),
         Step("Compare two runs", url_for("compare.show"), COMPARED_RUNS in done, "pass@k and the per-task verdict"),
+        Step(
+            "Make a dataset",
+            url_for("datasets.index"),
+            counts.datasets > 0,
+            "fixed tasks (world seeds) every agent is evaluated on, compared task by task",
+        ),
     ]
     return None if all(step.done for step in steps) else steps

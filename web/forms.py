@@ -14,6 +14,7 @@ from wtforms import EmailField, HiddenField, PasswordField, StringField
 from wtforms.validators import DataRequired, EqualTo, Length, Optional
 
 from domain.accounts import MIN_PASSWORD_LENGTH
+from domain.datasets import DATASET_DESCRIPTION, DATASET_NAME, TASK_COUNT
 from domain.rules import one_of
 from domain.scoring import ATTEMPT_COUNT
 from domain.triage import (
@@ -29,6 +30,7 @@ from domain.triage import (
     REVIEW_STATE,
 )
 from domain.vocabulary import RESETS, ROLES
+from web.dataset_drafts import MAX_DRAFT_CHARS
 from web.fields import BoundedText, Follows, PageForm, SubmissionKeyField, UUIDField, WholeNumberField
 
 ROLE = Follows(one_of(*ROLES), "role")
@@ -131,6 +133,29 @@ class NoteForm(PageForm):
 
     body = StringField(default="", validators=[Follows(NOTE_BODY, "Note")])
     step = WholeNumberField(validators=[Optional()])
+
+
+class DatasetForm(PageForm):
+    """A new dataset: its name (unique in the organization, which the view checks) and description."""
+
+    name = BoundedText(1000, validators=[Follows(DATASET_NAME, "Name")])
+    description = BoundedText(8000, validators=[Follows(DATASET_DESCRIPTION, "Description")])
+
+
+DRAFT_ACTIONS = ("add", "preview", "save")
+
+
+class DatasetDraftForm(PageForm):
+    """A dataset version being built (web.dataset_drafts): the task list so far, what to add to it (an environment
+    version and N tasks of it, world seeds 1..N, or its world seeds as written), the sha256 of the list last
+    previewed (Save saves only a previewed list), and the button pressed."""
+
+    draft = BoundedText(MAX_DRAFT_CHARS)
+    environment_version_id = UUIDField()
+    count = WholeNumberField(validators=[Optional(), Follows(TASK_COUNT, "N")])
+    world_seeds = BoundedText(MAX_DRAFT_CHARS)
+    previewed = BoundedText(64)
+    action = BoundedText(20, validators=[Follows(one_of(*DRAFT_ACTIONS), "action")], default="preview")
 
 
 def csrf_field() -> Markup:

@@ -9,11 +9,11 @@ from typing import Annotated
 
 from pydantic import Field
 
-from domain.datasets import MAX_DATASET_TASKS, TASK_COUNT, WORLD_SEED
-from domain.rules import UUID_RULE, text
+from domain.datasets import DATASET_DESCRIPTION, DATASET_NAME, MAX_DATASET_TASKS, TASK_COUNT, WORLD_SEED
+from domain.rules import UUID_RULE
 from web.validation import ApiModel
 
-Name = Annotated[str, text(200, required=True)]
+Name = Annotated[str, DATASET_NAME]
 WorldSeed = Annotated[int, WORLD_SEED, Field(description="The world the version draws (built-in and MCP versions)")]
 
 
@@ -21,7 +21,7 @@ class DatasetCreate(ApiModel):
     """POST /datasets: a new dataset of the organization."""
 
     name: Name
-    description: Annotated[str, text(2000)] = ""
+    description: Annotated[str, DATASET_DESCRIPTION] = ""
 
 
 class DatasetTaskInput(ApiModel):
@@ -90,6 +90,10 @@ class DatasetTask(ApiModel):
     version: int = Field(ge=1, description="The environment version's number")
     kind: str = Field(description="builtin, mcp or harbor-task")
     world_seed: int | None = Field(description="null for a Harbor-task version (one task by itself)")
+    task: str = Field(
+        description="What a trial of this task is asked: a built-in world's text drawn from its seed, a Harbor task's "
+        "instruction.md, or for an MCP server words saying the server draws it when the task runs"
+    )
 
 
 class DatasetVersionTasks(DatasetVersion):

@@ -21,7 +21,7 @@ from blueprints.api.dataset_schemas import (
 from blueprints.api.schemas import validated
 from domain.datasets import DatasetRefused, requested_tasks
 from models import Dataset as DatasetRow
-from queries.datasets import dataset_tasks, dataset_versions, find_dataset, list_datasets
+from queries.datasets import dataset_tasks, dataset_versions, find_dataset, list_datasets, task_texts
 from web.database import request_session
 from writes.datasets import add_dataset_version, create_dataset
 
@@ -99,10 +99,12 @@ def create_dataset_version(dataset_id: uuid.UUID):
 @bp.get("/datasets/<uuid:dataset_id>/versions/<int:version>")
 @operation("getDatasetVersion", {200: Reply("The version's ordered tasks", DatasetVersionTasks)}, errors=(404,))
 def get_dataset_version(dataset_id: uuid.UUID, version: int):
-    """A dataset version's tasks in order, each with its environment, version number and world seed."""
+    """A dataset version's tasks in order, each with its environment, version number, world seed and text."""
     session = request_session()
     found = dataset_versions(session, dataset_id, version) if version <= LARGEST_VERSION else []
     if not found:
         raise ApiError(404, "not found", f"no version {version} of dataset {dataset_id}")
-    tasks = [DatasetTask.of(t) for t in dataset_tasks(session, found[0])]
+    rows = dataset_tasks(session, found[0])
+    texts = task_texts(session, [(t.environment_version_id, t.world_seed) for t in rows])
+    tasks = [DatasetTask.of(t, task=text) for t, text in zip(rows, texts, strict=True)]
     return jsonify(DatasetVersionTasks.of(found[0], tasks=tasks).to_json())

@@ -26,14 +26,16 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import text
 
+from domain.datasets import TaskInput
 from domain.outcome import TrialOutcome
 from domain.trajectory import message_step, tool_step
-from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
+from models import Dataset, EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.browser_support import BROWSER_MARKS, chromium, log_in, serve, shot
 from tests.conftest import PASSWORD, empty_tables
 from tests.factories import Catalog, finish_run, finish_runs, finished_outcome, make_catalog, typed_steps
 from tests.paths import TESTS
 from writes.accounts import add_membership, create_organization, create_user
+from writes.datasets import add_dataset_version, create_dataset
 from writes.invitations import invite
 from writes.runs import complete_run, enqueue_run, record_trial, trial_seed
 from writes.tokens import create_token
@@ -152,6 +154,13 @@ def site(app, cleaner_engine) -> Site:
             {"r": chatty_run},
         ).scalar()
 
+    with database.session(org.id) as session, session.begin():  # a dataset of both worlds, and one without versions
+        dataset = create_dataset(session, org.id, "shop-and-desk", "built-in tasks of both worlds")
+        tasks = [TaskInput(admin.version_id, seed, "v", "s") for seed in range(1, 131)]
+        tasks += [TaskInput(desk.version_id, seed, "v", "s") for seed in (7, 9)]
+        add_dataset_version(session, session.get_one(Dataset, (org.id, dataset.id)), tasks)
+        create_dataset(session, org.id, "empty", "")
+
     paths = {
         "login": "/login",
         "invitation": f"/invitations/{invitation_token}",
@@ -181,6 +190,10 @@ def site(app, cleaner_engine) -> Site:
         "evaluators": "/evaluators",
         "new-evaluator": "/evaluators/new?template=openai-chat",
         "trials-count": "/trials/count?status=failed",
+        "datasets": "/datasets",
+        "dataset": f"/datasets/{dataset.id}",
+        "dataset-draft": f"/datasets/{dataset.id}?from=1",
+        "dataset-version": f"/datasets/{dataset.id}/versions/1?page=2",
     }
     return Site(paths, org.id, admin)
 
@@ -214,6 +227,10 @@ PAGES = [
     "evaluators",
     "new-evaluator",
     "trials-count",
+    "datasets",
+    "dataset",
+    "dataset-draft",
+    "dataset-version",
 ]
 
 

@@ -1,6 +1,7 @@
 """The first hour in a real browser (Debian's chromium): a new organization goes from nothing to compared runs by
 its checklist, with no CLI call: an environment and an evaluator from their forms, two runs started from the
-environment's page (the worker runs them), a failed trial opened, two runs compared; each step ticks itself."""
+environment's page (the worker runs them), a failed trial opened, two runs compared, a dataset made; each step ticks
+itself."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_a_new_organization_walks_the_checklist_to_a_comparison(
     page = browser_page
     log_in(page, live_server, member.email, member.password)
     page.goto(f"{live_server}/environments")
-    assert page.locator("#first-steps-heading").inner_text().startswith("First steps (0 of 5 done)")
+    assert page.locator("#first-steps-heading").inner_text().startswith("First steps (0 of 6 done)")
     assert axe_violations(page) == []  # the steps as a new organization sees them
     shot(page, "40-first-steps")
 
@@ -76,6 +77,13 @@ def test_a_new_organization_walks_the_checklist_to_a_comparison(
     page.select_option("#pick-b", runs[0].get_attribute("value"))
     page.click("#compare-picker button[type=submit]")
     page.wait_for_selector("text=pass@k")
+
+    page.goto(f"{live_server}/environments")
+    assert "Compare two runs" in ticked(page) and "Make a dataset" not in ticked(page)
+    page.click(".first-steps a:text('Make a dataset')")
+    page.fill("#dataset-name", "shop-10")
+    page.click("#dataset-form button[type=submit]")
+    page.wait_for_selector("text=Created the dataset shop-10.")
 
     page.goto(f"{live_server}/environments")
     assert page.locator(".first-steps").count() == 0  # every step done: the checklist is gone

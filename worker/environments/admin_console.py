@@ -2,48 +2,11 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.environments.base import Environment, Task, ToolError, ToolSpec, require_int
-
-PRODUCTS = (
-    "USB-C cable",
-    "Laptop stand",
-    "Wireless mouse",
-    "Mechanical keyboard",
-    "27in monitor",
-    "Webcam",
-    "Desk lamp",
-    "Noise-cancelling headset",
-    "Docking station",
-    "Ergonomic chair",
-    "HDMI adapter",
-    "Portable SSD",
-    "Phone charger",
-    "Cable organiser",
-    "Standing mat",
-    "Label printer",
-    "Drawing tablet",
-    "Bluetooth speaker",
-    "Microphone arm",
-    "Monitor arm",
-)
-CUSTOMERS = (
-    "Dana Whitfield",
-    "Omar Haddad",
-    "Mei Lin",
-    "Lars Eriksen",
-    "Priya Natarajan",
-    "Jonas Weber",
-    "Ana Souza",
-    "Kofi Mensah",
-    "Yuki Tanaka",
-    "Sofia Rossi",
-    "Liam O'Connor",
-    "Zara Ahmed",
-)
+from domain.worlds import Task, draw_shop
+from worker.environments.base import Environment, ToolError, ToolSpec, require_int
 
 
 @dataclass
@@ -87,40 +50,20 @@ class AdminConsole(Environment):
     )
 
     def reset(self, world_seed: int) -> Task:
-        """Draw inventory, customers and the task from `world_seed`."""
-        rng = random.Random(world_seed)
-        skus = rng.sample(range(1000, 9999), self.params["skus"])
-        products = rng.sample(PRODUCTS, self.params["skus"])
-        customer_ids = rng.sample(range(100, 999), self.params["customers"])
+        """Draw inventory, customers and the task from `world_seed` (domain.worlds.draw_shop)."""
+        drawn = draw_shop(self.params, world_seed)
         self.world = World(
-            stock={f"SKU-{s}": rng.randint(0, 12) for s in skus},
-            names={f"SKU-{s}": p for s, p in zip(skus, products, strict=True)},
-            customers={
-                f"CUST-{c}": n for c, n in zip(customer_ids, rng.sample(CUSTOMERS, len(customer_ids)), strict=True)
-            },
-            next_order=rng.randint(1000, 9000),
+            stock=dict(drawn.stock),
+            names=dict(drawn.names),
+            customers=dict(drawn.customers),
+            next_order=drawn.next_order,
         )
-        sku = rng.choice(sorted(self.world.stock))
-        customer = rng.choice(sorted(self.world.customers))
-        quantity = self.world.stock[sku] + rng.randint(2, 6)
-        restock = quantity - self.world.stock[sku] + rng.randint(0, 5)
-        self.goal: dict[str, Any] = {"sku": sku, "restock": restock, "customer_id": customer, "quantity": quantity}
+        self.goal: dict[str, Any] = dict(drawn.goal)
         self.note(
             f"opened admin-console (world {world_seed}): {len(self.world.stock)} SKUs, "
             f"{len(self.world.customers)} customers"
         )
-        text = (
-            f"Restock {sku} ({self.world.names[sku]}) by {restock} units, then place an order of {quantity} "
-            f"units of {sku} for customer {customer} ({self.world.customers[customer]})."
-        )
-        data = {
-            **self.goal,
-            "distractors": {
-                "sku": sorted(s for s in self.world.stock if s != sku),
-                "customer_id": sorted(c for c in self.world.customers if c != customer),
-            },
-        }
-        return Task(text, data)
+        return drawn.task
 
     def tool_list_inventory(self) -> str:
         self.note("list_inventory")

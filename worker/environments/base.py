@@ -8,19 +8,14 @@ from typing import Any, ClassVar
 
 from domain.specs import BUILTIN_STAGES
 from domain.trajectory import Step
+from domain.worlds import Task
+
+__all__ = ["Environment", "Task", "ToolError", "ToolSpec", "require_int"]
 
 
 class ToolError(Exception):
     """A tool call the environment refuses (unknown tool, missing or bad argument) or that failed (an MCP tool's
     isError result); the agent sees the message and the step records an error."""
-
-
-@dataclass(frozen=True)
-class Task:
-    """What the agent is asked to do: the prompt text and the same facts as data (for scripted agents)."""
-
-    text: str
-    data: dict[str, Any]
 
 
 @dataclass(frozen=True)

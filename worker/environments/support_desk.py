@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any
 
-from worker.environments.base import Environment, Task, ToolError, ToolSpec
-
-TEAMS = ("billing", "shipping", "accounts", "technical")
-PRIORITIES = ("low", "normal", "high", "urgent")
-
-ISSUES = {
-    "billing": ("was charged twice for order", "needs a refund for order", "sees a wrong amount on invoice"),
-    "shipping": ("has not received order", "got a damaged parcel for order", "wants to change the address of order"),
-    "accounts": ("cannot log in after resetting the password", "wants the account email changed", "is locked out"),
-    "technical": ("gets error 500 on checkout", "cannot upload an avatar", "sees a blank dashboard"),
-}
+from domain.worlds import PRIORITIES, TEAMS, Task, draw_desk
+from worker.environments.base import Environment, ToolError, ToolSpec
 
 
 def _one_of(value: Any, choices: tuple[str, ...], name: str) -> str:
@@ -60,37 +50,12 @@ class SupportDesk(Environment):
     )
 
     def reset(self, world_seed: int) -> Task:
-        """Draw the ticket queue and the ticket to handle from `world_seed`."""
-        rng = random.Random(world_seed)
-        self.tickets: dict[str, Ticket] = {}
-        for number in rng.sample(range(100, 999), self.params["tickets"]):
-            team = rng.choice(TEAMS)
-            order = f"#{rng.randint(10000, 99999)}"
-            problem = rng.choice(ISSUES[team])
-            ticket = Ticket(f"T-{number}", f"Customer {problem} {order}", f"Customer reports: {problem} {order}.", team)
-            self.tickets[ticket.id] = ticket
-        target = self.tickets[rng.choice(sorted(self.tickets))]
-        reference = f"{self.params['reference_prefix']}-{rng.randint(1000, 9999)}"
-        self.goal = {
-            "ticket_id": target.id,
-            "priority": rng.choice(("high", "urgent")),
-            "team": target.needs_team,
-            "reference": reference,
-        }
+        """Draw the ticket queue and the ticket to handle from `world_seed` (domain.worlds.draw_desk)."""
+        drawn = draw_desk(self.params, world_seed)
+        self.tickets: dict[str, Ticket] = {t.id: Ticket(t.id, t.subject, t.body, t.needs_team) for t in drawn.tickets}
+        self.goal = dict(drawn.goal)
         self.note(f"opened support-desk (world {world_seed}): {len(self.tickets)} open tickets")
-        text = (
-            f"Handle ticket {target.id}: set its priority to {self.goal['priority']}, assign it to the "
-            f"{self.goal['team']} team, and reply to the customer quoting reference {reference}."
-        )
-        data = {
-            **self.goal,
-            "distractors": {
-                "ticket_id": sorted(t for t in self.tickets if t != target.id),
-                "team": [t for t in TEAMS if t != self.goal["team"]],
-                "priority": [p for p in PRIORITIES if p != self.goal["priority"]],
-            },
-        }
-        return Task(text, data)
+        return drawn.task
 
     def _ticket(self, ticket_id: Any) -> Ticket:
         ticket = self.tickets.get(ticket_id)

@@ -1,4 +1,4 @@
-"""The first-run checklist on /environments ticks each step once it is done, and goes once all five are; run rows
+"""The first-run checklist on /environments ticks each step once it is done, and goes once all six are; run rows
 and the run page link the compare picker with that run chosen."""
 
 from __future__ import annotations
@@ -13,30 +13,33 @@ def steps(api) -> dict[str, bool]:
     return {one(item, "a").get_text(): "done" in attr(item, "class") for item in page.select(".first-steps li")}
 
 
-def test_a_new_organization_sees_five_steps_that_tick_themselves(api, database, member):
+def test_a_new_organization_sees_six_steps_that_tick_themselves(api, database, member):
     assert steps(api) == {
         "Create an environment": False,
         "Create an evaluator": False,
         "Start a run": False,
         "Open a failed trial": False,
         "Compare two runs": False,
+        "Make a dataset": False,
     }
     page = parse(api.get("/environments").text)
     assert attr(one(page, ".first-steps a"), "href") == "/environments/new"
-    assert "0 of 5 done" in one(page, "#first-steps-heading").get_text()
+    assert "0 of 6 done" in one(page, "#first-steps-heading").get_text()
     catalog = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=4)
-    assert list(steps(api).values()) == [True, True, False, False, False]
+    assert list(steps(api).values()) == [True, True, False, False, False, False]
     runs = finish_runs(database, catalog, 2)
-    assert list(steps(api).values()) == [True, True, True, False, False]
+    assert list(steps(api).values()) == [True, True, True, False, False, False]
     succeeded = api_ids(api, "rewardBand=successful")
     if succeeded:  # a succeeded trial is not a failed one
         api.get(f"/trials/{succeeded[0]}")
         assert not steps(api)["Open a failed trial"]
     api.get(f"/trials/{api_ids(api, 'rewardBand=failed')[0]}")
-    assert list(steps(api).values()) == [True, True, True, True, False]
+    assert list(steps(api).values()) == [True, True, True, True, False, False]
     version_side = f"/compare?a={catalog.version_id}&b={catalog.version_id}"
     assert api.get(version_side).status_code == 200 and not steps(api)["Compare two runs"]
     assert api.get(f"/compare?a={runs[0]}&b={runs[1]}").status_code == 200
+    assert list(steps(api).values()) == [True, True, True, True, True, False]
+    assert api.post("/datasets", data={"name": "shop-50"}).status_code == 303
     assert parse(api.get("/environments").text).select(".first-steps") == []
 
 
