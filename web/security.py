@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, abort, request
 
+from domain.harbor_dataset import MAX_DATASET_UPLOAD_BYTES
 from domain.harbor_task import MAX_TASK_UPLOAD_BYTES
 
 CONTENT_SECURITY_POLICY = (
@@ -25,8 +26,12 @@ HEADERS = {
 # The headers of every download of an organization's trials (exports, trajectories, artifacts): never cached.
 PRIVATE = {"X-Privacy-Class": "PRIVATE", "Cache-Control": "no-store"}
 MAX_REQUEST_BYTES = 1024 * 1024  # JSON bodies and forms; larger requests answer 413
-# Endpoints that take more: a Harbor task's folder (domain.harbor_task.MAX_TASK_UPLOAD_BYTES).
-LARGER_BODIES = {"api.upload_harbor_task": MAX_TASK_UPLOAD_BYTES}
+# Endpoints that take more: a Harbor task's folder (domain.harbor_task.MAX_TASK_UPLOAD_BYTES) and a folder of them
+# (domain.harbor_dataset.MAX_DATASET_UPLOAD_BYTES).
+LARGER_BODIES = {
+    "api.upload_harbor_task": MAX_TASK_UPLOAD_BYTES,
+    "api.upload_harbor_dataset": MAX_DATASET_UPLOAD_BYTES,
+}
 
 
 def init_app(app: Flask) -> None:

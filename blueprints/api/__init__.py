@@ -45,4 +45,16 @@ def too_deep(error: TooDeep, whole: str) -> str:
     return f"{error.field or whole}: {error}"
 
 
-from blueprints.api import account, catalog, compare, datasets, ingest, openapi, rollouts, runs, triage, trials  # noqa: E402, F401  (register their routes on bp)
+from blueprints.api import (  # noqa: E402, F401  (register their routes on bp)
+    account,
+    catalog,
+    compare,
+    datasets,
+    harbor_datasets,
+    ingest,
+    openapi,
+    rollouts,
+    runs,
+    triage,
+    trials,
+)
