@@ -39,12 +39,15 @@ def init_app(app: Flask) -> None:
     if app.config.get("MAX_CONTENT_LENGTH") is None:  # Flask's default is no limit
         app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
 
-    @app.before_request
     def refuse_oversized_bodies() -> None:
         limit = LARGER_BODIES.get(request.endpoint or "", app.config["MAX_CONTENT_LENGTH"])
         request.max_content_length = limit  # also for a body sent without Content-Length (chunked)
         if request.content_length is not None and request.content_length > limit:
             abort(413, description=f"Request bodies are limited to {limit // 1024} KiB.")
+
+    # First of every request's functions: the login guard's CSRF check reads the form, which opens the body's stream
+    # with the limit in force then (a session's upload past 1 MiB answered 413 when this ran after it).
+    app.before_request_funcs.setdefault(None, []).insert(0, refuse_oversized_bodies)
 
     @app.after_request
     def add_security_headers(response: Response) -> Response:
