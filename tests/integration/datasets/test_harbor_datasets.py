@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import shutil
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,25 @@ def test_another_organizations_dataset_is_not_found_and_nothing_is_written(
     assert upload_dataset(viewer_api, dataset["id"], body).status_code == 403
     assert table_counts(count_rows, api.org.id) == mine
     assert table_counts(count_rows, outsider.org.id) == theirs
+
+
+def test_two_uploads_of_one_folder_at_once_make_one_set_of_environments(app, api, tmp_path, count_rows):
+    body = tar_gz(benchmark(tmp_path))
+    dataset = new_dataset(api)
+    clients = [api, ApiClient(app.test_client(), api.member)]
+    start = threading.Barrier(2)
+    answers: list[tuple[int, str]] = []
+
+    def send(client: ApiClient) -> None:
+        start.wait()
+        answer = upload_dataset(client, dataset["id"], body)
+        answers.append((answer.status_code, answer.json.get("id") or answer.get_data(as_text=True)[:300]))
+
+    threads = [threading.Thread(target=send, args=(client,)) for client in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(status for status, _ in answers) == [200, 201], answers
+    assert answers[0][1] == answers[1][1]  # the same dataset version
+    assert count_rows("environments", api.org) == 6 and count_rows("environment_versions", api.org) == 6
