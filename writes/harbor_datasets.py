@@ -90,5 +90,5 @@ def import_harbor_dataset(session: Session, dataset: Dataset, data: bytes) -> Ha
         version, new = add_harbor_task(session, environment, tree, folder)
         imported[folder] = ImportedTask(folder, environment, version, folder not in environments, new)
     tasks = [TaskInput(imported[folder].version.id, None, folder, folder) for folder in layout.folders]
-    version, new = add_dataset_version(session, dataset, tasks)
-    return HarborDatasetImport(version, new, tuple(imported[folder] for folder in layout.folders))
+    dataset_version, new = add_dataset_version(session, dataset, tasks)
+    return HarborDatasetImport(dataset_version, new, tuple(imported[folder] for folder in layout.folders))
