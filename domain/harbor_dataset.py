@@ -12,7 +12,8 @@ MAX_DATASET_TASKS task folders or MAX_DATASET_ENTRIES entries, a file or task ov
 than MAX_ENTRIES entries, more than MAX_DATASET_TREE_BYTES of files; the tar itself stops at MAX_DATASET_TAR_BYTES);
 then `read_dataset_tasks` reads the tasks one after the other, each as a single task's upload is read. A task's
 entries come together in the archive (tar writes a folder's entries together); a task folder scattered through the
-archive is refused, as is one whose name cannot name an environment (1 to 200 characters, no space at either end).
+archive is refused, as is one whose name cannot name an environment (1 to 200 characters, no space at either end)
+and a link where a task folder would be (Harbor would follow it; a task folder here is a folder).
 An entry that cannot be kept is named by its path in the archive (`tasks/greet/link`), a file a task lacks or cannot
 read inside its task folder (`greet/instruction.md`).
 """
@@ -122,6 +123,8 @@ class _Survey:
         self.children: dict[str, _Group] = {}  # the first folder's sub-folders, while it may hold the tasks
         self.top_order, self.child_order = _Sequence(), _Sequence()
         self.long_child: str | None = None
+        self.top_link: str | None = None  # a link at the archive's top, or in the first folder (beside its tasks)
+        self.child_link: str | None = None
 
     def add(self, entry: TarEntry) -> None:
         member, path = entry.member, entry.path
@@ -141,8 +144,10 @@ class _Survey:
         elif not (member.isdir() or member.issym() or member.islnk()):
             raise not_a_file(member, path)
         parts = path.split("/")
+        link = member.issym() or member.islnk()
         if len(parts) == 1 and not member.isdir():
             self.flat_task = self.flat_task or path == "instruction.md"
+            self.top_link = self.top_link or (path if link else None)
             self._many()
             return
         self._top(parts[0], path, size)
@@ -151,6 +156,8 @@ class _Survey:
                 self.first_is_task = True
             if len(parts) > 2 or (len(parts) == 2 and member.isdir()):
                 self._child(parts[0], parts[1], path, size)
+            elif len(parts) == 2 and link:
+                self.child_link = self.child_link or path
 
     def _many(self) -> None:
         """The tasks are the top's folders: each is held to a task's bounds from now on."""
@@ -170,6 +177,8 @@ class _Survey:
         if group is None:
             if len(self.tops) >= MAX_DATASET_TASKS:
                 raise _too_many("")
+            if len(name) > 200 and self.many:  # a task folder (the tops are), and not worth holding
+                raise TaskRefused(name[:200], NAME_SAYS)
             group = self.tops[name] = _Group()
         group.bytes += size
         group.entries += 1
@@ -209,13 +218,17 @@ class _Survey:
                 "archive the folder that holds the task folders (tar -czf - -C parent folder)",
             )
         if self.many or self.first is None or self.first_is_task:
-            root, names, order = "", self.tops, self.top_order
+            root, names, order, link = "", self.tops, self.top_order, self.top_link
             for name, group in self.tops.items():
                 self._within_task(name, name, group)
         else:
             if self.long_child:
                 raise TaskRefused(self.long_child, NAME_SAYS)
-            root, names, order = self.first + "/", self.children, self.child_order
+            root, names, order, link = self.first + "/", self.children, self.child_order, self.child_link
+        if link is not None:
+            raise TaskRefused(
+                link, "a link beside the task folders is not allowed: a task folder is a folder (copy it in)"
+            )
         if not names:
             raise _holds(root.rstrip("/"), f"no task folder ({NO_TASK})")
         if order.scattered is not None:

@@ -104,6 +104,9 @@ def test_one_folder_holding_a_task_is_a_dataset_of_that_task():
         ),
         (files(*task("ds/ a")) + END, "ds/ a", "cannot name an environment"),
         (pax(*task("ds/" + "n" * 201)) + END, "ds/" + "n" * 200, "cannot name an environment"),
+        (pax(*task("a"), *task("n" * 60_000)) + END, "n" * 200, "cannot name an environment"),
+        (files(*task("ds/a")) + header("ds/b", 0, tarfile.SYMTYPE) + END, "ds/b", "a link beside the task folders"),
+        (files(*task("a")) + header("b", 0, tarfile.LNKTYPE) + END, "b", "a link beside the task folders"),
     ],
     ids=[
         "empty",
@@ -116,6 +119,9 @@ def test_one_folder_holding_a_task_is_a_dataset_of_that_task():
         "scattered",
         "a space",
         "201 characters",
+        "60,000 characters",
+        "a symbolic link to a task folder",
+        "a hard link at the top",
     ],
 )
 def test_an_archive_or_task_that_cannot_be_kept_is_refused_naming_the_entry(body, entry, says):

@@ -82,6 +82,7 @@ def refused_with_nothing_written(api, dataset: dict, body: bytes, count_rows, st
             "the task folder's entries are not together in the archive",
         ),
         (task("ds/ a "), "ds/ a ", "cannot name an environment"),
+        ((*task("ds/a"), ("ds/b", "symlink", "/srv/tasks/b")), "ds/b", "a link beside the task folders"),
     ],
     ids=[
         "..",
@@ -102,6 +103,7 @@ def refused_with_nothing_written(api, dataset: dict, body: bytes, count_rows, st
         "a task's own files",
         "a task folder scattered",
         "a name with spaces at its ends",
+        "a link where a task folder would be",
     ],
 )
 def test_an_archive_or_task_that_cannot_be_kept_answers_400_naming_the_entry(
