@@ -52,8 +52,10 @@ DATASET_UPLOAD = {  # bytes to a generated client (format: binary)
 )
 @expensive()
 def upload_harbor_dataset(dataset_id: uuid.UUID):
-    """A folder of Harbor task folders, uploaded as a tar.gz, becomes one environment per task folder (named after
-    it; the same files, the same version) and a version of the dataset holding them in folder order."""
+    """A folder of Harbor task folders (a tar.gz) becomes a version of the dataset, one environment per task folder.
+
+    Each task folder's environment is named after it and its version is the one these files already are, else a new
+    one; the dataset version holds the tasks in folder order (the same tasks, the same version: 200)."""
     session = request_session()
     dataset = session.scalar(select(DatasetRow).where(DatasetRow.id == dataset_id))
     if dataset is None:
