@@ -1,7 +1,7 @@
 """The `flask --app app …` commands: init-db, create-org, create-user, add-member, invite, create-token,
-import-harbor, import-harbor-task, demo, worker. Registered by the app factory (as flaskr's db.py registers init-db);
-bad input prints one `Error:` line and exits 1 without writing anything. `main` is the `agentforge` console script:
-the same commands (and Flask's own: run, shell, routes) as one program.
+import-harbor, import-harbor-task, import-harbor-dataset, demo, worker. Registered by the app factory (as flaskr's
+db.py registers init-db); bad input prints one `Error:` line and exits 1 without writing anything. `main` is the
+`agentforge` console script: the same commands (and Flask's own: run, shell, routes) as one program.
 """
 
 from __future__ import annotations
@@ -19,19 +19,24 @@ from sqlalchemy import func, select
 
 from db.migrate import migrate
 from db.session import Database
+from domain.datasets import DatasetRefused
+from domain.harbor_dataset import MAX_DATASET_UPLOAD_BYTES
 from domain.harbor_task import TaskRefused, read_task_archive
-from domain.rules import Refused, Rule, one_of
+from domain.rules import Refused, Rule, one_of, text
 from domain.vocabulary import ROLES
 from importers.harbor import MISSING_INSTRUCTION, read_harbor
 from importers.harbor_task import folder_archive
 from importers.ingest import IngestError, ingest
 from models.accounts import Membership, Organization
+from models.datasets import Dataset
 from models.environments import Environment
 from queries.accounts import find_account, find_organization
 from worker.loop import WorkerSettings, run_workers
 from writes.accounts import AccountError, add_membership, create_organization, create_user
+from writes.datasets import create_dataset
 from writes.demo import create_demo
 from writes.environments import add_harbor_task, create_environment
+from writes.harbor_datasets import HarborDatasetImport, import_harbor_dataset
 from writes.invitations import invite
 from writes.tokens import create_token
 
@@ -52,6 +57,7 @@ class RuleChoice(click.Choice):
 
 
 ROLE = RuleChoice(one_of(*ROLES), "role")
+DATASET_NAME = text(200, required=True)  # as POST /api/v1/datasets holds a name
 
 
 def register_commands(app: Flask) -> None:
@@ -218,6 +224,30 @@ def register_commands(app: Flask) -> None:
             for line in version.spec["build"]["notHonoured"]:
                 click.echo(f"Not honoured without a container runtime: {line}", err=True)
 
+    @app.cli.command("import-harbor-dataset")
+    @click.argument("path", type=click.Path(path_type=Path, file_okay=False, exists=True))
+    @click.option("--org", "org_name", required=True, help="Organization the environments and dataset belong to.")
+    @click.option("--dataset", "dataset_name", required=True, help="The dataset it becomes a version of (made if new).")
+    def import_harbor_dataset_command(path: Path, org_name: str, dataset_name: str) -> None:
+        """Make a folder of Harbor task folders (what `harbor run -p` takes) one environment per task folder, named
+        after it, and a version of the dataset holding them in folder order; the same files again are the same
+        versions. Nothing is written when anything is refused."""
+        org = _existing_org(database(), org_name)
+        try:
+            name = DATASET_NAME.apply(dataset_name)
+            data = folder_archive(path, MAX_DATASET_UPLOAD_BYTES)
+            with database().session(org.id) as session, session.begin():
+                dataset = session.scalar(select(Dataset).where(Dataset.name == name))
+                if dataset is None:
+                    dataset = create_dataset(session, org.id, name)
+                said = _imported(dataset.name, import_harbor_dataset(session, dataset, data))
+        except Refused as refused:
+            _fail(f"--dataset {refused.says}")
+        except (TaskRefused, DatasetRefused) as refused:
+            _fail(str(refused))
+        for line, err in said:  # printed once written: a refusal prints its one line and nothing else
+            click.echo(line, err=err)
+
     @app.cli.command("demo")
     @click.option("--if-empty", is_flag=True, help="Do nothing when any organization exists.")
     def demo(if_empty: bool) -> None:
@@ -275,6 +305,23 @@ def _or_fail(action):
         return action()
     except AccountError as error:
         _fail(str(error))
+
+
+def _imported(dataset: str, imported: HarborDatasetImport) -> list[tuple[str, bool]]:
+    """What import-harbor-dataset prints, as (line, to stderr): each task folder's environment version, new or
+    already there, what its Dockerfile asks that is not honoured, and the dataset version."""
+    lines = []
+    for task in imported.tasks:
+        made = "is new" if task.new_version else "was already there: the same files"
+        environment = " (a new environment)" if task.new_environment else ""
+        version = f"{task.environment.name} version {task.version.version}{environment}"
+        lines.append((f"{task.folder}: {version} {made}.", False))
+        for line in task.version.spec["build"]["notHonoured"]:
+            lines.append((f"{task.folder}: not honoured without a container runtime: {line}", True))
+    made = "is new" if imported.new else "was already there: the same tasks"
+    count = imported.version.task_count
+    lines.append((f"Dataset {dataset} version {imported.version.version} ({count} tasks) {made}.", False))
+    return lines
 
 
 def _existing_org(database: Database, name: str) -> Organization:

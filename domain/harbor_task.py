@@ -27,6 +27,8 @@ import shlex
 import tarfile
 import tomllib
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,21 +140,22 @@ def instruction_of(canonical_tar: bytes) -> str:
 
 class _TarStream:
     """An upload's tar read as a stream, gunzipped as it is read when the upload is a tar.gz, with a running total:
-    past MAX_TASK_TAR_BYTES it is refused, so however far a small upload would expand, at most that many bytes
-    (and one more, which tells) are ever inflated, and only as tarfile asks for them."""
+    past its limit (MAX_TASK_TAR_BYTES for a task) it is refused, so however far a small upload would expand, at most
+    that many bytes (and one more, which tells) are ever inflated, and only as tarfile asks for them."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, limit: int = MAX_TASK_TAR_BYTES, over: str = OVER_SIZE) -> None:
         self.data, self.at, self.total = memoryview(data), 0, 0
+        self.limit, self.over = limit, over  # the most of the tar read, and the refusal past it
         self.gzip = data[:2] == b"\x1f\x8b"
         self.inflate = zlib.decompressobj(wbits=GZIP_WBITS)
         self.pending = b""  # compressed bytes not yet handed to the decompressor
 
     def read(self, size: int = -1) -> bytes:
-        room = MAX_TASK_TAR_BYTES - self.total
+        room = self.limit - self.total
         out = self._made(room + 1 if size < 0 else min(size, room + 1))
         self.total += len(out)
-        if self.total > MAX_TASK_TAR_BYTES:
-            raise TaskRefused("", OVER_SIZE)
+        if self.total > self.limit:
+            raise TaskRefused("", self.over)
         return out
 
     def rest(self) -> None:
@@ -261,6 +264,112 @@ def _strip_top(paths: list[str]) -> str:
     return ""
 
 
+@contextmanager
+def _tar_refusals() -> Iterator[None]:
+    """tarfile's own errors, and what its parsers let through, as the upload's refusal."""
+    try:
+        yield
+    except TaskRefused:
+        raise
+    except (tarfile.TarError, EOFError, ValueError) as error:
+        raise TaskRefused("", f"the upload is not a tar archive ({error})") from None
+
+
+@dataclass(frozen=True)
+class TarEntry:
+    """One entry of an upload's tar as it is read: its header, its path (cleaned: see `_clean`) and its data, read
+    only when asked for (before the next entry)."""
+
+    member: tarfile.TarInfo
+    path: str
+    archive: tarfile.TarFile
+
+    def data(self) -> bytes:
+        """The entry's bytes (a regular file's)."""
+        with _tar_refusals():
+            handle = self.archive.extractfile(self.member)
+            return handle.read() if handle else b""
+
+
+def tar_entries(data: bytes, limit: int = MAX_TASK_TAR_BYTES, over: str = OVER_SIZE) -> Iterator[TarEntry]:
+    """Each entry of a tar or tar.gz upload, in order, read as a stream: the tar stops at `limit` bytes (refused
+    saying `over`), a header announcing too much is refused before what it announces is read (see `_Header`), a path
+    that cannot be kept is refused (`_clean`), and after the archive's end at most a tar record may follow."""
+    stream = _TarStream(data, limit, over)
+    with _tar_refusals():
+        # typeshed's file object for tarfile also asks for write and seek, which a stream read in order never needs
+        with tarfile.open(fileobj=stream, mode="r|", tarinfo=_Header) as archive:  # type: ignore[call-overload]
+            while (member := archive.next()) is not None:
+                archive.members.clear()  # read once, in order: nothing of an entry is kept but what is below
+                yield TarEntry(member, _clean(member.name), archive)
+        stream.rest()
+
+
+def not_a_file(member: tarfile.TarInfo, path: str) -> TaskRefused:
+    """The refusal of an entry that is neither a file, a folder nor a link (a device, a FIFO, …)."""
+    kind = "device" if member.isdev() and not member.isfifo() else "FIFO" if member.isfifo() else "entry"
+    return TaskRefused(path, f"a {kind} is not allowed in a task; only files and folders")
+
+
+class TaskFiles:
+    """One task's entries as they are read, refused from their headers past MAX_ENTRIES entries or MAX_TREE_BYTES of
+    files (before the data is read): its files (read) and links, by their paths in the archive."""
+
+    def __init__(self) -> None:
+        self.regular: dict[str, tuple[bytes, bool]] = {}
+        self.links: dict[str, tuple[str, bool]] = {}  # path → (target, symbolic)
+        self.total = self.count = 0
+
+    def add(self, entry: TarEntry) -> None:
+        """Keep `entry` (a folder is nothing to keep), or TaskRefused naming it."""
+        member, path = entry.member, entry.path
+        self.count += 1
+        if self.count > MAX_ENTRIES:
+            raise TaskRefused("", f"the task has more than {MAX_ENTRIES} entries")
+        if member.isdir() or not path:
+            return
+        if member.isfile():
+            self.total += member.size
+            if self.total > MAX_TREE_BYTES:
+                raise TaskRefused(path, OVER_SIZE)
+            self.regular[path] = (entry.data(), bool(member.mode & 0o111))
+        elif member.issym() or member.islnk():
+            self.links[path] = (member.linkname, member.issym())
+        else:
+            raise not_a_file(member, path)
+
+    def tree(self, top: str | None = None, folder: str | None = None) -> TaskTree:
+        """The task these entries are: links kept as copies of the files they lead to, the files under `top` (the
+        task's folder in the archive, `tasks/greet/`; by default the one folder every entry sits in, if any) by
+        their paths inside it, checked as a task (instruction.md, tests/test.sh, task.toml, the Dockerfile). A file
+        the task lacks or cannot read is named inside the task, under `folder` when given (`greet/task.toml`)."""
+        regular = dict(self.regular)
+        folders = {parent for p in (*regular, *self.links) for parent in _parents(p)}
+        for path in sorted(folders & (set(regular) | set(self.links))):
+            raise TaskRefused(path, "is both a file and a folder in the archive")
+        for path, (target, symbolic) in self.links.items():
+            regular[path] = _through_link(path, target, symbolic, regular, folders)
+        if top is None:
+            top = _strip_top(sorted(regular))
+        files = tuple(
+            TaskFile(path.removeprefix(top), body, executable)
+            for path, (body, executable) in sorted(regular.items())
+            if path.startswith(top)
+        )
+        tree = TaskTree(files, folder or top.rstrip("/") or None)
+        try:
+            for required in REQUIRED:
+                if tree.get(required) is None:
+                    raise TaskRefused(required, "is missing: a Harbor task needs instruction.md and tests/test.sh")
+            task_toml(tree)  # refused here when malformed, as the Dockerfile is
+            task_build(tree)
+        except TaskRefused as refused:
+            if folder is None:
+                raise
+            raise TaskRefused(f"{folder}/{refused.entry}", refused.says) from None
+        return tree
+
+
 def read_task_archive(data: bytes) -> TaskTree:
     """The task a tar or tar.gz upload holds, or TaskRefused naming the entry that cannot be kept.
 
@@ -268,58 +377,10 @@ def read_task_archive(data: bytes) -> TaskTree:
     of files in all) before its data is read, and the stream itself stops at MAX_TASK_TAR_BYTES, so what is held is
     at most about the task's size whatever the upload expands to.
     """
-    stream = _TarStream(data)
-    regular: dict[str, tuple[bytes, bool]] = {}
-    links: dict[str, tuple[str, bool]] = {}  # path → (target, symbolic)
-    total = 0
-    count = 0
-    try:
-        # typeshed's file object for tarfile also asks for write and seek, which a stream read in order never needs
-        with tarfile.open(fileobj=stream, mode="r|", tarinfo=_Header) as archive:  # type: ignore[call-overload]
-            while (member := archive.next()) is not None:
-                archive.members.clear()  # read once, in order: nothing of an entry is kept but what is below
-                count += 1
-                if count > MAX_ENTRIES:
-                    raise TaskRefused("", f"the task has more than {MAX_ENTRIES} entries")
-                path = _clean(member.name)
-                if member.isdir() or not path:
-                    continue
-                if member.isfile():
-                    total += member.size
-                    if total > MAX_TREE_BYTES:
-                        raise TaskRefused(path, OVER_SIZE)
-                    handle = archive.extractfile(member)
-                    regular[path] = (handle.read() if handle else b"", bool(member.mode & 0o111))
-                elif member.issym() or member.islnk():
-                    links[path] = (member.linkname, member.issym())
-                else:
-                    kind = (
-                        "device" if member.isdev() and not member.isfifo() else "FIFO" if member.isfifo() else "entry"
-                    )
-                    raise TaskRefused(path, f"a {kind} is not allowed in a task; only files and folders")
-        stream.rest()
-    except TaskRefused:
-        raise
-    except (tarfile.TarError, EOFError, ValueError) as error:  # tarfile's own, and what its parsers let through
-        raise TaskRefused("", f"the upload is not a tar archive ({error})") from None
-    folders = {parent for p in (*regular, *links) for parent in _parents(p)}
-    for path in sorted(folders & (set(regular) | set(links))):
-        raise TaskRefused(path, "is both a file and a folder in the archive")
-    for path, (target, symbolic) in links.items():
-        regular[path] = _through_link(path, target, symbolic, regular, folders)
-    top = _strip_top(sorted(regular))
-    files = tuple(
-        TaskFile(path.removeprefix(top), body, executable)
-        for path, (body, executable) in sorted(regular.items())
-        if path.startswith(top)
-    )
-    tree = TaskTree(files, top.rstrip("/") or None)
-    for required in REQUIRED:
-        if tree.get(required) is None:
-            raise TaskRefused(required, "is missing: a Harbor task needs instruction.md and tests/test.sh")
-    task_toml(tree)  # refused here when malformed, as the Dockerfile is
-    task_build(tree)
-    return tree
+    files = TaskFiles()
+    for entry in tar_entries(data):
+        files.add(entry)
+    return files.tree()
 
 
 def _parents(path: str) -> list[str]:

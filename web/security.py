@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, abort, request
 
+from domain.harbor_dataset import MAX_DATASET_UPLOAD_BYTES
 from domain.harbor_task import MAX_TASK_UPLOAD_BYTES
 
 CONTENT_SECURITY_POLICY = (
@@ -25,8 +26,12 @@ HEADERS = {
 # The headers of every download of an organization's trials (exports, trajectories, artifacts): never cached.
 PRIVATE = {"X-Privacy-Class": "PRIVATE", "Cache-Control": "no-store"}
 MAX_REQUEST_BYTES = 1024 * 1024  # JSON bodies and forms; larger requests answer 413
-# Endpoints that take more: a Harbor task's folder (domain.harbor_task.MAX_TASK_UPLOAD_BYTES).
-LARGER_BODIES = {"api.upload_harbor_task": MAX_TASK_UPLOAD_BYTES}
+# Endpoints that take more: a Harbor task's folder (domain.harbor_task.MAX_TASK_UPLOAD_BYTES) and a folder of them
+# (domain.harbor_dataset.MAX_DATASET_UPLOAD_BYTES).
+LARGER_BODIES = {
+    "api.upload_harbor_task": MAX_TASK_UPLOAD_BYTES,
+    "api.upload_harbor_dataset": MAX_DATASET_UPLOAD_BYTES,
+}
 
 
 def init_app(app: Flask) -> None:
@@ -34,12 +39,15 @@ def init_app(app: Flask) -> None:
     if app.config.get("MAX_CONTENT_LENGTH") is None:  # Flask's default is no limit
         app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
 
-    @app.before_request
     def refuse_oversized_bodies() -> None:
         limit = LARGER_BODIES.get(request.endpoint or "", app.config["MAX_CONTENT_LENGTH"])
         request.max_content_length = limit  # also for a body sent without Content-Length (chunked)
         if request.content_length is not None and request.content_length > limit:
             abort(413, description=f"Request bodies are limited to {limit // 1024} KiB.")
+
+    # First of every request's functions: the login guard's CSRF check reads the form, which opens the body's stream
+    # with the limit in force then (a session's upload past 1 MiB answered 413 when this ran after it).
+    app.before_request_funcs.setdefault(None, []).insert(0, refuse_oversized_bodies)
 
     @app.after_request
     def add_security_headers(response: Response) -> Response:

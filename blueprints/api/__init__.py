@@ -51,6 +51,7 @@ from blueprints.api import (  # noqa: E402, F401  (register their routes on bp)
     compare,
     dataset_runs,
     datasets,
+    harbor_datasets,
     ingest,
     openapi,
     rollouts,

@@ -1,5 +1,6 @@
 """The datasets API's bodies: what POST /datasets and POST /datasets/{id}/versions take, and the datasets, versions
-and tasks they answer (beside schemas.py; the same contract builds them into /api/v1/openapi.json)."""
+(a Harbor dataset upload's with its task folders) and tasks they answer (beside schemas.py; the same contract builds
+them into /api/v1/openapi.json)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,23 @@ class DatasetVersion(ApiModel):
         "version",
     )
     created_at: datetime
+
+
+class HarborDatasetTask(ApiModel):
+    """One task folder of a Harbor dataset upload: the environment named after it and the version its files are."""
+
+    folder: str
+    environment_id: uuid.UUID
+    environment_version_id: uuid.UUID
+    version: int = Field(ge=1, description="The environment version's number")
+    new_environment: bool = Field(description="The environment was made by this upload")
+    new_version: bool = Field(description="The version was made by this upload (else these files already were it)")
+
+
+class HarborDatasetVersion(DatasetVersion):
+    """The dataset version a Harbor dataset upload is, and its task folders in order (sorted by name)."""
+
+    tasks: list[HarborDatasetTask]
 
 
 class DatasetDetail(Dataset):

@@ -33,8 +33,9 @@ TASKS_REFUSED = {
 }
 
 
-def _refused(refused: DatasetRefused) -> ApiError:
-    error = "not found" if refused.status == 404 else f"invalid {refused.field}"
+def refusal(refused: DatasetRefused) -> ApiError:
+    """A refused task list as the API answers it, naming the field."""
+    error = {404: "not found", 409: "name taken"}.get(refused.status, f"invalid {refused.field}")
     return ApiError(refused.status, error, str(refused), field=refused.field)
 
 
@@ -90,7 +91,7 @@ def create_dataset_version(dataset_id: uuid.UUID):
     try:
         version, new = add_dataset_version(session, dataset, requested_tasks(raw))
     except DatasetRefused as refused:
-        raise _refused(refused) from None
+        raise refusal(refused) from None
     reply = jsonify(DatasetVersion.of(version).to_json())
     session.commit()
     return reply, 201 if new else 200

@@ -136,6 +136,15 @@ def test_a_generated_client_calls_every_operation(served, generated, runner, mak
     refused = call("upload_harbor_task", environment_id=created.parsed.id, body=types.File(payload=io.BytesIO(b"no")))
     assert refused.status_code == 400 and isinstance(refused.parsed, models.Error)
 
+    bench = call("create_dataset", body=models.CreateDatasetDatasetCreate(name="harbor fixtures"))
+    assert bench.status_code == 201
+    folder = types.File(payload=io.BytesIO(tar_gz(HELLO.parent)), mime_type="application/gzip")  # tasks/hello-file
+    harbor = call("upload_harbor_dataset", dataset_id=bench.parsed.id, body=folder)
+    assert harbor.status_code == 201 and harbor.parsed.task_count == 1
+    assert [(t.folder, t.new_environment, t.new_version) for t in harbor.parsed.tasks] == [("hello-file", True, True)]
+    refused = call("upload_harbor_dataset", dataset_id=bench.parsed.id, body=types.File(payload=io.BytesIO(b"no")))
+    assert refused.status_code == 400 and refused.parsed.field == "body"
+
     listed = call("list_environments")
     assert listed.status_code == 200
     assert any(e.name == "support" and e.latest_version == 3 for e in listed.parsed)
