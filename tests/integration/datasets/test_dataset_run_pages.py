@@ -13,9 +13,11 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import ApiClient, csrf_token_from
+from tests.factories import dataset_run_of, make_catalog
 from tests.helpers import (
     attr,
     counting_queries,
+    found,
     is_fragment,
     is_whole_page,
     one,
@@ -27,6 +29,7 @@ from tests.helpers import (
 )
 from tests.integration.datasets.test_dataset_runs import CRASHES, NOVICE, dataset_version, evaluator, start
 from tests.integration.datasets.test_datasets_api import builtin_version, new_dataset
+from tests.integration.mcp.test_mcp import faulty
 
 ADMIN_CONSOLE_STAGES = ["stage_inventory", "stage_order", "stage_checkout"]
 
@@ -159,6 +162,28 @@ def test_a_queued_dataset_run_polls_and_its_fragment_is_the_live_block(api):
     assert "0 of 3 tasks · 0 of 9 trials" in fragment.text
 
 
+def test_a_running_dataset_run_says_how_far_it_got_and_about_how_long_is_left(api, database):
+    catalog = make_catalog(database, api.org.id, NOVICE, attempt_count=2)
+    dataset_run_id = dataset_run_of(database, catalog, tasks=3, finished=1)
+    with database.session(api.org.id) as session, session.begin():  # its first task began ten minutes ago
+        session.execute(
+            text(
+                "UPDATE evaluation_runs SET started_at = now() - interval '10 minutes' "
+                "WHERE dataset_run_id = :id AND dataset_position = 1"
+            ),
+            {"id": dataset_run_id},
+        )
+    body = api.get(f"/dataset-runs/{dataset_run_id}").text
+    assert texts(body, "#dataset-run-state") == ["running"]
+    assert texts(body, "#dataset-run-progress") == ["1 of 3 tasks · 2 of 6 trials"]
+    assert attr(one(body, "#dataset-run-meter progress"), "value") == "2"
+    assert attr(one(body, "#dataset-run-live"), "hx-trigger") == "every 2s"
+    now = " ".join(one(body, "p.run-now").get_text().split())
+    # 2 trials in 10 minutes, 4 to go: about 20 minutes at that pace
+    found(r"^Running: 1 of 3 tasks done, 2 of 6 trials recorded\. About 20 min \d\d s left at the pace so far\.$", now)
+    assert [cells(row)[4] for row in task_rows(body)] == ["completed", "queued", "queued"]
+
+
 def test_the_retry_button_shows_only_with_errors_and_retries_from_the_page(api, database, count_rows):
     version = dataset_version(api, count=3)
     crashed = start(api, version, evaluator(api, "crashes", CRASHES, attempts=2))
@@ -191,6 +216,33 @@ def test_the_retry_button_shows_only_with_errors_and_retries_from_the_page(api, 
     again = api.post(f"/dataset-runs/{crashed['id']}/retry", data={"csrf_token": csrf_token_from(after)})
     assert again.status_code == 409 and "nothing to retry" in again.text
     assert count_rows("evaluation_runs", api.org) == before["evaluation_runs"][0] + 3
+
+
+def test_trials_that_were_never_scored_count_as_errors_and_their_tasks_are_retried(api, database):
+    environment = api.post("/api/v1/environments", {"name": "faulty-mcp"}).json
+    spec = faulty("nostart")  # an MCP server that exits at once: each trial ends status error, never scored
+    mcp = api.post(f"/api/v1/environments/{environment['id']}/versions", {"spec": spec}).json
+    dataset = new_dataset(api, "faulty")
+    version = api.post(f"/api/v1/datasets/{dataset['id']}/versions", {"environmentVersionId": mcp["id"], "count": 2})
+    assert version.status_code == 201, version.json
+    dataset_run = start(api, version.json, evaluator(api, "crashes", CRASHES, attempts=2))
+    work(database)
+
+    answer = api.get(f"/api/v1/dataset-runs/{dataset_run['id']}").json
+    assert [(t["trials"], t["successes"], t["errors"], t["meanReward"]) for t in answer["tasks"]] == [
+        (2, 0, 2, None)
+    ] * 2
+    assert answer["failureCategories"] == {"environment_error": 4} and answer["progress"]["tasksWithErrors"] == 2
+    body = api.get(f"/dataset-runs/{dataset_run['id']}").text
+    assert [(cells(row)[5], cells(row)[7], cells(row)[8]) for row in task_rows(body)] == [
+        (f"2 of 2 trials of task {n}", "—", "2") for n in (1, 2)
+    ]
+    assert texts(body, "form.retry-errors button") == ["Retry the 2 tasks that ended in errors"]
+    assert [cells(row)[:2] for row in parse(body).select("table.dataset-run-gap tbody tr")] == [
+        ["environment_error", "4"]
+    ]
+    retried = api.post(f"/dataset-runs/{dataset_run['id']}/retry", data={"csrf_token": csrf_token_from(body)})
+    assert retried.status_code == 303
 
 
 def test_the_list_and_start_form_start_a_dataset_run_once_per_submitted_form(api, count_rows):
