@@ -31,7 +31,15 @@ from domain.trajectory import message_step, tool_step
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.browser_support import BROWSER_MARKS, chromium, log_in, serve, shot
 from tests.conftest import PASSWORD, empty_tables
-from tests.factories import Catalog, finish_run, finish_runs, finished_outcome, make_catalog, typed_steps
+from tests.factories import (
+    Catalog,
+    dataset_run_of,
+    finish_run,
+    finish_runs,
+    finished_outcome,
+    make_catalog,
+    typed_steps,
+)
 from tests.paths import TESTS
 from writes.accounts import add_membership, create_organization, create_user
 from writes.invitations import invite
@@ -132,6 +140,7 @@ def site(app, cleaner_engine) -> Site:
         version = session.get_one(EnvironmentVersion, (org.id, admin.version_id))
         config = session.get_one(EvaluatorConfig, (org.id, admin.config_id))
         queued = enqueue_run(session, version, config, 3)
+    dataset_run = dataset_run_of(database, admin, tasks=6, finished=3, errored=1)  # running, one task to retry
     repeats = make_catalog(database, org.id, novice, attempt_count=1, config_name="repeats")
     repeats_trial = record(database, repeats, outcome(twelve_steps()))
     with database.session(org.id) as session:
@@ -181,6 +190,8 @@ def site(app, cleaner_engine) -> Site:
         "evaluators": "/evaluators",
         "new-evaluator": "/evaluators/new?template=openai-chat",
         "trials-count": "/trials/count?status=failed",
+        "dataset-runs": "/dataset-runs",
+        "dataset-run": f"/dataset-runs/{dataset_run}",
     }
     return Site(paths, org.id, admin)
 
@@ -214,6 +225,8 @@ PAGES = [
     "evaluators",
     "new-evaluator",
     "trials-count",
+    "dataset-runs",
+    "dataset-run",
 ]
 
 
