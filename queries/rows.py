@@ -34,5 +34,15 @@ def by_name(cls: type[T], row: Any, *, read: Iterable[str] = (), **derived: Any)
 
 
 def all_by_name(cls: type[T], rows: Iterable[Any]) -> list[T]:
-    """`by_name` of every row, in order."""
-    return [by_name(cls, row) for row in rows]
+    """`by_name` of every row, in order. The columns are checked once per set of column names (the rows of one
+    result share theirs), so a result of 10,000 rows costs 10,000 constructions, not 10,000 checks."""
+    found: list[T] = []
+    checked: tuple[str, ...] | None = None
+    for row in rows:
+        names = getattr(row, "_fields", None)  # a Row's column names (one tuple per result)
+        if names is None or names != checked:
+            found.append(by_name(cls, row))
+            checked = names
+        else:
+            found.append(cls(**dict(zip(names, row, strict=True))))
+    return found
