@@ -10,6 +10,7 @@ def register_blueprints(app: Flask) -> None:
         auth,
         catalog,
         compare,
+        dataset_runs,
         datasets,
         environments,
         health,
@@ -31,6 +32,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(insights.bp)
     app.register_blueprint(compare.bp)
     app.register_blueprint(datasets.bp)
+    app.register_blueprint(dataset_runs.bp)
     app.register_blueprint(settings.bp)
     app.register_blueprint(triage.bp)
     app.register_blueprint(invitations.bp)

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from domain import task_stats
+from domain.agents import ran_elsewhere
+from domain.specs import stage_order
 from domain.task_stats import TaskEstimate, TaskTally
+from models.environments import EnvironmentVersion
 from queries.rows import all_by_name, by_name
 
 FINISHED = ("completed", "failed", "cancelled")
@@ -49,6 +52,18 @@ class DatasetRunRef:
     def label(self) -> str:
         """How pages name it: the evaluator on the dataset version."""
         return f"{self.evaluator_name} on {self.dataset_name} v{self.version}"
+
+    @property
+    def evaluator_label(self) -> str:
+        """The evaluator with its checkpoint and step when it has them: "policy (checkpoint ckpt-9, step 9000)"."""
+        marks = [f"checkpoint {self.checkpoint}"] if self.checkpoint else []
+        marks += [f"step {self.step}"] if self.step is not None else []
+        return f"{self.evaluator_name} ({', '.join(marks)})" if marks else self.evaluator_name
+
+    @property
+    def title(self) -> str:
+        """Its page's title: the evaluator (checkpoint and step) on the dataset version."""
+        return f"{self.evaluator_label} on {self.dataset_name} v{self.version}"
 
 
 @dataclass(frozen=True)
@@ -260,3 +275,68 @@ def list_dataset_runs(
 ) -> list[DatasetRunRef]:
     """The organization's newest dataset runs (of one dataset version when given), newest first."""
     return all_by_name(DatasetRunRef, session.execute(LIST, {"version_id": dataset_version_id, "limit": limit}))
+
+
+def stage_pipeline(session: Session, view: DatasetRunView) -> list[str]:
+    """The stage_* keys the dataset run's trials reported, in pipeline order: the declared order of its environment
+    version when every task is of one version (a built-in world's), else the order its own counts give (the stage
+    most trials passed first, as domain.specs.stage_order infers an MCP version's)."""
+    if not view.stages:
+        return []
+    versions = {task.environment_version_id for task in view.tasks}
+    spec = None
+    if len(versions) == 1:
+        spec = session.scalar(select(EnvironmentVersion.spec).where(EnvironmentVersion.id == versions.pop()))
+    return stage_order(spec, {key: passed for key, (_, passed, _) in view.stages.items()})
+
+
+@dataclass(frozen=True)
+class DatasetVersionChoice:
+    """A dataset version a dataset run can be started on: its dataset's name, number and task count."""
+
+    id: uuid.UUID
+    dataset_name: str
+    version: int
+    task_count: int
+
+    @property
+    def label(self) -> str:
+        """How the start form names it: "shop-50 v2 (50 tasks)"."""
+        return f"{self.dataset_name} v{self.version} ({self.task_count} task{'s' if self.task_count != 1 else ''})"
+
+
+@dataclass(frozen=True)
+class EvaluatorChoice:
+    """An evaluator configuration the start form offers, with its attemptCount, checkpoint and step."""
+
+    id: uuid.UUID
+    name: str
+    attempt_count: int
+    checkpoint: str | None
+    step: int | None
+    agent: dict
+
+    @property
+    def imported(self) -> bool:
+        """Its agent ran in another harness: listed and marked, never runnable here."""
+        return ran_elsewhere(self.agent)
+
+
+VERSION_CHOICES = text(
+    """
+    SELECT dv.id, d.name AS dataset_name, dv.version, dv.task_count
+    FROM dataset_versions dv
+    JOIN datasets d ON d.organization_id = dv.organization_id AND d.id = dv.dataset_id
+    ORDER BY d.name, dv.version DESC
+    """
+)
+EVALUATOR_CHOICES = text(
+    "SELECT id, name, attempt_count, checkpoint, step, agent FROM evaluator_configs ORDER BY name, id"
+)
+
+
+def dataset_run_choices(session: Session) -> tuple[list[DatasetVersionChoice], list[EvaluatorChoice]]:
+    """What the start form offers: the organization's dataset versions (by dataset, newest version first) and its
+    evaluator configurations (by name)."""
+    versions = all_by_name(DatasetVersionChoice, session.execute(VERSION_CHOICES))
+    return versions, all_by_name(EvaluatorChoice, session.execute(EVALUATOR_CHOICES))

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from domain.specs import pipeline_order
 from models import Environment, EnvironmentVersion, EvaluationRun, EvaluationTrial, EvaluatorConfig
+from queries.dataset_runs import DatasetRunRef, find_dataset_run
 from queries.outcomes import TrialOutcome
 from queries.rows import by_name
 
@@ -53,6 +54,7 @@ class RunDetail:
     trials: list[RunTrial]
     imported: bool = False  # its evaluator or version holds results of another harness: no worker here runs it
     stage_pipeline: tuple[str, ...] = ()  # the stage keys of its trials in the version's pipeline order
+    dataset_run: DatasetRunRef | None = None  # the dataset run it is one task of (its task: run.dataset_position)
 
     @property
     def resettable(self) -> bool:
@@ -198,6 +200,7 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
             ),
             {"id": run.reset_of_run_id},
         ).scalar()
+    dataset_run = find_dataset_run(session, run.dataset_run_id) if run.dataset_run_id is not None else None
     trials = session.execute(
         select(
             EvaluationTrial.id,
@@ -230,6 +233,7 @@ def run_detail(session: Session, run_id: uuid.UUID) -> RunDetail | None:
                 spec, sorted({key for t in trials for key in t.metrics if key.startswith("stage_")}), version_passed
             )
         ),
+        dataset_run=dataset_run,
     )
 
 

@@ -8,12 +8,12 @@ import os
 import shutil
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from db.session import Database
 from domain.datasets import requested_tasks
@@ -320,6 +320,37 @@ def finish_run(database: Database, catalog: Catalog, outcome_for=None) -> uuid.U
             record_trial(session, run, number, seed, outcome_for(number, seed))
         complete_run(session, run)
     return run.id
+
+
+def dataset_run_of(
+    database: Database, catalog: Catalog, tasks: int, finished: int = 0, errored: int = 0, name: str = "shop"
+) -> uuid.UUID:
+    """A dataset run of the catalog's evaluator on a new dataset `name` of `tasks` worlds of its version (seeds
+    1..tasks), without the worker: the first `finished` tasks' runs are written as finished_outcome trials and
+    completed, the `errored` tasks after them as trials that ended environment_error, the others stay queued."""
+    from writes.dataset_runs import start_dataset_run
+    from writes.runs import complete_run, record_trial, trial_seed
+
+    with database.session(catalog.org_id) as session, session.begin():
+        dataset = create_dataset(session, catalog.org_id, name)
+        version, _ = add_dataset_version(
+            session, dataset, requested_tasks({"environmentVersionId": str(catalog.version_id), "count": tasks})
+        )
+        dataset_run, _ = start_dataset_run(session, version.id, catalog.config_id)
+        runs = session.scalars(
+            select(EvaluationRun)
+            .where(EvaluationRun.dataset_run_id == dataset_run.id)
+            .order_by(EvaluationRun.dataset_position)
+        ).all()
+        for index, run in enumerate(runs[: finished + errored]):
+            for number in range(1, run.attempt_count + 1):
+                seed = trial_seed(run, number)
+                outcome = finished_outcome("admin-console", number, seed)
+                if index >= finished:
+                    outcome = replace(outcome, status="error", reward=None, failure_category="environment_error")
+                record_trial(session, run, number, seed, outcome)
+            complete_run(session, run)
+        return dataset_run.id
 
 
 def finish_runs(database: Database, catalog: Catalog, runs: int = 1) -> list[uuid.UUID]:

@@ -95,6 +95,15 @@ class StartRunForm(PageForm):
     submission_key = SubmissionKeyField()
 
 
+class StartDatasetRunForm(PageForm):
+    """A dataset version, an evaluator configuration and an optional attemptCount (trials per task)."""
+
+    dataset_version_id = UUIDField(validators=[DataRequired("Choose a dataset version.")])
+    evaluator_config_id = UUIDField(validators=[DataRequired("Choose an evaluator configuration.")])
+    attempt_count = WholeNumberField(validators=[Optional(), Follows(ATTEMPT_COUNT, "Attempt count")])
+    submission_key = SubmissionKeyField()
+
+
 class ResetForm(PageForm):
     """How to reset a run: a mode a user may ask for."""
 

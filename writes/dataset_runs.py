@@ -77,10 +77,18 @@ def start_dataset_run(
             f"{config.name} is imported: its agent ran in another harness, so no worker here can run it.",
             field="evaluatorConfigId",
         )
-    return once(session, DatasetRun, submission_key, lambda: _queue(session, version, config, attempt_count))
+    return once(
+        session, DatasetRun, submission_key, lambda: _queue(session, version, config, attempt_count, submission_key)
+    )
 
 
-def _queue(session: Session, version: DatasetVersion, config: EvaluatorConfig, attempt_count: int | None) -> DatasetRun:
+def _queue(
+    session: Session,
+    version: DatasetVersion,
+    config: EvaluatorConfig,
+    attempt_count: int | None,
+    submission_key: uuid.UUID | None,
+) -> DatasetRun:
     dataset_run = DatasetRun(
         organization_id=version.organization_id,
         id=new_id(),
@@ -88,6 +96,7 @@ def _queue(session: Session, version: DatasetVersion, config: EvaluatorConfig, a
         evaluator_config_id=config.id,
         attempt_count=config.attempt_count if attempt_count is None else attempt_count,
         task_count=version.task_count,
+        submission_key=submission_key,  # a second POST of the same form finds this dataset run (writes.once)
     )
     session.add(dataset_run)
     session.flush()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from domain.datasets import TaskInput
 from domain.outcome import TrialOutcome
@@ -32,7 +32,15 @@ from domain.trajectory import message_step, tool_step
 from models import Dataset, EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from tests.browser_support import BROWSER_MARKS, chromium, log_in, serve, shot
 from tests.conftest import PASSWORD, empty_tables
-from tests.factories import Catalog, finish_run, finish_runs, finished_outcome, make_catalog, typed_steps
+from tests.factories import (
+    Catalog,
+    dataset_run_of,
+    finish_run,
+    finish_runs,
+    finished_outcome,
+    make_catalog,
+    typed_steps,
+)
 from tests.paths import TESTS
 from writes.accounts import add_membership, create_organization, create_user
 from writes.datasets import add_dataset_version, create_dataset
@@ -134,6 +142,7 @@ def site(app, cleaner_engine) -> Site:
         version = session.get_one(EnvironmentVersion, (org.id, admin.version_id))
         config = session.get_one(EvaluatorConfig, (org.id, admin.config_id))
         queued = enqueue_run(session, version, config, 3)
+    dataset_run = dataset_run_of(database, admin, tasks=6, finished=3, errored=1)  # running, one task to retry
     repeats = make_catalog(database, org.id, novice, attempt_count=1, config_name="repeats")
     repeats_trial = record(database, repeats, outcome(twelve_steps()))
     with database.session(org.id) as session:
@@ -194,6 +203,8 @@ def site(app, cleaner_engine) -> Site:
         "dataset": f"/datasets/{dataset.id}",
         "dataset-draft": f"/datasets/{dataset.id}?from=1",
         "dataset-version": f"/datasets/{dataset.id}/versions/1?page=2",
+        "dataset-runs": "/dataset-runs",
+        "dataset-run": f"/dataset-runs/{dataset_run}",
     }
     return Site(paths, org.id, admin)
 
@@ -231,6 +242,8 @@ PAGES = [
     "dataset",
     "dataset-draft",
     "dataset-version",
+    "dataset-runs",
+    "dataset-run",
 ]
 
 
@@ -408,6 +421,44 @@ def test_the_run_progress_stays_one_live_region_while_the_page_polls(pages, base
     assert page.locator("#run-meter progress").count() == 0
     assert page.locator("#run-live").get_attribute("hx-trigger") is None  # polling stopped
     assert page.locator("#run-status >> text=Trial 2").count() == 1
+
+
+def test_the_dataset_run_progress_stays_one_live_region_while_the_page_polls(pages, base_url, app, site):
+    database, org = app.extensions["agentforge_db"], site.org_id
+    dataset_run_id = dataset_run_of(database, site.catalog, tasks=2, name="polled")
+    with database.session(org) as session:
+        runs = session.scalars(
+            select(EvaluationRun)
+            .where(EvaluationRun.dataset_run_id == dataset_run_id)
+            .order_by(EvaluationRun.dataset_position)
+        ).all()
+        run_ids, attempts = [run.id for run in runs], runs[0].attempt_count
+    page = pages["owner"]
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{base_url}/dataset-runs/{dataset_run_id}")
+    assert page.locator("#dataset-run-progress").inner_text() == f"0 of 2 tasks · 0 of {2 * attempts} trials"
+    page.evaluate("() => { window.liveRegion = document.getElementById('dataset-run-progress'); }")
+
+    def finish(run_id) -> None:
+        with database.session(org) as session, session.begin():
+            run = session.get_one(EvaluationRun, (org, run_id))
+            for number in range(1, attempts + 1):
+                seed = trial_seed(run, number)
+                record_trial(session, run, number, seed, finished_outcome("admin-console", number, seed))
+            complete_run(session, run)
+
+    finish(run_ids[0])
+    page.wait_for_selector("#dataset-run-state >> text=running")
+    assert page.locator("#dataset-run-progress").inner_text() == f"1 of 2 tasks · {attempts} of {2 * attempts} trials"
+    assert page.evaluate("() => document.getElementById('dataset-run-progress') === window.liveRegion")
+    finish(run_ids[1])
+    page.wait_for_selector("#dataset-run-state >> text=completed")
+    assert (
+        page.locator("#dataset-run-progress").inner_text() == f"2 of 2 tasks · {2 * attempts} of {2 * attempts} trials"
+    )
+    assert page.evaluate("() => document.getElementById('dataset-run-progress') === window.liveRegion")
+    assert page.locator("#dataset-run-meter progress").count() == 0
+    assert page.locator("#dataset-run-live").get_attribute("hx-trigger") is None  # polling stopped
 
 
 def test_the_menu_collapses_on_a_phone_without_javascript_and_stays_open_on_a_desktop(browser, base_url):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from queries.rows import all_by_name, by_name
 
@@ -48,3 +49,13 @@ def test_a_computed_field_is_passed_by_keyword_and_its_inputs_are_named():
 def test_columns_and_computed_fields_must_add_up_to_the_fields(columns, read, derived):
     with pytest.raises(TypeError, match="Pair is built from columns named"):
         by_name(Pair, row(**columns), read=read, **derived)
+
+
+def test_the_rows_of_results_are_checked_once_per_set_of_columns():
+    engine = create_engine("sqlite://")
+    with engine.connect() as connection:
+        pairs = connection.execute(text("SELECT 1 AS id, 'a' AS name UNION ALL SELECT 2, 'b'")).all()
+        titled = connection.execute(text("SELECT 3 AS id, 'c' AS title")).all()
+    assert all_by_name(Pair, pairs) == [Pair(1, "a"), Pair(2, "b")]
+    with pytest.raises(TypeError, match="Pair is built from columns named"):
+        all_by_name(Pair, [*pairs, *titled])  # a row of other columns after checked ones is still refused
