@@ -183,7 +183,9 @@ class Worker:
                     if following is not None:  # it begins now: said in this transaction, not one of its own
                         report_progress(session, run, self.name, following, None, begins=True)
                 begun = following is not None
-            except IntegrityError:
+            except IntegrityError as error:
+                if not _already_recorded(error):  # any other refusal is a fault: the run goes back, never done
+                    raise
                 log.warning("trial %s of run %s was already recorded; skipping", number, run_id)
                 begun = False
         with self.database.session(org_id) as session, session.begin():
@@ -204,6 +206,16 @@ class Worker:
         """Mark a run that can never succeed (bad spec or agent) as failed, with the reason."""
         with self.database.session(org_id) as session, session.begin():
             fail_run(session, org_id, run_id, error)
+
+
+def _already_recorded(error: IntegrityError) -> bool:
+    """Whether recording a trial was refused because another worker recorded that trial number first (the run's
+    unique trial number), the one refusal a worker may skip."""
+    cause = error.orig
+    return (
+        isinstance(cause, psycopg.errors.UniqueViolation)
+        and cause.diag.constraint_name == "uq_evaluation_trials_trial_number_per_run"
+    )
 
 
 class TrialProgress:

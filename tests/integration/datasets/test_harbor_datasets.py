@@ -249,3 +249,42 @@ def test_two_uploads_of_one_folder_at_once_make_one_set_of_environments(app, api
     assert sorted(status for status, _ in answers) == [200, 201], answers
     assert answers[0][1] == answers[1][1]  # the same dataset version
     assert count_rows("environments", api.org) == 6 and count_rows("environment_versions", api.org) == 6
+
+
+@pytest.mark.slow  # sandboxed programs, the worker
+def test_the_oracle_runs_a_harbor_dataset_of_the_fixtures_and_a_retry_runs_only_the_task_that_errored(
+    api, database, tmp_path
+):
+    from tests.helpers import work
+
+    dataset = new_dataset(api)
+    version = upload_dataset(api, dataset["id"], tar_gz(benchmark(tmp_path)))
+    assert version.status_code == 201, version.json
+    oracle = api.post(
+        "/api/v1/evaluator-configs", {"name": "oracle", "attemptCount": 1, "timeoutS": 60, "agent": {"kind": "oracle"}}
+    ).json
+    started = api.post(
+        "/api/v1/dataset-runs", {"datasetVersionId": version.json["id"], "evaluatorConfigId": oracle["id"]}
+    )
+    assert started.status_code == 202, started.json
+    assert work(database) == 6
+    run = api.get(f"/api/v1/dataset-runs/{started.json['id']}").json
+    assert run["status"] == "completed", run
+    by_folder = {t["environmentName"]: (t["status"], t["successes"], t["errors"], t["worldSeed"]) for t in run["tasks"]}
+    assert by_folder == {
+        "greet": ("completed", 1, 0, None),
+        "hello-file": ("completed", 1, 0, None),
+        "hidden": ("completed", 1, 0, None),
+        "partial": ("completed", 1, 0, None),
+        "run-fails": ("completed", 0, 1, None),  # its Dockerfile's RUN fails: an environment error, unscored
+        "slow-verifier": ("completed", 0, 0, None),  # the verifier's timeout: a scored failure (reward 0)
+    }
+    assert run["passAtK"]["1"]["value"] == pytest.approx(4 / 6) and run["progress"]["tasksWithErrors"] == 1
+    assert run["failureCategories"] == {"environment_error": 1, "timeout": 1}
+    hello = next(t for t in run["tasks"] if t["environmentName"] == "hello-file")
+    assert hello["task"] == (HELLO / "instruction.md").read_text().replace("\r\n", "\n")[:300]
+
+    retried = api.post(f"/api/v1/dataset-runs/{started.json['id']}/retry", {})
+    assert retried.status_code == 202 and retried.json["retried"] == 1, retried.json
+    queued = [t["environmentName"] for t in retried.json["datasetRun"]["tasks"] if t["status"] == "queued"]
+    assert queued == ["run-fails"]

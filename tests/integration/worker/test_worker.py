@@ -349,3 +349,34 @@ def test_an_agent_printing_nan_and_infinity_is_recorded_and_its_artifact_is_json
         document = json.loads(body.body, parse_constant=lambda name: pytest.fail(f"{name} in the artifact"))
         steps = json.loads(document["trajectory"], parse_constant=lambda name: pytest.fail(f"{name} in the steps"))
         assert any(s.get("command", "").startswith("list_inventory") for s in steps["steps"])
+
+
+def test_a_trial_refused_for_another_reason_than_its_number_being_taken_is_never_skipped(
+    database, make_org, monkeypatch
+):
+    """A worker skips a trial another worker recorded first (the run's unique trial number); any other refusal of the
+    trial's write (here a NOT NULL column, as a dataset run's rollup once refused a trial never scored) hands the run
+    back with the error, never completes it without the trial."""
+    import worker.loop
+
+    org = make_org("Acme RL")
+    catalog = make_catalog(database, org.id, PERFECT, 2)
+    (run_id,) = queue(database, catalog)
+    real = worker.loop.record_trial
+
+    def refused(session, run, number, seed, outcome, **kwargs):
+        real(session, run, number, seed, outcome, **kwargs)
+        session.execute(text("CREATE TEMPORARY TABLE refusal (x int NOT NULL) ON COMMIT DROP"))
+        session.execute(text("INSERT INTO refusal VALUES (NULL)"))
+
+    monkeypatch.setattr(worker.loop, "record_trial", refused)
+    work(database, max_run_attempts=1)
+    status, error, trials = rows(
+        database,
+        org.id,
+        "SELECT r.status, r.error, (SELECT count(*) FROM evaluation_trials t WHERE t.evaluation_run_id = r.id) "
+        "FROM evaluation_runs r WHERE r.id = :id",
+        id=run_id,
+    )[0]
+    assert (status, trials) == ("failed", 0), (status, error)
+    assert "IntegrityError" in error and "refusal" in error, error
