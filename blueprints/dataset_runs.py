@@ -88,7 +88,7 @@ def start():
 
 
 def _view_or_404(dataset_run_id: uuid.UUID) -> DatasetRunView:
-    view = dataset_run_view(request_session(), dataset_run_id)
+    view = dataset_run_view(request_session(), dataset_run_id, TASK_ROWS)
     if view is None:
         abort(404, description=f"No dataset run {dataset_run_id} in this organization.")
     return view
@@ -107,7 +107,7 @@ def show(dataset_run_id: uuid.UUID):
         "dataset_run_live",
         view=view,
         finished=view.status in FINISHED,
-        task_rows=view.tasks[:TASK_ROWS],
+        task_rows=view.tasks,
         stage_keys=stage_pipeline(request_session(), view),
         chart=chart,
         methods=task_stats,

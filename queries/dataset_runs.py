@@ -119,32 +119,52 @@ class DatasetRunTask:
 
 
 @dataclass(frozen=True)
+class DatasetRunTotals:
+    """What a dataset run's tasks add up to, summed in PostgreSQL over its rollup rows: tasks (done, completed, still
+    untouched, ended in errors), trials, tokens, the versions they are of, when the first began, and each task's
+    tally by task key (tasks with no trial left out)."""
+
+    tasks: int
+    tasks_done: int
+    completed: int
+    untouched: int  # queued and never retried
+    errored_tasks: int
+    trials_done: int
+    tokens: int
+    versions: int
+    started_at: datetime | None
+    tallies: dict[str, TaskTally]
+    now: datetime  # the transaction's time, the ETA's
+
+
+@dataclass(frozen=True)
 class DatasetRunView:
-    """A dataset run with its tasks in order and the figures they give: status, progress, pass@k and mean reward
-    (task-clustered 95% intervals), and an estimate of the time left."""
+    """A dataset run with its totals and the figures they give (status, progress, pass@k and mean reward with
+    task-clustered 95% intervals, an estimate of the time left), and its first tasks in order."""
 
     ref: DatasetRunRef
-    tasks: list[DatasetRunTask]
+    tasks: list[DatasetRunTask]  # in the version's order: all, or the first the reader asked for
+    totals: DatasetRunTotals
     now: datetime
     # Trials per failure_category over the tasks' current runs, the most frequent first (the capability gap).
     categories: dict[str, int]
     # Per stage_* key over the tasks' current runs: (trials that reported it, passed, value sum) (partial rewards).
     stages: dict[str, tuple[int, int, float]]
 
-    @cached_property
+    @property
     def tallies(self) -> dict[str, TaskTally]:
         """Each task's tally by task key (tasks with no trial yet are left out)."""
-        return {t.key: t.tally for t in self.tasks if t.trials}
+        return self.totals.tallies
 
     @property
     def tasks_done(self) -> int:
         """Tasks whose current run has finished."""
-        return sum(t.finished for t in self.tasks)
+        return self.totals.tasks_done
 
     @property
     def trials_done(self) -> int:
         """Trials recorded by the tasks' current runs."""
-        return sum(t.trials for t in self.tasks)
+        return self.totals.trials_done
 
     @property
     def trials_total(self) -> int:
@@ -154,21 +174,20 @@ class DatasetRunView:
     @property
     def errored_tasks(self) -> int:
         """Finished tasks that ended in errors (retry runs them again)."""
-        return sum(t.ended_in_errors for t in self.tasks)
+        return self.totals.errored_tasks
 
     @property
     def tokens(self) -> int:
         """Tokens the tasks' current runs reported."""
-        return sum(t.tokens for t in self.tasks)
+        return self.totals.tokens
 
     @property
     def status(self) -> str:
         """queued (no task begun), running, or completed (every task's run ended; failed when every one failed)."""
-        if self.tasks_done == len(self.tasks):
-            return "failed" if all(t.status != "completed" for t in self.tasks) else "completed"
-        if all(t.status == "queued" and not t.retries for t in self.tasks):
-            return "queued"
-        return "running"
+        totals = self.totals
+        if totals.tasks_done == totals.tasks:
+            return "completed" if totals.completed else "failed"
+        return "queued" if totals.untouched == totals.tasks else "running"
 
     @cached_property
     def pass_at_k(self) -> dict[int, TaskEstimate]:
@@ -184,7 +203,7 @@ class DatasetRunView:
     @property
     def started_at(self) -> datetime | None:
         """When its first task's current run began."""
-        return min((t.started_at for t in self.tasks if t.started_at), default=None)
+        return self.totals.started_at
 
     @property
     def eta_seconds(self) -> float | None:
@@ -217,8 +236,31 @@ TASKS = text(
     JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
     JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
-    WHERE t.dataset_run_id = :id
+    WHERE t.dataset_run_id = :id AND t.position <= :last
     ORDER BY t.position
+    """
+)
+# A dataset run's totals in one row: the joined runs are primary-key lookups, the tallies arrays (one element per
+# task with a trial), so a thousand tasks cost a thousand index probes and five arrays, not a thousand rows.
+TOTALS = text(
+    f"""
+    SELECT count(*) AS tasks, count(*) FILTER (WHERE r.status IN {FINISHED}) AS tasks_done,
+           count(*) FILTER (WHERE r.status = 'completed') AS completed,
+           count(*) FILTER (WHERE r.status = 'queued' AND t.retries = 0) AS untouched,
+           count(*) FILTER (WHERE r.status IN {FINISHED} AND (t.errors > 0 OR r.status <> 'completed'))
+               AS errored_tasks,
+           coalesce(sum(t.trials), 0) AS trials_done, coalesce(sum(t.tokens), 0) AS tokens,
+           count(DISTINCT t.environment_version_id) AS versions, min(r.started_at) AS started_at, now() AS now,
+           coalesce(array_agg(t.environment_version_id::text || ':' || coalesce(t.world_seed::text, ''))
+               FILTER (WHERE t.trials > 0), '{{}}') AS keys,
+           coalesce(array_agg(t.trials) FILTER (WHERE t.trials > 0), '{{}}') AS attempts,
+           coalesce(array_agg(t.successes) FILTER (WHERE t.trials > 0), '{{}}') AS successes,
+           coalesce(array_agg(t.scored) FILTER (WHERE t.trials > 0), '{{}}') AS scored,
+           coalesce(array_agg(t.reward_sum) FILTER (WHERE t.trials > 0), '{{}}') AS reward_sums,
+           coalesce(array_agg(t.reward_square_sum) FILTER (WHERE t.trials > 0), '{{}}') AS reward_square_sums
+    FROM dataset_run_tasks t
+    JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
+    WHERE t.dataset_run_id = :id
     """
 )
 
@@ -243,12 +285,30 @@ def find_dataset_run(session: Session, dataset_run_id: uuid.UUID) -> DatasetRunR
     return by_name(DatasetRunRef, row) if row is not None else None
 
 
-def dataset_run_view(session: Session, dataset_run_id: uuid.UUID) -> DatasetRunView | None:
-    """The dataset run with its tasks in order (None for an id the organization does not have)."""
+def dataset_run_totals(session: Session, dataset_run_id: uuid.UUID) -> DatasetRunTotals:
+    """What the dataset run's tasks add up to (DatasetRunTotals)."""
+    row = session.execute(TOTALS, {"id": dataset_run_id}).one()
+    tallies = {
+        key: TaskTally(int(n), int(wins), int(scored), float(total), float(squares))
+        for key, n, wins, scored, total, squares in zip(
+            row.keys, row.attempts, row.successes, row.scored, row.reward_sums, row.reward_square_sums, strict=True
+        )
+    }
+    counts = {name: int(getattr(row, name)) for name in (
+        "tasks", "tasks_done", "completed", "untouched", "errored_tasks", "trials_done", "tokens", "versions"
+    )}  # fmt: skip
+    return DatasetRunTotals(**counts, started_at=row.started_at, tallies=tallies, now=row.now)
+
+
+def dataset_run_view(session: Session, dataset_run_id: uuid.UUID, tasks: int | None = None) -> DatasetRunView | None:
+    """The dataset run with its totals and its tasks in order, all of them or the first `tasks` (None for an id
+    the organization does not have)."""
     ref = find_dataset_run(session, dataset_run_id)
     if ref is None:
         return None
-    tasks = all_by_name(DatasetRunTask, session.execute(TASKS, {"id": dataset_run_id}))
+    last = ref.task_count if tasks is None else tasks
+    rows = all_by_name(DatasetRunTask, session.execute(TASKS, {"id": dataset_run_id, "last": last}))
+    totals = dataset_run_totals(session, dataset_run_id)
     categories: dict[str, int] = {}
     stages: dict[str, tuple[int, int, float]] = {}
     for row in session.execute(OUTCOMES, {"id": dataset_run_id}):
@@ -256,9 +316,8 @@ def dataset_run_view(session: Session, dataset_run_id: uuid.UUID) -> DatasetRunV
             categories[row.key] = int(row.trials)
         else:
             stages[row.key] = (int(row.trials), int(row.passed), float(row.value_sum))
-    now = session.execute(text("SELECT now()")).scalar_one()
     ordered = dict(sorted(categories.items(), key=lambda item: (-item[1], item[0])))
-    return DatasetRunView(ref, tasks, now, ordered, dict(sorted(stages.items())))
+    return DatasetRunView(ref, rows, totals, totals.now, ordered, dict(sorted(stages.items())))
 
 
 LIST = text(
@@ -283,10 +342,10 @@ def stage_pipeline(session: Session, view: DatasetRunView) -> list[str]:
     most trials passed first, as domain.specs.stage_order infers an MCP version's)."""
     if not view.stages:
         return []
-    versions = {task.environment_version_id for task in view.tasks}
     spec = None
-    if len(versions) == 1:
-        spec = session.scalar(select(EnvironmentVersion.spec).where(EnvironmentVersion.id == versions.pop()))
+    if view.totals.versions == 1 and view.tasks:
+        version_id = view.tasks[0].environment_version_id
+        spec = session.scalar(select(EnvironmentVersion.spec).where(EnvironmentVersion.id == version_id))
     return stage_order(spec, {key: passed for key, (_, passed, _) in view.stages.items()})
 
 
