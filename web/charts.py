@@ -101,8 +101,8 @@ def pass_at_k_chart(title: str, sides: list[tuple[str, dict[int, tuple[float | N
 
 
 def histogram_chart(title: str, counts: list[int], css: str = "series-a", width: int = 300,
-                    height: int = 200) -> Chart:  # fmt: skip
-    """Trials per reward bin over [0, 1]."""
+                    height: int = 200, unit: str = "trials") -> Chart:  # fmt: skip
+    """Trials (or another `unit`: a dataset run's tasks by their mean reward) per reward bin over [0, 1]."""
     bins = len(counts) or 1
     top = max(max(counts, default=0), 1)
     frame = _Frame(width, height, (0.0, 1.0), (0.0, float(top)))
@@ -113,11 +113,11 @@ def histogram_chart(title: str, counts: list[int], css: str = "series-a", width:
         low, high = index / bins, (index + 1) / bins
         closing = "]" if index == bins - 1 else ")"
         marks.append(Mark("rect", css, x=x0 + 1, y=y, w=max(x1 - x0 - 2, 1), h=frame.y(0) - y,
-                          title=f"reward [{low:.1f}, {high:.1f}{closing}: {count} trials"))  # fmt: skip
+                          title=f"reward [{low:.1f}, {high:.1f}{closing}: {count} {unit}"))  # fmt: skip
     step = max(1, round(top / 4))
     y_ticks = [(frame.y(v), str(v)) for v in range(0, top + 1, step)]
     x_ticks = [(frame.x(v / 5), f"{v / 5:.1f}") for v in range(6)]
-    return Chart(title, "reward (0 to 1)", "trials", width, height, x_ticks, y_ticks, marks)
+    return Chart(title, "reward (0 to 1)", unit, width, height, x_ticks, y_ticks, marks)
 
 
 def funnel_chart(title: str, stages: list[str], sides: list[tuple[str, list[float | None]]], width: int = 420,
