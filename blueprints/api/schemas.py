@@ -132,7 +132,8 @@ class EnvironmentVersion(ApiModel):
 
 
 class EvaluatorConfig(ApiModel):
-    """An evaluator configuration: the agent (secrets masked), attempts per run, step and time budget."""
+    """An evaluator configuration: the agent (secrets masked), attempts per run, step and time budget, and the
+    training checkpoint it evaluates with that checkpoint's step (null when not given)."""
 
     id: uuid.UUID
     name: str
@@ -140,6 +141,8 @@ class EvaluatorConfig(ApiModel):
     attempt_count: int = Field(ge=1, le=8)
     max_steps: int
     timeout_s: float
+    checkpoint: str | None = None
+    step: int | None = None
 
 
 class Trial(ApiModel):

@@ -83,6 +83,8 @@ def test_the_document_is_served_publicly_and_names_every_api_route(app, client):
     }
     as_names = {
         r.replace("environment_id", "environmentId")
+        .replace("dataset_run_id", "datasetRunId")
+        .replace("config_id", "configId")
         .replace("run_id", "runId")
         .replace("rollout_id", "rolloutId")
         .replace("artifact_id", "artifactId")
