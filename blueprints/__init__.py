@@ -14,6 +14,7 @@ def register_blueprints(app: Flask) -> None:
         health,
         insights,
         invitations,
+        leaderboard,
         runs,
         settings,
         triage,
@@ -29,6 +30,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(trials.bp)
     app.register_blueprint(insights.bp)
     app.register_blueprint(compare.bp)
+    app.register_blueprint(leaderboard.bp)
     app.register_blueprint(settings.bp)
     app.register_blueprint(triage.bp)
     app.register_blueprint(invitations.bp)

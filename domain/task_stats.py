@@ -40,7 +40,7 @@ from scipy import stats
 
 from domain.comparison import ALPHA, CONFIDENCE, DETECTABLE, POWER, Estimate, Test, normal_quantile, proportion
 from domain.comparison import unpaired_pass_at_1 as trial_pass_at_1_test
-from domain.scoring import unbiased_pass_at_k
+from domain.scoring import unbiased_pass_at_ks
 from domain.vocabulary import MAX_ATTEMPTS
 
 MIN_PAIRED_TASKS = 2  # fewer shared tasks cannot give a paired test's standard error
@@ -93,6 +93,7 @@ class TaskColumns:
     scored: np.ndarray
     reward_sum: np.ndarray
     reward_square_sum: np.ndarray
+    keys_sorted: bool = False  # the keys are in sorted order already: no figure sorts them again
 
     @classmethod
     def of(cls, tasks: Mapping[str, TaskTally]) -> TaskColumns:
@@ -239,6 +240,9 @@ class _Clusters:
 def _sorted_where(columns: TaskColumns, mask: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
     """The keys of the tasks `mask` selects, sorted, and their indices in the columns."""
     chosen = np.flatnonzero(mask)
+    if columns.keys_sorted:
+        every = len(chosen) == len(columns.keys)
+        return (columns.keys if every else tuple(columns.keys[i] for i in chosen.tolist())), chosen
     keys = [columns.keys[i] for i in chosen.tolist()]
     order = sorted(range(len(keys)), key=keys.__getitem__)
     return tuple(keys[i] for i in order), chosen[np.asarray(order, dtype=int)]
@@ -322,18 +326,21 @@ def pass_at_k(tasks: Tallies, ks: Iterable[int] | None = None) -> dict[int, Task
         return {}
     attempts = columns.attempts[usable].astype(int)
     wins = columns.successes[usable].astype(int)
-    wanted = range(1, MAX_ATTEMPTS + 1) if ks is None else sorted(set(ks))
+    wanted = [k for k in (range(1, MAX_ATTEMPTS + 1) if ks is None else sorted(set(ks))) if 1 <= k <= attempts.max()]
+    every_k = unbiased_pass_at_ks(wins, attempts, max(wanted, default=0))  # one pass over the tasks for every k
+    reach = ~np.isnan(every_k)  # (k, task): the task has k attempts
+    filled = np.where(reach, every_k, 0.0)
+    counts = reach.sum(axis=1)
+    means = filled.sum(axis=1) / np.maximum(counts, 1)
+    squares = (np.where(reach, filled - means[:, np.newaxis], 0.0) ** 2).sum(axis=1)
+    trials_read = np.where(reach, attempts, 0).sum(axis=1)
     table: dict[int, TaskEstimate] = {}
     for k in wanted:
-        reach = attempts >= k
-        if k < 1 or not reach.any():
-            continue
-        values = unbiased_pass_at_k(wins[reach], attempts[reach], k)
-        value, count, trials = float(values.mean()), len(values), int(attempts[reach].sum())
+        value, count, trials = float(means[k - 1]), int(counts[k - 1]), int(trials_read[k - 1])
         if count < 2:
             table[k] = TaskEstimate(value, None, None, None, count, trials, PASS_AT_K_METHOD)
             continue
-        se = float(values.std(ddof=1) / math.sqrt(count))
+        se = math.sqrt(float(squares[k - 1]) / (count - 1)) / math.sqrt(count)
         half = _t_quantile(count - 1) * se
         table[k] = TaskEstimate(
             value, _clip(value - half, 0, 1), _clip(value + half, 0, 1), se, count, trials, PASS_AT_K_METHOD
@@ -347,9 +354,17 @@ def _held(tasks: Tallies) -> set[str]:
     return {k for k, t in tasks.items() if t.attempts > 0}
 
 
+def _held_in_order(tasks: TaskColumns) -> tuple[str, ...]:
+    return _sorted_where(tasks, tasks.attempts > 0)[0]
+
+
 def pairing(a: Tallies, b: Tallies) -> Pairing:
     """The tasks the sides share and those only one holds (sorted); paired when at least MIN_PAIRED_TASKS are shared
     and the shared tasks are at least half of each side's tasks (tasks with no attempt are not held)."""
+    if isinstance(a, TaskColumns) and isinstance(b, TaskColumns) and a.keys_sorted and b.keys_sorted:
+        held = _held_in_order(a)
+        if held == _held_in_order(b):  # the same tasks (a leaderboard's rows): nothing to sort or intersect
+            return Pairing(held, (), (), len(held) >= MIN_PAIRED_TASKS)
     held_a, held_b = _held(a), _held(b)
     shared = held_a & held_b
     paired = len(shared) >= MIN_PAIRED_TASKS and 2 * len(shared) >= max(len(held_a), len(held_b))
@@ -409,12 +424,10 @@ def _base(
     )
 
 
-def _paired(means_a: dict[str, float], means_b: dict[str, float], p: Pairing, ca: _Clusters, cb: _Clusters) -> TaskTest:
-    keys = [k for k in p.shared if k in means_a and k in means_b]
-    xa = np.asarray([means_a[k] for k in keys])
-    xb = np.asarray([means_b[k] for k in keys])
+def _paired(xa: np.ndarray, xb: np.ndarray, p: Pairing, ca: _Clusters, cb: _Clusters) -> TaskTest:
+    """B - A over the shared tasks' means (xa, xb: one entry per task, in the same order)."""
     spread = xb - xa
-    difference, count = float(spread.mean()), len(keys)
+    difference, count = float(spread.mean()), len(xa)
     se = float(spread.std(ddof=1) / math.sqrt(count))
     effects = [e for e in (_design_effect(ca), _design_effect(cb)) if e is not None]
     effect = float(np.mean(effects)) if effects else None
@@ -428,10 +441,12 @@ def _paired(means_a: dict[str, float], means_b: dict[str, float], p: Pairing, ca
             return replace(base, difference=0.0, low=0.0, high=0.0, p_value=1.0)
         sign_test = float(stats.binomtest(count, count, 0.5).pvalue)
         return replace(base, method=SIGN_TEST, difference=difference, p_value=sign_test)
-    result = stats.ttest_rel(xb, xa)
-    ci = result.confidence_interval(CONFIDENCE)
-    low, high = _clip(float(ci.low), -1, 1), _clip(float(ci.high), -1, 1)
-    return replace(base, difference=difference, low=low, high=high, p_value=float(result.pvalue))
+    # scipy.stats.ttest_rel(xb, xa) and its confidence interval, without its per-call overhead (a leaderboard makes
+    # one test per row): t = mean / SE with count - 1 degrees of freedom
+    p_value = float(2 * stats.t.sf(abs(difference) / se, count - 1))
+    half = _t_quantile(count - 1) * se
+    low, high = _clip(difference - half, -1, 1), _clip(difference + half, -1, 1)
+    return replace(base, difference=difference, low=low, high=high, p_value=p_value)
 
 
 def _no_spread(base: TaskTest, a: list[float], b: list[float], method: str) -> TaskTest:
@@ -464,9 +479,13 @@ def _compare(ca: _Clusters, cb: _Clusters, p: Pairing, one_task: Callable[[], Ta
     if not ca.keys or not cb.keys:
         return _base(PAIRED_METHOD if p.paired else UNPAIRED_METHOD, ca, cb, p)
     if p.paired:
+        if ca.keys == cb.keys and len(ca.keys) >= MIN_PAIRED_TASKS:  # the same tasks in one order: means as they are
+            return _paired(ca.total / ca.n, cb.total / cb.n, p, ca, cb)
         means_a, means_b = ca.task_means(), cb.task_means()
-        if sum(k in means_a and k in means_b for k in p.shared) >= MIN_PAIRED_TASKS:
-            return _paired(means_a, means_b, p, ca, cb)
+        keys = [k for k in p.shared if k in means_a and k in means_b]
+        if len(keys) >= MIN_PAIRED_TASKS:
+            xa, xb = np.asarray([means_a[k] for k in keys]), np.asarray([means_b[k] for k in keys])
+            return _paired(xa, xb, p, ca, cb)
     if len(ca.keys) == 1 or len(cb.keys) == 1:
         return one_task()
     return _unpaired(ca, cb, p)

@@ -52,6 +52,7 @@ from blueprints.api import (  # noqa: E402, F401  (register their routes on bp)
     dataset_runs,
     datasets,
     ingest,
+    leaderboard,
     openapi,
     rollouts,
     runs,
