@@ -377,3 +377,37 @@ def test_thin_sides_answer_without_failing():
     assert (itself.paired_tasks, itself.difference, itself.p_value) == (3, 0.0, 1.0)
     assert ts.compare_mean_reward(same_a, {}).difference is None
     assert ts.pass_at_1({}).value is None and ts.mean_reward(a).tasks == 1
+
+
+def test_per_task_columns_give_the_figures_of_the_tallies_they_hold():
+    rng = np.random.default_rng(7)
+    tallies = {}
+    for index in range(40):
+        attempts = int(rng.integers(1, 9))
+        rewards = rng.choice([0.0, 0.5, 1.0], size=attempts)
+        tallies[f"{index:05d}"] = ts.TaskTally(
+            attempts, int((rewards == 1).sum()), attempts, float(rewards.sum()), float((rewards**2).sum())
+        )
+    other = {k: ts.TaskTally(t.attempts, t.attempts - t.successes, t.scored, t.scored - t.reward_sum, 0.0)
+             for k, t in tallies.items()}  # fmt: skip
+    shuffled = dict(sorted(tallies.items(), key=lambda item: rng.random()))  # columns in any order
+    columns = ts.TaskColumns.of(shuffled)
+    in_order = ts.TaskColumns.of(tallies)
+    in_order = ts.TaskColumns(*[getattr(in_order, f) for f in ("keys", "attempts", "successes", "scored",
+                                                                "reward_sum", "reward_square_sum")], keys_sorted=True)  # fmt: skip
+    for form in (columns, in_order):
+        assert ts.pass_at_1(form) == ts.pass_at_1(tallies)
+        assert ts.mean_reward(form) == ts.mean_reward(tallies)
+        for k, estimate in ts.pass_at_k(tallies).items():
+            assert close(known(ts.pass_at_k(form)[k].value), known(estimate.value))
+            exact = np.mean(
+                [scoring.pass_at_k(t.attempts, t.successes, k) for t in tallies.values() if t.attempts >= k]
+            )
+            assert close(known(estimate.value), float(exact))
+    test = ts.compare_pass_at_1(tallies, other)
+    from_columns = ts.compare_pass_at_1(in_order, ts.TaskColumns.of(other))
+    assert (test.method, test.paired_tasks, test.shared_tasks) == (from_columns.method, 40, 40)
+    assert close(known(from_columns.p_value), known(test.p_value))
+    means_a = [t.successes / t.attempts for t in tallies.values()]
+    means_b = [t.successes / t.attempts for t in other.values()]
+    assert close(known(test.p_value), float(stats.ttest_rel(means_b, means_a).pvalue))
