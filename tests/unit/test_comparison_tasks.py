@@ -411,3 +411,15 @@ def test_per_task_columns_give_the_figures_of_the_tallies_they_hold():
     means_a = [t.successes / t.attempts for t in tallies.values()]
     means_b = [t.successes / t.attempts for t in other.values()]
     assert close(known(test.p_value), float(stats.ttest_rel(means_b, means_a).pvalue))
+
+
+def test_sides_that_share_no_task_are_said_to_be_unpaired_over_different_draws():
+    a = {"x": ts.TaskTally(4, 1, 4, 1.0, 1.0), "y": ts.TaskTally(4, 2, 4, 2.0, 2.0)}
+    b = {"z": ts.TaskTally(4, 3, 4, 3.0, 3.0), "w": ts.TaskTally(4, 4, 4, 4.0, 4.0)}
+    one_each = ({"x": ts.TaskTally(8, 1, 8, 1.0, 1.0)}, {"z": ts.TaskTally(8, 7, 8, 7.0, 7.0)})
+    for left, right in ((a, b), one_each):
+        for test in (ts.compare_pass_at_1(left, right), ts.compare_mean_reward(left, right)):
+            assert test.shared_tasks == 0
+            assert "Unpaired, over different draws: the sides share no task" in tv.task_verdict(test, "pass@1")
+    shared = ts.compare_pass_at_1(a, {**a, "z": b["z"]})
+    assert shared.shared_tasks == 2 and "different draws" not in tv.task_verdict(shared, "pass@1")
