@@ -16,6 +16,7 @@ def register_blueprints(app: Flask) -> None:
         health,
         insights,
         invitations,
+        leaderboard,
         runs,
         settings,
         triage,
@@ -33,6 +34,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(compare.bp)
     app.register_blueprint(datasets.bp)
     app.register_blueprint(dataset_runs.bp)
+    app.register_blueprint(leaderboard.bp)
     app.register_blueprint(settings.bp)
     app.register_blueprint(triage.bp)
     app.register_blueprint(invitations.bp)

@@ -115,6 +115,8 @@ def _write_evaluator(session: Any, body: Any, agent: dict[str, Any], key: uuid.U
         body.attempt_count,
         max_steps=body.max_steps,
         timeout_s=body.timeout_s,
+        checkpoint=body.checkpoint,
+        step=body.step,
         submission_key=key,
     )
 

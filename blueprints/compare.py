@@ -1,4 +1,5 @@
-"""Compare area: two runs or environment versions side by side, with intervals, charts and a significance test."""
+"""Compare area: two runs, environment versions or dataset runs side by side, with intervals, charts and a
+significance test."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ def older_first(ids: list) -> list:
 
     def age(ref: SideRef | None) -> tuple:
         assert ref is not None
-        return (ref.kind, ref.created_at, ref.version, str(ref.id)) if ref.kind == "run" else (ref.kind, ref.version)
+        if ref.kind in ("run", "dataset_run"):
+            return (ref.kind, ref.created_at, ref.version, str(ref.id))
+        return (ref.kind, ref.version)
 
     a, b = refs
     if a is not None and b is not None and a.kind == b.kind and age(b) < age(a):
@@ -52,7 +55,12 @@ def charts(result: Comparison) -> dict:
     return {
         "pass_at_k": pass_at_k_chart("pass@k with 95% intervals", list(zip(names, tables, strict=True))),
         "histograms": [
-            histogram_chart(f"Reward histogram, {side}", s.histogram, css)
+            histogram_chart(
+                f"{'Reward' if s.histogram_unit == 'trials' else 'Task mean reward'} histogram, {side}",
+                s.histogram,
+                css,
+                unit=s.histogram_unit,
+            )
             for side, s, css in (("A", result.a, "series-a"), ("B", result.b, "series-b"))
         ],
         "funnel": funnel_chart(
@@ -69,9 +77,9 @@ def charts(result: Comparison) -> dict:
 
 
 def pick():
-    """/compare with no sides: the picker (environment, then each side's version or run and evaluator), whose form
-    submits the a/b URL; `environmentId` narrows the version and run menus, A defaults to the previous version.
-    `with` (a run, from a run row's "compare" link) is B, and A the run before it of the same version (else the
+    """/compare with no sides: the picker (environment, then each side's version, run or dataset run and evaluator),
+    whose form submits the a/b URL; `environmentId` narrows the version and run menus, A defaults to the previous
+    version. `with` (a run, from a run row's "compare" link) is B, and A the run before it of the same version (else the
     newest other run)."""
     environment_id = optional_uuid("environmentId")
     menus = compare_choices(request_session(), environment_id)
@@ -98,8 +106,8 @@ def pick():
 @bp.get("/compare")
 @expensive()
 def show():
-    """/compare?a=…&b=…: the two sides, each a run or an environment version (optionally one evaluator); with no
-    sides, the picker.
+    """/compare?a=…&b=…: the two sides, each a run, an environment version (optionally one evaluator) or a dataset
+    run; with no sides, the picker.
 
     The run list's and version list's checkboxes submit `id` twice; that answer redirects to the a/b URL.
     """
@@ -115,4 +123,11 @@ def show():
     result = compare(request_session(), a, b)
     if a.kind == b.kind == "run":
         reached(g.org_id, COMPARED_RUNS)
-    return render("compare/show.html", result=result, charts=charts(result), methods=task_stats, words=task_verdict)
+    return render(
+        "compare/show.html",
+        result=result,
+        charts=charts(result),
+        methods=task_stats,
+        words=task_verdict,
+        dataset_run_url=lambda dataset_run_id: f"/dataset-runs/{dataset_run_id}",  # the dataset run's page (issue 44)
+    )

@@ -183,6 +183,7 @@ def number_from(low: float, high: float, *, above: bool = False, says: str | Non
 
 
 REWARD = number_from(0, 1)  # a reward or a stage value: 0 (nothing) to 1 (success)
+LARGEST_BIGINT = 2**63 - 1  # PostgreSQL's bigint
 
 
 def one_of(*valid: str) -> Rule:

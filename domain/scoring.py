@@ -21,6 +21,18 @@ def unbiased_pass_at_k(successes: np.ndarray, attempts: np.ndarray, k: int) -> n
     return np.where(reachable, -np.expm1(log_ratio), 1.0)
 
 
+def unbiased_pass_at_ks(successes: np.ndarray, attempts: np.ndarray, top_k: int) -> np.ndarray:
+    """`unbiased_pass_at_k` for every k of 1..top_k at once (row k - 1 holds pass@k of each task; NaN for a task
+    with fewer than k attempts): the sums of Σ_{i<k} log1p(-c / (n - i)) are one cumulative sum over i."""
+    n, c = np.asarray(attempts, dtype=float), np.asarray(successes, dtype=float)
+    steps = np.arange(top_k, dtype=float)[:, np.newaxis]
+    ks = steps + 1
+    with np.errstate(divide="ignore", invalid="ignore"):  # terms past a task's attempts are masked below
+        sums = np.cumsum(np.log1p(-c / (n - steps)), axis=0)
+    values = np.where(n - c >= ks, -np.expm1(sums), 1.0)
+    return np.where(n >= ks, values, np.nan)
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k of Chen et al. 2021 for `c` successes of `n` attempts: 1 - C(n-c, k) / C(n, k)."""
     if not 0 <= c <= n or not 1 <= k <= n:

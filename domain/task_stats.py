@@ -40,7 +40,7 @@ from scipy import stats
 
 from domain.comparison import ALPHA, CONFIDENCE, DETECTABLE, POWER, Estimate, Test, normal_quantile, proportion
 from domain.comparison import unpaired_pass_at_1 as trial_pass_at_1_test
-from domain.scoring import unbiased_pass_at_k
+from domain.scoring import unbiased_pass_at_ks
 from domain.vocabulary import MAX_ATTEMPTS
 
 MIN_PAIRED_TASKS = 2  # fewer shared tasks cannot give a paired test's standard error
@@ -79,6 +79,45 @@ class TaskTally:
     def __post_init__(self) -> None:
         if not 0 <= self.successes <= self.attempts or not 0 <= self.scored <= self.attempts:
             raise ValueError(f"a task's tally needs 0 <= successes, scored <= attempts: {self}")
+
+
+@dataclass(frozen=True)
+class TaskColumns:
+    """Per-task tallies as columns, one entry per task in `keys`' order (what a grouped statement's arrays give):
+    the figures of a dict of TaskTally without an object per task, for tables of many sides of many tasks (the
+    leaderboard). Every function here that takes tallies takes these too."""
+
+    keys: tuple[str, ...]
+    attempts: np.ndarray
+    successes: np.ndarray
+    scored: np.ndarray
+    reward_sum: np.ndarray
+    reward_square_sum: np.ndarray
+    keys_sorted: bool = False  # the keys are in sorted order already: no figure sorts them again
+
+    @classmethod
+    def of(cls, tasks: Mapping[str, TaskTally]) -> TaskColumns:
+        """The columns of a dict of tallies."""
+        values = list(tasks.values())
+        return cls(
+            tuple(tasks),
+            np.asarray([t.attempts for t in values], dtype=float),
+            np.asarray([t.successes for t in values], dtype=float),
+            np.asarray([t.scored for t in values], dtype=float),
+            np.asarray([t.reward_sum for t in values], dtype=float),
+            np.asarray([t.reward_square_sum for t in values], dtype=float),
+        )
+
+    def held(self) -> set[str]:
+        """The tasks with at least one attempt."""
+        return {key for key, n in zip(self.keys, self.attempts.tolist(), strict=True) if n > 0}
+
+
+Tallies = Mapping[str, TaskTally] | TaskColumns  # per-task tallies, as a dict or as columns
+
+
+def _columns(tasks: Tallies) -> TaskColumns:
+    return tasks if isinstance(tasks, TaskColumns) else TaskColumns.of(tasks)
 
 
 def tally(trials: Iterable[tuple[str, bool, float | None]]) -> dict[str, TaskTally]:
@@ -133,12 +172,14 @@ class TaskTest(Test):
     """A two-sided test of B - A with the task as the unit (`unit` "trial" for the exact tests of one task).
 
     Besides `Test`'s method, difference, 95% interval and p-value: the difference's standard error, the number of
-    tasks paired (0 when unpaired), the tasks only one side holds, each side's tasks, the degrees of freedom and
+    tasks paired (0 when unpaired) and shared (0 when the sides share no task: different draws), the tasks only one
+    side holds, each side's tasks, the degrees of freedom and
     the power in tasks (`needed_per_side`, in trials, stays None).
     """
 
     stderr: float | None = None
     paired_tasks: int = 0
+    shared_tasks: int = 0
     unit: str = "task"
     only_a: tuple[str, ...] = ()
     only_b: tuple[str, ...] = ()
@@ -196,20 +237,28 @@ class _Clusters:
         return max(0.0, spread / (self.trials - 1))
 
 
-def _pass_clusters(tasks: Mapping[str, TaskTally]) -> _Clusters:
-    keys = tuple(sorted(k for k, t in tasks.items() if t.attempts > 0))
-    wins = np.asarray([tasks[k].successes for k in keys], dtype=float)
-    return _Clusters(keys, np.asarray([tasks[k].attempts for k in keys], dtype=float), wins, wins)
+def _sorted_where(columns: TaskColumns, mask: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
+    """The keys of the tasks `mask` selects, sorted, and their indices in the columns."""
+    chosen = np.flatnonzero(mask)
+    if columns.keys_sorted:
+        every = len(chosen) == len(columns.keys)
+        return (columns.keys if every else tuple(columns.keys[i] for i in chosen.tolist())), chosen
+    keys = [columns.keys[i] for i in chosen.tolist()]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return tuple(keys[i] for i in order), chosen[np.asarray(order, dtype=int)]
 
 
-def _reward_clusters(tasks: Mapping[str, TaskTally]) -> _Clusters:
-    keys = tuple(sorted(k for k, t in tasks.items() if t.scored > 0))
-    return _Clusters(
-        keys,
-        np.asarray([tasks[k].scored for k in keys], dtype=float),
-        np.asarray([tasks[k].reward_sum for k in keys], dtype=float),
-        np.asarray([tasks[k].reward_square_sum for k in keys], dtype=float),
-    )
+def _pass_clusters(tasks: Tallies) -> _Clusters:
+    columns = _columns(tasks)
+    keys, at = _sorted_where(columns, columns.attempts > 0)
+    wins = columns.successes[at]
+    return _Clusters(keys, columns.attempts[at], wins, wins)
+
+
+def _reward_clusters(tasks: Tallies) -> _Clusters:
+    columns = _columns(tasks)
+    keys, at = _sorted_where(columns, columns.scored > 0)
+    return _Clusters(keys, columns.scored[at], columns.reward_sum[at], columns.reward_square_sum[at])
 
 
 def _clip(value: float, low: float, high: float) -> float:
@@ -228,7 +277,7 @@ def _clustered(c: _Clusters, method: str) -> TaskEstimate:
     return TaskEstimate(value, _clip(value - half, 0, 1), _clip(value + half, 0, 1), se, tasks, c.trials, method)
 
 
-def pass_at_1(tasks: Mapping[str, TaskTally]) -> TaskEstimate:
+def pass_at_1(tasks: Tallies) -> TaskEstimate:
     """A side's pass@1 (the share of its trials that succeeded) with the CR0 standard error over tasks.
 
     One task: the exact Clopper-Pearson interval of its trials, the binomial standard error, `one_task` True.
@@ -244,7 +293,7 @@ def pass_at_1(tasks: Mapping[str, TaskTally]) -> TaskEstimate:
     return _clustered(c, PASS_AT_1_METHOD)
 
 
-def mean_reward(tasks: Mapping[str, TaskTally]) -> TaskEstimate:
+def mean_reward(tasks: Tallies) -> TaskEstimate:
     """A side's mean reward over its scored trials with the CR0 standard error over tasks.
 
     One task: the t interval over its scored trials (none for a single trial), `one_task` True. No scored trial:
@@ -265,29 +314,33 @@ def mean_reward(tasks: Mapping[str, TaskTally]) -> TaskEstimate:
     return _clustered(c, REWARD_METHOD)
 
 
-def pass_at_k(tasks: Mapping[str, TaskTally], ks: Iterable[int] | None = None) -> dict[int, TaskEstimate]:
+def pass_at_k(tasks: Tallies, ks: Iterable[int] | None = None) -> dict[int, TaskEstimate]:
     """pass@k for each k (default 1 … MAX_ATTEMPTS): the mean over tasks with at least k attempts of the unbiased
     estimator with each task's own attempts, its standard error over those tasks (sd / sqrt(tasks)) and the t 95%
     interval, clipped to [0, 1]; `tasks` and `trials` say what it read. No entry for a k no task reaches. k = 1 here
     weights tasks equally; `pass_at_1` weights trials (they agree when every task has the same attempts).
     """
-    usable = [t for t in tasks.values() if t.attempts > 0]
-    if not usable:
+    columns = _columns(tasks)
+    usable = columns.attempts > 0
+    if not usable.any():
         return {}
-    attempts = np.asarray([t.attempts for t in usable])
-    wins = np.asarray([t.successes for t in usable])
-    wanted = range(1, MAX_ATTEMPTS + 1) if ks is None else sorted(set(ks))
+    attempts = columns.attempts[usable].astype(int)
+    wins = columns.successes[usable].astype(int)
+    wanted = [k for k in (range(1, MAX_ATTEMPTS + 1) if ks is None else sorted(set(ks))) if 1 <= k <= attempts.max()]
+    every_k = unbiased_pass_at_ks(wins, attempts, max(wanted, default=0))  # one pass over the tasks for every k
+    reach = ~np.isnan(every_k)  # (k, task): the task has k attempts
+    filled = np.where(reach, every_k, 0.0)
+    counts = reach.sum(axis=1)
+    means = filled.sum(axis=1) / np.maximum(counts, 1)
+    squares = (np.where(reach, filled - means[:, np.newaxis], 0.0) ** 2).sum(axis=1)
+    trials_read = np.where(reach, attempts, 0).sum(axis=1)
     table: dict[int, TaskEstimate] = {}
     for k in wanted:
-        reach = attempts >= k
-        if k < 1 or not reach.any():
-            continue
-        values = unbiased_pass_at_k(wins[reach], attempts[reach], k)
-        value, count, trials = float(values.mean()), len(values), int(attempts[reach].sum())
+        value, count, trials = float(means[k - 1]), int(counts[k - 1]), int(trials_read[k - 1])
         if count < 2:
             table[k] = TaskEstimate(value, None, None, None, count, trials, PASS_AT_K_METHOD)
             continue
-        se = float(values.std(ddof=1) / math.sqrt(count))
+        se = math.sqrt(float(squares[k - 1]) / (count - 1)) / math.sqrt(count)
         half = _t_quantile(count - 1) * se
         table[k] = TaskEstimate(
             value, _clip(value - half, 0, 1), _clip(value + half, 0, 1), se, count, trials, PASS_AT_K_METHOD
@@ -295,11 +348,24 @@ def pass_at_k(tasks: Mapping[str, TaskTally], ks: Iterable[int] | None = None) -
     return table
 
 
-def pairing(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> Pairing:
+def _held(tasks: Tallies) -> set[str]:
+    if isinstance(tasks, TaskColumns):
+        return tasks.held()
+    return {k for k, t in tasks.items() if t.attempts > 0}
+
+
+def _held_in_order(tasks: TaskColumns) -> tuple[str, ...]:
+    return _sorted_where(tasks, tasks.attempts > 0)[0]
+
+
+def pairing(a: Tallies, b: Tallies) -> Pairing:
     """The tasks the sides share and those only one holds (sorted); paired when at least MIN_PAIRED_TASKS are shared
     and the shared tasks are at least half of each side's tasks (tasks with no attempt are not held)."""
-    held_a = {k for k, t in a.items() if t.attempts > 0}
-    held_b = {k for k, t in b.items() if t.attempts > 0}
+    if isinstance(a, TaskColumns) and isinstance(b, TaskColumns) and a.keys_sorted and b.keys_sorted:
+        held = _held_in_order(a)
+        if held == _held_in_order(b):  # the same tasks (a leaderboard's rows): nothing to sort or intersect
+            return Pairing(held, (), (), len(held) >= MIN_PAIRED_TASKS)
+    held_a, held_b = _held(a), _held(b)
     shared = held_a & held_b
     paired = len(shared) >= MIN_PAIRED_TASKS and 2 * len(shared) >= max(len(held_a), len(held_b))
     return Pairing(tuple(sorted(shared)), tuple(sorted(held_a - held_b)), tuple(sorted(held_b - held_a)), paired)
@@ -347,6 +413,7 @@ def _base(
         None,
         stderr=stderr,
         paired_tasks=paired_tasks,
+        shared_tasks=len(p.shared),
         unit=unit,
         only_a=p.only_a,
         only_b=p.only_b,
@@ -357,12 +424,10 @@ def _base(
     )
 
 
-def _paired(means_a: dict[str, float], means_b: dict[str, float], p: Pairing, ca: _Clusters, cb: _Clusters) -> TaskTest:
-    keys = [k for k in p.shared if k in means_a and k in means_b]
-    xa = np.asarray([means_a[k] for k in keys])
-    xb = np.asarray([means_b[k] for k in keys])
+def _paired(xa: np.ndarray, xb: np.ndarray, p: Pairing, ca: _Clusters, cb: _Clusters) -> TaskTest:
+    """B - A over the shared tasks' means (xa, xb: one entry per task, in the same order)."""
     spread = xb - xa
-    difference, count = float(spread.mean()), len(keys)
+    difference, count = float(spread.mean()), len(xa)
     se = float(spread.std(ddof=1) / math.sqrt(count))
     effects = [e for e in (_design_effect(ca), _design_effect(cb)) if e is not None]
     effect = float(np.mean(effects)) if effects else None
@@ -376,10 +441,12 @@ def _paired(means_a: dict[str, float], means_b: dict[str, float], p: Pairing, ca
             return replace(base, difference=0.0, low=0.0, high=0.0, p_value=1.0)
         sign_test = float(stats.binomtest(count, count, 0.5).pvalue)
         return replace(base, method=SIGN_TEST, difference=difference, p_value=sign_test)
-    result = stats.ttest_rel(xb, xa)
-    ci = result.confidence_interval(CONFIDENCE)
-    low, high = _clip(float(ci.low), -1, 1), _clip(float(ci.high), -1, 1)
-    return replace(base, difference=difference, low=low, high=high, p_value=float(result.pvalue))
+    # scipy.stats.ttest_rel(xb, xa) and its confidence interval, without its per-call overhead (a leaderboard makes
+    # one test per row): t = mean / SE with count - 1 degrees of freedom
+    p_value = float(2 * stats.t.sf(abs(difference) / se, count - 1))
+    half = _t_quantile(count - 1) * se
+    low, high = _clip(difference - half, -1, 1), _clip(difference + half, -1, 1)
+    return replace(base, difference=difference, low=low, high=high, p_value=p_value)
 
 
 def _no_spread(base: TaskTest, a: list[float], b: list[float], method: str) -> TaskTest:
@@ -412,15 +479,19 @@ def _compare(ca: _Clusters, cb: _Clusters, p: Pairing, one_task: Callable[[], Ta
     if not ca.keys or not cb.keys:
         return _base(PAIRED_METHOD if p.paired else UNPAIRED_METHOD, ca, cb, p)
     if p.paired:
+        if ca.keys == cb.keys and len(ca.keys) >= MIN_PAIRED_TASKS:  # the same tasks in one order: means as they are
+            return _paired(ca.total / ca.n, cb.total / cb.n, p, ca, cb)
         means_a, means_b = ca.task_means(), cb.task_means()
-        if sum(k in means_a and k in means_b for k in p.shared) >= MIN_PAIRED_TASKS:
-            return _paired(means_a, means_b, p, ca, cb)
+        keys = [k for k in p.shared if k in means_a and k in means_b]
+        if len(keys) >= MIN_PAIRED_TASKS:
+            xa, xb = np.asarray([means_a[k] for k in keys]), np.asarray([means_b[k] for k in keys])
+            return _paired(xa, xb, p, ca, cb)
     if len(ca.keys) == 1 or len(cb.keys) == 1:
         return one_task()
     return _unpaired(ca, cb, p)
 
 
-def compare_pass_at_1(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> TaskTest:
+def compare_pass_at_1(a: Tallies, b: Tallies) -> TaskTest:
     """pass@1 of B - A with the task as the unit: paired by task when `pairing` says so (mean of per-task
     differences, `ttest_rel` over task means), else unpaired on the CR0 standard errors. When a side holds one task:
     Fisher's exact test over the trials (chi-squared past comparison.EXACT_TEST_MAX_TRIALS) with Newcombe's
@@ -436,7 +507,7 @@ def compare_pass_at_1(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) ->
     return _compare(ca, cb, p, one_task)
 
 
-def compare_mean_reward(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) -> TaskTest:
+def compare_mean_reward(a: Tallies, b: Tallies) -> TaskTest:
     """Mean reward of B - A over scored trials with the task as the unit (as `compare_pass_at_1`; a shared task
     without a scored trial on both sides is left out of the pairing); when a side holds one task, Welch's t-test
     over the scored trials (`ttest_ind_from_stats`), `unit` "trial". Difference None when a side has no scored
@@ -466,26 +537,48 @@ def compare_mean_reward(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally]) 
 
 @dataclass(frozen=True)
 class TaskRow:
-    """One task of the per-task table: each side's tally (None when that side never attempted it)."""
+    """One task of the per-task table: each side's tally (None when that side never attempted it), and the sides
+    ("A", "B") that have not finished it (a dataset run's task still queued or running: its tally is its trials so
+    far, left out of every figure and test)."""
 
     task: str
     a: TaskTally | None
     b: TaskTally | None
+    unfinished: tuple[str, ...] = ()
 
     @property
     def difference(self) -> float | None:
-        """B's pass rate on this task minus A's, when both sides attempted it."""
-        if self.a is None or self.b is None:
+        """B's pass rate on this task minus A's, when both sides finished it with trials."""
+        if self.a is None or self.b is None or self.unfinished or not self.a.attempts or not self.b.attempts:
             return None
         return self.b.successes / self.b.attempts - self.a.successes / self.a.attempts
 
 
-def task_table(a: Mapping[str, TaskTally], b: Mapping[str, TaskTally], limit: int = 200) -> tuple[list[TaskRow], bool]:
-    """The per-task table of both sides' tasks ordered by task key (a hash of the task text), the first `limit` of
-    them, and whether more were left out (the API's `tasks` and `tasksTruncated`)."""
-    held = sorted({k for k, t in a.items() if t.attempts > 0} | {k for k, t in b.items() if t.attempts > 0})
+def task_table(
+    a: Mapping[str, TaskTally],
+    b: Mapping[str, TaskTally],
+    limit: int = 200,
+    *,
+    unfinished_a: Mapping[str, TaskTally] | None = None,
+    unfinished_b: Mapping[str, TaskTally] | None = None,
+    order: Mapping[str, int] | None = None,
+) -> tuple[list[TaskRow], bool]:
+    """The per-task table of both sides' tasks, the first `limit` of them, and whether more were left out (the API's
+    `tasks` and `tasksTruncated`). Tasks a side has not finished (`unfinished_a`, `unfinished_b`: their trials so far)
+    are listed as such. Rows follow `order` (a dataset version's), then the task key."""
+    pending = {"A": unfinished_a or {}, "B": unfinished_b or {}}
+    held = {k for k, t in a.items() if t.attempts > 0} | {k for k, t in b.items() if t.attempts > 0}
+    held |= set(pending["A"]) | set(pending["B"])
+    place = order or {}
+    keys = sorted(held, key=lambda k: (place.get(k, len(place)), k))
+
+    def side(tallies: Mapping[str, TaskTally], name: str, key: str) -> TaskTally | None:
+        if key in pending[name]:
+            return pending[name][key]
+        return tallies[key] if key in tallies and tallies[key].attempts else None
+
     rows = [
-        TaskRow(k, a[k] if k in a and a[k].attempts else None, b[k] if k in b and b[k].attempts else None)
-        for k in held[:limit]
+        TaskRow(k, side(a, "A", k), side(b, "B", k), tuple(name for name in ("A", "B") if k in pending[name]))
+        for k in keys[:limit]
     ]
-    return rows, len(held) > limit
+    return rows, len(keys) > limit

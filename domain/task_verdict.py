@@ -60,15 +60,24 @@ def _unpaired_note(test: TaskTest) -> str:
     return f" Not paired: {' and '.join(parts)}."
 
 
+DIFFERENT_DRAWS = (
+    "Unpaired, over different draws: the sides share no task, so B - A mixes the agents' difference with the "
+    "difference between their tasks."
+)
+
+
 def task_verdict(test: TaskTest, what: str) -> str:
     """The plain-language verdict on B - A for `what` (e.g. "pass@1"), with the method and the tasks it read; no
-    negative zero, and the power in tasks when no difference is detected."""
+    negative zero, and the power in tasks when no difference is detected. Sides that share no task are said to be
+    unpaired, over different draws (DIFFERENT_DRAWS)."""
     if test.difference is None or test.p_value is None:
         return f"Not enough tasks with trials on both sides to test {what}."
     interval = (
         f" (95% CI {signed(test.low)} to {signed(test.high)})" if test.low is not None and test.high is not None else ""
     )
     scope, note = _scope(test), _unpaired_note(test)
+    if not test.shared_tasks:
+        note += f" {DIFFERENT_DRAWS}"
     if test.significant and float(signed(test.difference)) != 0:
         direction = "higher" if test.difference > 0 else "lower"
         return (
@@ -85,6 +94,15 @@ def task_verdict(test: TaskTest, what: str) -> str:
     return (
         f"No detectable difference in {what} at these sample sizes: B - A = {signed(test.difference)}{interval}, "
         f"{_p(test.p_value)}, {test.method}, {scope}{more}.{note}"
+    )
+
+
+def different_datasets(dataset_a: str, dataset_b: str) -> str:
+    """Why two dataset runs of different datasets get no verdict, in words."""
+    return (
+        f"No verdict: A ran the dataset {dataset_a} and B the dataset {dataset_b}. Their tasks are different sets, so "
+        "a difference would measure the datasets as much as the agents; compare dataset runs of one dataset (the same "
+        "version pairs every task)."
     )
 
 

@@ -1,6 +1,8 @@
-"""Two sides side by side: runs or environment versions, their figures with intervals, and the tests of B - A.
+"""Two sides side by side: runs, environment versions or dataset runs, their figures with intervals, and the tests of
+B - A.
 
-A side is a run (its trials), or an environment version (all its runs), optionally narrowed to one evaluator.
+A side is a run (its trials), an environment version (all its runs), optionally narrowed to one evaluator, or a
+dataset run (its tasks' rollup rows, dataset_run_tasks: never a scan of trials).
 A whole version is read from the rollups the worker keeps (environment_version_stats, stage_metric_rollups,
 failure_category_counts) and from its newest WINDOW completed runs (their trials' rewards and per-task tallies),
 so the cost never follows the size of the history. A version narrowed to one evaluator has no rollup
@@ -11,12 +13,18 @@ it reads (the run's, or the version window's runs), the task key being md5 of th
 evaluator too so that a version side shows each evaluator's figures and the evaluator-mix warning its counts.
 pass@1, mean reward and pass@k are the task-clustered figures of those tallies; B - A is paired by task when the
 sides share their tasks (never trial n with trial n).
+
+A dataset run's tasks are keyed by queries.dataset_runs.task_key (environment version and world seed), so two
+dataset runs of one dataset version share every task and are paired on the tasks both finished; a task one side has
+not finished is listed as unfinished, left out of every figure and test. Its key never meets a run's or a version's
+(md5 of a task text): those comparisons are unpaired, over different draws, and say so. Dataset runs of two
+different datasets get no verdict (task_verdict.different_datasets says why).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +34,14 @@ from sqlalchemy.orm import Session
 from domain import task_stats
 from domain.specs import pipeline_order
 from domain.task_stats import TaskEstimate, TaskRow, TaskTally, TaskTest
-from domain.task_verdict import TaskWarning, evaluator_mix_warning, task_verdict, task_warnings
+from domain.task_verdict import (
+    TaskWarning,
+    different_datasets,
+    evaluator_mix_warning,
+    task_verdict,
+    task_warnings,
+)
+from queries.dataset_runs import dataset_run_outcomes, dataset_run_view
 from queries.runs import run_label_sql, version_stages_passed_sql
 
 WINDOW = 50  # newest completed runs a version side reads for per-run figures (about 400 trials at 8 per run)
@@ -40,14 +55,16 @@ class BadSide(ValueError):
 
 @dataclass(frozen=True)
 class SideRef:
-    """What one side names: a run, or a version (optionally one evaluator)."""
+    """What one side names: a run, a version (optionally one evaluator), or a dataset run (its dataset and version;
+    no environment of its own: `environment_*` and `version_id` None, `version` the dataset version's number, `spec`
+    its first task's environment version's, which orders the stages)."""
 
-    kind: str  # "run" | "version"
+    kind: str  # "run" | "version" | "dataset_run"
     id: uuid.UUID
     label: str
-    environment_id: uuid.UUID
-    environment_name: str
-    version_id: uuid.UUID
+    environment_id: uuid.UUID | None
+    environment_name: str | None
+    version_id: uuid.UUID | None
     version: int
     spec: dict[str, Any]
     evaluator_id: uuid.UUID | None = None
@@ -56,6 +73,9 @@ class SideRef:
     reset_of_run_id: uuid.UUID | None = None
     created_at: Any = None  # a run's creation time (a version: None), so that ticking two runs makes the older A
     version_passed: dict[str, int] | None = None  # the whole version's stage counts: its stages' pipeline order
+    dataset_id: uuid.UUID | None = None  # a dataset run's dataset, name and version
+    dataset_name: str | None = None
+    dataset_version_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +124,11 @@ class Side:
     tasks: dict[str, TaskTally] = field(repr=False, default_factory=dict)  # task key → the side's tally (pooled)
     task_texts: dict[str, str] = field(repr=False, default_factory=dict)  # task key → the start of its task text
     evaluators: list[EvaluatorPart] = field(default_factory=list)
+    histogram_unit: str = "trials"  # what the histogram counts: trials' rewards, or a dataset run's task means
+    # A dataset run's tasks not finished yet (task key → its run's status, and its trials so far), and each task's
+    # current evaluation run (where its trials are).
+    unfinished: dict[str, tuple[str, TaskTally]] = field(repr=False, default_factory=dict)
+    task_runs: dict[str, uuid.UUID] = field(repr=False, default_factory=dict)
 
     @property
     def pass_at_1(self) -> TaskEstimate:
@@ -132,6 +157,7 @@ class Comparison:
     warnings: list[TaskWarning]
     task_rows: list[TaskRow]
     tasks_truncated: bool
+    no_verdict: str | None = None  # why the sides get no verdict at all (dataset runs of different datasets)
 
     @property
     def paired(self) -> bool:
@@ -162,20 +188,22 @@ class Comparison:
 
     @property
     def pass_at_1_verdict(self) -> str:
-        """The verdict on pass@1 in words (method, tasks read, power in tasks)."""
-        return task_verdict(self.pass_at_1, "pass@1")
+        """The verdict on pass@1 in words (method, tasks read, power in tasks), or why there is none."""
+        return self.no_verdict or task_verdict(self.pass_at_1, "pass@1")
 
     @property
     def mean_reward_verdict(self) -> str:
-        """The verdict on mean reward in words."""
-        return task_verdict(self.mean_reward, "mean reward")
+        """The verdict on mean reward in words, or why there is none."""
+        return self.no_verdict or task_verdict(self.mean_reward, "mean reward")
 
     @property
     def evaluator_verdicts(self) -> list[tuple[EvaluatorPart, EvaluatorPart, TaskTest, str]]:
         """For each evaluator both sides ran (by id), B - A of pass@1 over that evaluator's trials alone, in words:
         like compared with like when the sides' mixes differ."""
         held_b = {e.id: e for e in self.b.evaluators}
-        answer = []
+        answer: list[tuple[EvaluatorPart, EvaluatorPart, TaskTest, str]] = []
+        if self.no_verdict:
+            return answer
         for part_a in self.a.evaluators:
             part_b = held_b.get(part_a.id)
             if part_b is not None and (len(self.a.evaluators) > 1 or len(self.b.evaluators) > 1):
@@ -188,12 +216,14 @@ class Comparison:
         return self.a.task_texts.get(key) or self.b.task_texts.get(key) or ""
 
 
-# The run or the environment version an id names, in one statement (each branch a primary-key lookup).
+# The run, environment version or dataset run an id names, in one statement (each branch a primary-key lookup; a
+# dataset run's spec is its first task's version's).
 SIDE_REF = text(
     f"""
     SELECT 'run' AS kind, r.id, {run_label_sql()} AS label, e.id AS environment_id, e.name AS environment_name,
            v.id AS version_id, v.version, v.spec, c.id AS evaluator_id, c.name AS evaluator_name, r.world_seed,
-           r.reset_of_run_id, r.created_at, {version_stages_passed_sql()} AS version_passed
+           r.reset_of_run_id, r.created_at, {version_stages_passed_sql()} AS version_passed,
+           NULL::uuid AS dataset_id, NULL AS dataset_name, NULL::uuid AS dataset_version_id
     FROM evaluation_runs r
     JOIN environment_versions v ON v.organization_id = r.organization_id AND v.id = r.environment_version_id
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
@@ -201,21 +231,42 @@ SIDE_REF = text(
     WHERE r.id = :id
     UNION ALL
     SELECT 'version', v.id, NULL, e.id, e.name, v.id, v.version, v.spec, NULL, NULL, NULL, NULL, NULL,
-           {version_stages_passed_sql()}
+           {version_stages_passed_sql()}, NULL, NULL, NULL
     FROM environment_versions v JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
     WHERE v.id = :id
+    UNION ALL
+    SELECT 'dataset_run', dr.id, c.name || ' on ' || d.name || ' v' || dv.version, NULL, NULL, NULL, dv.version,
+           (SELECT v.spec FROM dataset_tasks t
+            JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
+            WHERE t.organization_id = dr.organization_id AND t.dataset_version_id = dr.dataset_version_id
+            ORDER BY t.position LIMIT 1),
+           c.id, c.name, NULL, NULL, dr.created_at, NULL, d.id, d.name, dv.id
+    FROM dataset_runs dr
+    JOIN dataset_versions dv ON dv.organization_id = dr.organization_id AND dv.id = dr.dataset_version_id
+    JOIN datasets d ON d.organization_id = dv.organization_id AND d.id = dv.dataset_id
+    JOIN evaluator_configs c ON c.organization_id = dr.organization_id AND c.id = dr.evaluator_config_id
+    WHERE dr.id = :id
     """
 )
 
 
 def find_side(session: Session, side_id: uuid.UUID, evaluator_id: uuid.UUID | None = None) -> SideRef | None:
-    """The run or environment version `side_id` names (None when the organization has neither).
+    """The run, environment version or dataset run `side_id` names (None when the organization has none of them).
 
-    Raises BadSide for an evaluator filter on a run; answers None for an evaluator not in the organization.
+    Raises BadSide for an evaluator filter on a run or a dataset run; answers None for an evaluator not in the
+    organization.
     """
     found = session.execute(SIDE_REF, {"id": side_id}).first()
     if found is None:
         return None
+    if found.kind == "dataset_run":
+        if evaluator_id is not None:
+            raise BadSide("an evaluator filter narrows an environment version, not a dataset run")
+        return SideRef(
+            "dataset_run", found.id, found.label, None, None, None, found.version, found.spec or {},
+            found.evaluator_id, found.evaluator_name, created_at=found.created_at, dataset_id=found.dataset_id,
+            dataset_name=found.dataset_name, dataset_version_id=found.dataset_version_id,
+        )  # fmt: skip
     if found.kind == "run":
         if evaluator_id is not None:
             raise BadSide("an evaluator filter narrows an environment version, not a run")
@@ -434,9 +485,61 @@ def _version_side(session: Session, ref: SideRef) -> Side:
     )
 
 
+def _dataset_run_side(session: Session, ref: SideRef) -> Side:
+    """A dataset run's figures from its tasks' rollup rows: the finished tasks' tallies, stages and categories; the
+    histogram over its tasks' mean rewards (the rollup keeps no trial's reward)."""
+    view = dataset_run_view(session, ref.id)
+    assert view is not None, f"dataset run {ref.id} vanished"
+    finished = [t for t in view.tasks if t.finished and t.trials]
+    tasks = {t.key: t.tally for t in finished}
+    categories, stages = dataset_run_outcomes(session, ref.id, finished=True)
+    stage_trials = {key: trials for key, (trials, _, _) in stages.items()}
+    stage_passed = {key: passed for key, (_, passed, _) in stages.items()}
+    means = [m for m in (t.mean_reward for t in finished) if m is not None]
+    return Side(
+        ref,
+        runs=len(finished),
+        trials=sum(t.trials for t in finished),
+        successes=sum(t.successes for t in finished),
+        scored=sum(t.scored for t in finished),
+        stage_trials=stage_trials,
+        stage_passed=stage_passed,
+        categories=categories,
+        histogram=_histogram(means),
+        window_runs=len(finished),
+        capped=False,
+        tasks=tasks,
+        task_texts={t.key: (t.task or f"{t.environment_name} v{t.version}, world seed {t.world_seed}")[:120]
+                    for t in view.tasks},
+        evaluators=[EvaluatorPart(ref.evaluator_id, ref.evaluator_name or "", len(finished), tasks)]
+        if ref.evaluator_id is not None
+        else [],
+        histogram_unit="tasks",
+        unfinished={t.key: (t.status, t.tally) for t in view.tasks if not t.finished},
+        task_runs={t.key: t.evaluation_run_id for t in view.tasks},
+        **_task_estimates(tasks),
+    )  # fmt: skip
+
+
 def side_figures(session: Session, ref: SideRef) -> Side:
     """The figures of one side."""
+    if ref.kind == "dataset_run":
+        return _dataset_run_side(session, ref)
     return _run_side(session, ref) if ref.kind == "run" else _version_side(session, ref)
+
+
+def _no_verdict(a: SideRef, b: SideRef) -> str | None:
+    """Why the sides get no verdict: dataset runs of two different datasets (None when a verdict is due)."""
+    if a.kind == b.kind == "dataset_run" and a.dataset_id != b.dataset_id:
+        return different_datasets(a.dataset_name or "", b.dataset_name or "")
+    return None
+
+
+def _untested(test: TaskTest) -> TaskTest:
+    """A test left undone: what the sides hold, no figures."""
+    return replace(
+        test, method="none", difference=None, low=None, high=None, p_value=None, stderr=None, df=None, power=None
+    )
 
 
 def compare(session: Session, a_ref: SideRef, b_ref: SideRef) -> Comparison:
@@ -444,19 +547,37 @@ def compare(session: Session, a_ref: SideRef, b_ref: SideRef) -> Comparison:
     tasks), the per-task table and the warnings (one task, attempts that differ, evaluator mixes that differ)."""
     a, b = side_figures(session, a_ref), side_figures(session, b_ref)
     warnings = task_warnings(a.tasks, b.tasks)
+    # a dataset run is one evaluator by construction: one against another is no mix of evaluators
+    single = len(a.evaluators) <= 1 and len(b.evaluators) <= 1 and "dataset_run" in (a_ref.kind, b_ref.kind)
     mix = evaluator_mix_warning({e.label: e.trials for e in a.evaluators}, {e.label: e.trials for e in b.evaluators})
-    if mix is not None:
+    if mix is not None and not single:
         warnings.insert(0, mix)
-    rows, truncated = task_stats.task_table(a.tasks, b.tasks, TASK_ROWS)
+    order = {key: n for n, key in enumerate(a.task_runs)} | {
+        key: len(a.task_runs) + n for n, key in enumerate(b.task_runs) if key not in a.task_runs
+    }  # a dataset run's tasks in its version's order
+    rows, truncated = task_stats.task_table(
+        a.tasks,
+        b.tasks,
+        TASK_ROWS,
+        unfinished_a={k: t for k, (_, t) in a.unfinished.items()},
+        unfinished_b={k: t for k, (_, t) in b.unfinished.items()},
+        order=order,
+    )
+    pass_at_1 = task_stats.compare_pass_at_1(a.tasks, b.tasks)
+    reward = task_stats.compare_mean_reward(a.tasks, b.tasks)
+    no_verdict = _no_verdict(a_ref, b_ref)
+    if no_verdict:
+        pass_at_1, reward = _untested(pass_at_1), _untested(reward)
     return Comparison(
         a,
         b,
         task_stats.pairing(a.tasks, b.tasks),
-        task_stats.compare_pass_at_1(a.tasks, b.tasks),
-        task_stats.compare_mean_reward(a.tasks, b.tasks),
+        pass_at_1,
+        reward,
         warnings,
         rows,
         truncated,
+        no_verdict,
     )
 
 
@@ -464,16 +585,17 @@ def compare(session: Session, a_ref: SideRef, b_ref: SideRef) -> Comparison:
 class Choice:
     """One entry of the compare picker's menus: an id, its label, and the environment (and version) it belongs to."""
 
-    kind: str  # "environment" | "version" | "run" | "evaluator"
+    kind: str  # "environment" | "version" | "run" | "evaluator" | "dataset_run"
     id: uuid.UUID
     label: str
     environment_id: uuid.UUID | None
     version_id: uuid.UUID | None
 
 
-PICKER_RUNS = 100  # newest completed runs the picker's run menu offers
+PICKER_RUNS = 100  # newest completed runs (and newest dataset runs) the picker's menus offer
 
-# The picker's menus in one statement: environments, their versions (newest first), evaluators, the newest runs.
+# The picker's menus in one statement: environments, their versions (newest first), evaluators, the newest runs and
+# the newest dataset runs (of any environment).
 CHOICES = text(
     f"""
     SELECT 'environment' AS kind, e.id, e.name AS label, e.id AS environment_id, NULL::uuid AS version_id,
@@ -495,14 +617,29 @@ CHOICES = text(
         WHERE r.status = 'completed' AND (CAST(:environment_id AS uuid) IS NULL OR e.id = CAST(:environment_id AS uuid))
         ORDER BY r.created_at DESC, r.id DESC LIMIT :runs
     ) runs
+    UNION ALL
+    SELECT * FROM (
+        SELECT 'dataset_run', dr.id,
+               c.name || ' on ' || d.name || ' v' || dv.version || ' · '
+               || to_char(dr.created_at, 'YYYY-MM-DD HH24:MI'),
+               NULL::uuid, NULL::uuid, 0, to_char(dr.created_at, 'YYYYMMDDHH24MISSUS')
+        FROM dataset_runs dr
+        JOIN dataset_versions dv ON dv.organization_id = dr.organization_id AND dv.id = dr.dataset_version_id
+        JOIN datasets d ON d.organization_id = dv.organization_id AND d.id = dv.dataset_id
+        JOIN evaluator_configs c ON c.organization_id = dr.organization_id AND c.id = dr.evaluator_config_id
+        ORDER BY dr.created_at DESC, dr.id DESC LIMIT :runs
+    ) dataset_runs
     """
 )
 
 
 def compare_choices(session: Session, environment_id: uuid.UUID | None = None) -> dict[str, list[Choice]]:
-    """The compare picker's menus: environments, versions (each environment's newest first), evaluators and the
-    newest PICKER_RUNS completed runs (newest first), versions and runs narrowed to `environment_id` when given."""
-    menus: dict[str, list[tuple[Any, Choice]]] = {"environment": [], "version": [], "evaluator": [], "run": []}
+    """The compare picker's menus: environments, versions (each environment's newest first), evaluators, the
+    newest PICKER_RUNS completed runs and dataset runs (newest first), versions and runs narrowed to `environment_id`
+    when given."""
+    menus: dict[str, list[tuple[Any, Choice]]] = {
+        "environment": [], "version": [], "evaluator": [], "run": [], "dataset_run": [],
+    }  # fmt: skip
     for row in session.execute(CHOICES, {"environment_id": environment_id, "runs": PICKER_RUNS}):
         choice = Choice(row.kind, row.id, row.label, row.environment_id, row.version_id)
         order: Any = {
@@ -510,8 +647,10 @@ def compare_choices(session: Session, environment_id: uuid.UUID | None = None) -
             "version": (row.sort, -row.rank),
             "evaluator": (row.sort, str(row.id)),
             "run": (row.sort,),
+            "dataset_run": (row.sort,),
         }[row.kind]
         menus[row.kind].append((order, choice))
     answer = {kind: [choice for _, choice in sorted(items, key=lambda item: item[0])] for kind, items in menus.items()}
     answer["run"].reverse()  # newest first
+    answer["dataset_run"].reverse()
     return answer

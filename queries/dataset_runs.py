@@ -265,18 +265,38 @@ TOTALS = text(
 )
 
 
-# The dataset run's failure categories and stage_* keys summed over its tasks' rollup rows, in PostgreSQL.
+# The dataset run's failure categories and stage_* keys summed over its tasks' rollup rows in PostgreSQL (with
+# :finished, only the tasks whose current run has ended, as compare reads a side).
 OUTCOMES = text(
-    """
+    f"""
+    WITH task AS (
+        SELECT t.categories, t.stages FROM dataset_run_tasks t
+        JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
+        WHERE t.dataset_run_id = :id AND (NOT :finished OR r.status IN {FINISHED})
+    )
     SELECT 'category' AS what, c.key, sum(c.value::int) AS trials, 0 AS passed, 0.0 AS value_sum
-    FROM dataset_run_tasks t CROSS JOIN jsonb_each_text(t.categories) c
-    WHERE t.dataset_run_id = :id GROUP BY c.key
+    FROM task t CROSS JOIN jsonb_each_text(t.categories) c GROUP BY c.key
     UNION ALL
     SELECT 'stage', s.key, sum((s.value ->> 0)::int), sum((s.value ->> 1)::int), sum((s.value ->> 2)::float8)
-    FROM dataset_run_tasks t CROSS JOIN jsonb_each(t.stages) s
-    WHERE t.dataset_run_id = :id GROUP BY s.key
+    FROM task t CROSS JOIN jsonb_each(t.stages) s GROUP BY s.key
     """
 )
+
+
+def dataset_run_outcomes(
+    session: Session, dataset_run_id: uuid.UUID, *, finished: bool = False
+) -> tuple[dict[str, int], dict[str, tuple[int, int, float]]]:
+    """The dataset run's trials per failure_category (the most first) and per stage_* key (trials, passed, value
+    sum), over every task or with `finished` over the tasks whose current run has ended."""
+    categories: dict[str, int] = {}
+    stages: dict[str, tuple[int, int, float]] = {}
+    for row in session.execute(OUTCOMES, {"id": dataset_run_id, "finished": finished}):
+        if row.what == "category":
+            categories[row.key] = int(row.trials)
+        else:
+            stages[row.key] = (int(row.trials), int(row.passed), float(row.value_sum))
+    ordered = dict(sorted(categories.items(), key=lambda item: (-item[1], item[0])))
+    return ordered, dict(sorted(stages.items()))
 
 
 def find_dataset_run(session: Session, dataset_run_id: uuid.UUID) -> DatasetRunRef | None:
@@ -309,15 +329,8 @@ def dataset_run_view(session: Session, dataset_run_id: uuid.UUID, tasks: int | N
     last = ref.task_count if tasks is None else tasks
     rows = all_by_name(DatasetRunTask, session.execute(TASKS, {"id": dataset_run_id, "last": last}))
     totals = dataset_run_totals(session, dataset_run_id)
-    categories: dict[str, int] = {}
-    stages: dict[str, tuple[int, int, float]] = {}
-    for row in session.execute(OUTCOMES, {"id": dataset_run_id}):
-        if row.what == "category":
-            categories[row.key] = int(row.trials)
-        else:
-            stages[row.key] = (int(row.trials), int(row.passed), float(row.value_sum))
-    ordered = dict(sorted(categories.items(), key=lambda item: (-item[1], item[0])))
-    return DatasetRunView(ref, rows, totals, totals.now, ordered, dict(sorted(stages.items())))
+    categories, stages = dataset_run_outcomes(session, dataset_run_id)
+    return DatasetRunView(ref, rows, totals, totals.now, categories, stages)
 
 
 LIST = text(

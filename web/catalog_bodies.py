@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 from domain.agents import AGENT_JSON_SCHEMA, validate_agent
 from domain.errors import AgentConfigError, SpecError
 from domain.limits import DEFAULT_MAX_TRIAL_TIMEOUT_S
-from domain.rules import Refused, integer_from, number_from, text
+from domain.rules import LARGEST_BIGINT, Refused, integer_from, number_from, text
 from domain.scoring import ATTEMPT_COUNT
 from domain.specs import SPEC_JSON_SCHEMA, validate_spec
 from web.validation import REPORT_MISSING, ApiModel
@@ -65,7 +65,8 @@ class EnvironmentVersionCreate(ApiModel):
 
 
 class EvaluatorConfigCreate(ApiModel):
-    """POST /evaluator-configs: an agent and how many attempts, steps and seconds each run gives it."""
+    """POST /evaluator-configs: an agent and how many attempts, steps and seconds each run gives it, and optionally the
+    training checkpoint it evaluates and that checkpoint's step."""
 
     name: Name
     attempt_count: Annotated[int, ATTEMPT_COUNT]
@@ -79,4 +80,14 @@ class EvaluatorConfigCreate(ApiModel):
             description="Seconds per trial",
         ),
     ] = 60
+    checkpoint: Annotated[
+        str | None,
+        text(200),
+        Field(description="The training checkpoint this evaluator evaluates (a path, a tag), shown beside its step"),
+    ] = None
+    step: Annotated[
+        int | None,
+        integer_from(0, LARGEST_BIGINT),
+        Field(description="The training step of that checkpoint: the dataset leaderboard charts pass@1 against it"),
+    ] = None
     agent: Agent

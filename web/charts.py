@@ -6,6 +6,7 @@ draws any Chart (title, axis labels with units, gridlines, tick labels, legend) 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from queries.environments import TrendPoint
@@ -101,8 +102,8 @@ def pass_at_k_chart(title: str, sides: list[tuple[str, dict[int, tuple[float | N
 
 
 def histogram_chart(title: str, counts: list[int], css: str = "series-a", width: int = 300,
-                    height: int = 200) -> Chart:  # fmt: skip
-    """Trials per reward bin over [0, 1]."""
+                    height: int = 200, unit: str = "trials") -> Chart:  # fmt: skip
+    """Trials (or another `unit`: a dataset run's tasks by their mean reward) per reward bin over [0, 1]."""
     bins = len(counts) or 1
     top = max(max(counts, default=0), 1)
     frame = _Frame(width, height, (0.0, 1.0), (0.0, float(top)))
@@ -113,11 +114,11 @@ def histogram_chart(title: str, counts: list[int], css: str = "series-a", width:
         low, high = index / bins, (index + 1) / bins
         closing = "]" if index == bins - 1 else ")"
         marks.append(Mark("rect", css, x=x0 + 1, y=y, w=max(x1 - x0 - 2, 1), h=frame.y(0) - y,
-                          title=f"reward [{low:.1f}, {high:.1f}{closing}: {count} trials"))  # fmt: skip
+                          title=f"reward [{low:.1f}, {high:.1f}{closing}: {count} {unit}"))  # fmt: skip
     step = max(1, round(top / 4))
     y_ticks = [(frame.y(v), str(v)) for v in range(0, top + 1, step)]
     x_ticks = [(frame.x(v / 5), f"{v / 5:.1f}") for v in range(6)]
-    return Chart(title, "reward (0 to 1)", "trials", width, height, x_ticks, y_ticks, marks)
+    return Chart(title, "reward (0 to 1)", unit, width, height, x_ticks, y_ticks, marks)
 
 
 def funnel_chart(title: str, stages: list[str], sides: list[tuple[str, list[float | None]]], width: int = 420,
@@ -179,3 +180,52 @@ def pass_at_1_trend_chart(environment: str, trend: dict[str, list[TrendPoint]], 
                           height: int = 220) -> Chart:  # fmt: skip
     """An environment's pass@1 trend, one line per evaluator (never a mix of agents)."""
     return trend_chart(f"pass@1 per evaluator, {environment}", sorted(trend.items()), width, height)
+
+
+def _step_label(step: float) -> str:
+    """A training step on an axis: 500, 12k, 1.5M."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(step) >= size:
+            return f"{step / size:.3g}{suffix}"
+    return f"{step:.3g}"
+
+
+def _step_ticks(low: float, high: float, most: int = 5) -> list[float]:
+    """At most `most` round steps (1, 2 or 5 times a power of ten apart) covering low..high."""
+    span = high - low
+    if span <= 0:
+        return [low]
+    raw = span / (most - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    gap = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / gap) * gap
+    return [first + i * gap for i in range(most + 1) if first + i * gap <= high + 1e-9 * gap]
+
+
+def checkpoint_chart(title: str, points: list[tuple[int, str, float | None, float | None, float | None]],
+                     width: int = 420, height: int = 240) -> Chart:  # fmt: skip
+    """pass@1 against the training step, one point per checkpoint (step, name, pass@1, low, high) in step order,
+    with its 95% interval as a band (and a bar at each point)."""
+    steps = [float(step) for step, *_ in points] or [0.0]
+    low_step, high_step = min(steps), max(steps)
+    x_range = (low_step, high_step) if high_step > low_step else (low_step - 1, low_step + 1)
+    frame = _Frame(width, height, x_range, (0.0, 1.0))
+    css, marks = SERIES[0], []
+    bounded = [(step, lo, hi) for step, _, _, lo, hi in points if lo is not None and hi is not None]
+    if len(bounded) > 1:
+        upper = [f"{frame.x(step)},{frame.y(hi)}" for step, _, hi in bounded]
+        lower = [f"{frame.x(step)},{frame.y(lo)}" for step, lo, _ in reversed(bounded)]
+        marks.append(Mark("band", css, " ".join(upper + lower), title="pass@1: 95% interval"))
+    for at, bottom, top in bounded:  # the interval of each point as a bar
+        marks.append(Mark("line", css, f"{frame.x(at)},{frame.y(bottom)} {frame.x(at)},{frame.y(top)}"))
+    valued = [(step, name, value, lo, hi) for step, name, value, lo, hi in points if value is not None]
+    if len(valued) > 1:
+        marks.append(Mark("line", css, " ".join(f"{frame.x(s)},{frame.y(v or 0)}" for s, _, v, _, _ in valued)))
+    for step, name, value, lo, hi in valued:
+        assert value is not None
+        ci = f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None and hi is not None else ""
+        marks.append(Mark("dot", css, x=frame.x(step), y=frame.y(value), title=f"{name}, step {step}: pass@1 = "
+                          f"{value:.3f}{ci}"))  # fmt: skip
+    ticks = _step_ticks(*x_range) if high_step > low_step else [low_step]
+    return Chart(title, "training step", "pass@1 (share of trials)", width, height,
+                 [(frame.x(t), _step_label(t)) for t in ticks], frame.share_ticks(), marks)  # fmt: skip

@@ -59,8 +59,8 @@ class ModelField:
         """The bounds in words, e.g. "from 3 to 20", "" when it has none."""
         if self.minimum is None and self.maximum is None:
             return ""
-        low = "" if self.minimum is None else f"{'above' if self.above else 'from'} {self.minimum:g}"
-        high = "" if self.maximum is None else f"{'to' if low else 'at most'} {self.maximum:g}"
+        low = "" if self.minimum is None else f"{'above' if self.above else 'from'} {_bound(self.minimum)}"
+        high = "" if self.maximum is None else f"{'to' if low else 'at most'} {_bound(self.maximum)}"
         return " ".join(part for part in (low, high) if part)
 
     def shown(self, values: Mapping[str, Any]) -> Any:
@@ -75,6 +75,11 @@ class ModelField:
         if self.widget == "json" and not isinstance(value, str):
             return json.dumps(value, indent=2, ensure_ascii=False)
         return value
+
+
+def _bound(value: float) -> str:
+    """A bound as written: an integer in full (a step's bound is 9223372036854775807, not 9.22337e+18)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 WORDS = {

@@ -13,11 +13,12 @@ from domain.rules import UUID_RULE
 from queries.compare import BadSide, SideRef, find_side
 from web.validation import REPORT_MISSING, Invalid, QueryModel, parse
 
-SIDE = "A run id or an environment version id"
+SIDE = "A run id, an environment version id or a dataset run id"
 
 
 class CompareQuery(QueryModel):
-    """GET /compare: two sides, each a run or an environment version (optionally narrowed to one evaluator)."""
+    """GET /compare: two sides, each a run, an environment version (optionally narrowed to one evaluator) or a
+    dataset run."""
 
     a: Annotated[uuid.UUID, UUID_RULE, REPORT_MISSING, Field(description=SIDE)]
     b: Annotated[uuid.UUID, UUID_RULE, REPORT_MISSING, Field(description=SIDE)]
@@ -44,7 +45,9 @@ def requested_sides(session: Session, args: Mapping[str, str]) -> tuple[SideRef,
             raise Invalid(f"invalid {name}EvaluatorConfigId", f"{name}EvaluatorConfigId: {error}") from None
         if ref is None:
             raise Invalid(
-                "not found", f"no run, environment version or evaluator configuration {side_id} for {name}", 404
+                "not found",
+                f"no run, environment version, dataset run or evaluator configuration {side_id} for {name}",
+                404,
             )
         refs.append(ref)
     return refs[0], refs[1]

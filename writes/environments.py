@@ -135,9 +135,12 @@ def create_evaluator_config(
     *,
     max_steps: int = 30,
     timeout_s: float = 60.0,
+    checkpoint: str | None = None,
+    step: int | None = None,
     submission_key: uuid.UUID | None = None,
 ) -> EvaluatorConfig:
-    """Add an evaluator configuration: the agent (validated, env values sealed), attemptCount and budgets."""
+    """Add an evaluator configuration: the agent (validated, env values sealed), attemptCount and budgets, and the
+    training checkpoint it evaluates with its step (an empty checkpoint is none)."""
     normalised = validate_agent(agent)
     if hidden_env_names(normalised):
         raise AgentConfigError(resubmitted_mask("agent", hidden_env_names(normalised)))
@@ -152,6 +155,8 @@ def create_evaluator_config(
         attempt_count=attempt_count,
         max_steps=max_steps,
         timeout_s=timeout_s,
+        checkpoint=checkpoint or None,
+        step=step,
         submission_key=submission_key,
     )
     session.add(config)

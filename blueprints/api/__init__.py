@@ -53,6 +53,7 @@ from blueprints.api import (  # noqa: E402, F401  (register their routes on bp)
     datasets,
     harbor_datasets,
     ingest,
+    leaderboard,
     openapi,
     rollouts,
     runs,

@@ -13,7 +13,9 @@ from blueprints.api.contract import Reply, created, operation, write
 from blueprints.api.schemas import Environment, EnvironmentVersion, EvaluatorConfig, validated
 from domain.harbor_task import MAX_TASK_UPLOAD_BYTES, TaskRefused, read_task_archive
 from models import Environment as EnvironmentRow
+from models import EvaluatorConfig as EvaluatorConfigRow
 from queries.environments import list_environments as environment_summaries
+from queries.environments import list_evaluators
 from web.catalog_bodies import EnvironmentCreate, EnvironmentVersionCreate, EvaluatorConfigCreate
 from web.database import request_session
 from web.limits import expensive
@@ -114,7 +116,8 @@ def upload_harbor_task(environment_id: uuid.UUID):
 @bp.post("/evaluator-configs")
 @write("createEvaluatorConfig", created(EvaluatorConfig), body=EvaluatorConfigCreate, error_reasons=NAME_TAKEN)
 def create_config():
-    """Create an evaluator configuration: {"name", "agent", "attemptCount", "maxSteps"?, "timeoutS"?} → 201."""
+    """Create an evaluator configuration: {"name", "agent", "attemptCount", "maxSteps"?, "timeoutS"?, "checkpoint"?,
+    "step"?} → 201."""
     ceiling = current_app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"]
     body = validated(EvaluatorConfigCreate, json_object(), max_trial_timeout_s=ceiling)
     session = request_session()
@@ -127,6 +130,8 @@ def create_config():
             body.attempt_count,
             max_steps=body.max_steps,
             timeout_s=body.timeout_s,
+            checkpoint=body.checkpoint,
+            step=body.step,
         )
         answer = EvaluatorConfig.of(config)
         reply = jsonify(answer.to_json())  # before the commit, as for a version
@@ -134,3 +139,20 @@ def create_config():
     except IntegrityError as error:
         raise ApiError(409, "name taken", f"an evaluator configuration named {body.name!r} already exists") from error
     return reply, 201
+
+
+@bp.get("/evaluator-configs")
+@operation("listEvaluatorConfigs", {200: Reply("The organization's evaluator configurations", list[EvaluatorConfig])})
+def list_configs():
+    """The organization's evaluator configurations by name (agents' secrets masked), with checkpoint and step."""
+    return jsonify([EvaluatorConfig.of(row.config).to_json() for row in list_evaluators(request_session())])
+
+
+@bp.get("/evaluator-configs/<uuid:config_id>")
+@operation("getEvaluatorConfig", {200: Reply("The evaluator configuration", EvaluatorConfig)}, errors=(404,))
+def get_config(config_id: uuid.UUID):
+    """One evaluator configuration (its agent's secrets masked), with checkpoint and step."""
+    config = request_session().scalar(select(EvaluatorConfigRow).where(EvaluatorConfigRow.id == config_id))
+    if config is None:
+        raise ApiError(404, "not found", f"no evaluator configuration {config_id}")
+    return jsonify(EvaluatorConfig.of(config).to_json())

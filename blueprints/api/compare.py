@@ -38,11 +38,14 @@ def _estimate(estimate: TaskEstimate, tasks: bool = False) -> CompareEstimate:
     )
 
 
-def _task_side(tally: TaskTally | None) -> CompareTaskSide | None:
+def _task_side(tally: TaskTally | None, side: Side, key: str) -> CompareTaskSide | None:
     if tally is None:
         return None
     reward = tally.reward_sum / tally.scored if tally.scored else None
-    return CompareTaskSide(trials=tally.attempts, successes=tally.successes, mean_reward=reward)
+    status = side.unfinished[key][0] if key in side.unfinished else None
+    return CompareTaskSide(
+        trials=tally.attempts, successes=tally.successes, mean_reward=reward, finished=status is None, status=status
+    )
 
 
 def _side(side: Side, stage_keys: list[str]) -> CompareSide:
@@ -52,10 +55,13 @@ def _side(side: Side, stage_keys: list[str]) -> CompareSide:
         id=ref.id,
         label=ref.label,
         evaluator_config_id=ref.evaluator_id,
+        dataset_id=ref.dataset_id,
+        dataset_version_id=ref.dataset_version_id,
         runs=side.runs,
         trials=side.trials,
         successes=side.successes,
         tasks=len(side.tasks),
+        unfinished_tasks=len(side.unfinished),
         evaluators=[CompareEvaluator(id=e.id, label=e.label, runs=e.runs, trials=e.trials) for e in side.evaluators],
         mean_reward=_estimate(side.mean_reward),
         pass_at_k={str(k): _estimate(e, tasks=True) for k, e in sorted(side.pass_at_k.items())},
@@ -93,6 +99,8 @@ def comparison_answer(result: Compared) -> Comparison:
             paired=result.paired,
             unit="trial" if result.pass_at_1.one_task else "task",
             paired_tasks=result.pass_at_1.paired_tasks,
+            shared_tasks=len(result.pairing.shared),
+            no_verdict=result.no_verdict,
             pass_at1=_test(result.pass_at_1, result.pass_at_1_verdict),
             mean_reward=_test(result.mean_reward, result.mean_reward_verdict),
             by_evaluator=[
@@ -102,7 +110,12 @@ def comparison_answer(result: Compared) -> Comparison:
         ),
         warnings=[CompareWarning(code=w.code, message=w.message) for w in result.warnings],
         tasks=[
-            CompareTask(task=row.task, text=result.task_text(row.task), a=_task_side(row.a), b=_task_side(row.b))
+            CompareTask(
+                task=row.task,
+                text=result.task_text(row.task),
+                a=_task_side(row.a, result.a, row.task),
+                b=_task_side(row.b, result.b, row.task),
+            )
             for row in result.task_rows
         ],
         tasks_truncated=result.tasks_truncated,
@@ -115,17 +128,21 @@ def comparison_answer(result: Compared) -> Comparison:
     {
         200: Reply(
             "Both sides' figures with 95% intervals and task-clustered standard errors, the tests of B - A with the "
-            "task as the unit (paired by task when the sides share their tasks), warnings and the per-task table",
+            "task as the unit (paired by task when the sides share their tasks; unpaired, over different draws, when "
+            "they share none), warnings and the per-task table",
             Comparison,
         )
     },
     query=CompareQuery,
     errors=(400, 404, 429),
-    error_reasons={404: "No such run, environment version or evaluator configuration in this organization"},
+    error_reasons={
+        404: "No such run, environment version, dataset run or evaluator configuration in this organization"
+    },
 )
 @expensive()
 def compare_sides():
-    """Compare two runs or environment versions: pass@k with intervals, mean reward, stages, categories, tests."""
+    """Compare two runs, environment versions or dataset runs: pass@k with intervals, mean reward, stages,
+    categories, tests (paired by task when the sides share their tasks; none for dataset runs of two datasets)."""
     session = request_session()
     try:
         a, b = requested_sides(session, request.args.to_dict())

@@ -132,7 +132,8 @@ class EnvironmentVersion(ApiModel):
 
 
 class EvaluatorConfig(ApiModel):
-    """An evaluator configuration: the agent (secrets masked), attempts per run, step and time budget."""
+    """An evaluator configuration: the agent (secrets masked), attempts per run, step and time budget, and the
+    training checkpoint it evaluates with that checkpoint's step (null when not given)."""
 
     id: uuid.UUID
     name: str
@@ -140,6 +141,8 @@ class EvaluatorConfig(ApiModel):
     attempt_count: int = Field(ge=1, le=8)
     max_steps: int
     timeout_s: float
+    checkpoint: str | None = None
+    step: int | None = None
 
 
 class Trial(ApiModel):
@@ -208,16 +211,25 @@ class CompareCategory(ApiModel):
 
 
 class CompareSide(ApiModel):
-    """One side's figures: counts, pass@k per k with intervals, mean reward, stages and failure categories."""
+    """One side's figures: counts, pass@k per k with intervals, mean reward, stages and failure categories.
 
-    kind: Literal["run", "version"]
+    A dataset run's figures read the tasks it has finished (from its rollup); `unfinishedTasks` counts the others,
+    which the per-task table lists with `finished` false."""
+
+    kind: Literal["run", "version", "dataset_run"]
     id: uuid.UUID
     label: str
     evaluator_config_id: uuid.UUID | None
+    dataset_id: uuid.UUID | None = Field(default=None, description="A dataset run's dataset")
+    dataset_version_id: uuid.UUID | None = Field(default=None, description="A dataset run's dataset version")
     runs: int
     trials: int
     successes: int
-    tasks: int = Field(description="Distinct tasks (by task text) among the trials the task figures read")
+    tasks: int = Field(
+        description="Distinct tasks among the trials the task figures read: by task text, or a dataset run's finished "
+        "tasks (environment version and world seed)"
+    )
+    unfinished_tasks: int = Field(default=0, description="A dataset run's tasks whose run has not ended")
     evaluators: list[CompareEvaluator]
     mean_reward: CompareEstimate
     pass_at_k: dict[str, CompareEstimate]
@@ -253,6 +265,12 @@ class CompareTests(ApiModel):
     paired: bool
     unit: Literal["task", "trial"]
     paired_tasks: int = Field(description="Tasks both sides hold that the tests pair (0 when unpaired)")
+    shared_tasks: int = Field(description="Tasks both sides hold (0: unpaired, over different draws)")
+    no_verdict: str | None = Field(
+        default=None,
+        description="Why the sides get no verdict at all (dataset runs of different datasets); the tests are then "
+        "not run: their figures are null and their verdict says this",
+    )
     pass_at1: CompareTest
     mean_reward: CompareTest
     by_evaluator: list[CompareEvaluatorTest] = Field(
@@ -268,15 +286,20 @@ class CompareWarning(ApiModel):
 
 
 class CompareTaskSide(ApiModel):
-    """One side's trials of one task (null for a task that side never attempted)."""
+    """One side's trials of one task (null for a task that side never attempted); `finished` false for a dataset
+    run's task whose run has not ended (its trials so far, left out of every figure and test), with that run's
+    status."""
 
     trials: int
     successes: int
     mean_reward: float | None
+    finished: bool = True
+    status: str | None = Field(default=None, description="An unfinished task's run status: queued or running")
 
 
 class CompareTask(ApiModel):
-    """One task of the per-task table: its key (md5 of the task text), the start of its text, each side's trials."""
+    """One task of the per-task table: its key (md5 of the task text; a dataset run's `<environment version id>:<world
+    seed>`), the start of its text, each side's trials."""
 
     task: str
     text: str
@@ -291,7 +314,9 @@ class Comparison(ApiModel):
     b: CompareSide
     tests: CompareTests
     warnings: list[CompareWarning]
-    tasks: list[CompareTask] = Field(description="The first 200 tasks of either side by task key")
+    tasks: list[CompareTask] = Field(
+        description="The first 200 tasks of either side, a dataset run's in its version's order, then by task key"
+    )
     tasks_truncated: bool
 
 

@@ -3,6 +3,7 @@ sides, power in tasks, wording, and a null simulation whose rejection rate holds
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -377,3 +378,47 @@ def test_thin_sides_answer_without_failing():
     assert (itself.paired_tasks, itself.difference, itself.p_value) == (3, 0.0, 1.0)
     assert ts.compare_mean_reward(same_a, {}).difference is None
     assert ts.pass_at_1({}).value is None and ts.mean_reward(a).tasks == 1
+
+
+def test_per_task_columns_give_the_figures_of_the_tallies_they_hold():
+    rng = np.random.default_rng(7)
+    tallies = {}
+    for index in range(40):
+        attempts = int(rng.integers(1, 9))
+        rewards = rng.choice([0.0, 0.5, 1.0], size=attempts)
+        tallies[f"{index:05d}"] = ts.TaskTally(
+            attempts, int((rewards == 1).sum()), attempts, float(rewards.sum()), float((rewards**2).sum())
+        )
+    other = {k: ts.TaskTally(t.attempts, t.attempts - t.successes, t.scored, t.scored - t.reward_sum, 0.0)
+             for k, t in tallies.items()}  # fmt: skip
+    shuffled = dict(sorted(tallies.items(), key=lambda item: rng.random()))  # columns in any order
+    columns = ts.TaskColumns.of(shuffled)
+    in_order = dataclasses.replace(ts.TaskColumns.of(tallies), keys_sorted=True)
+    for form in (columns, in_order):
+        assert ts.pass_at_1(form) == ts.pass_at_1(tallies)
+        assert ts.mean_reward(form) == ts.mean_reward(tallies)
+        for k, estimate in ts.pass_at_k(tallies).items():
+            assert close(known(ts.pass_at_k(form)[k].value), known(estimate.value))
+            exact = np.mean(
+                [scoring.pass_at_k(t.attempts, t.successes, k) for t in tallies.values() if t.attempts >= k]
+            )
+            assert close(known(estimate.value), float(exact))
+    test = ts.compare_pass_at_1(tallies, other)
+    from_columns = ts.compare_pass_at_1(in_order, ts.TaskColumns.of(other))
+    assert (test.method, test.paired_tasks, test.shared_tasks) == (from_columns.method, 40, 40)
+    assert close(known(from_columns.p_value), known(test.p_value))
+    means_a = [t.successes / t.attempts for t in tallies.values()]
+    means_b = [t.successes / t.attempts for t in other.values()]
+    assert close(known(test.p_value), float(stats.ttest_rel(means_b, means_a).pvalue))
+
+
+def test_sides_that_share_no_task_are_said_to_be_unpaired_over_different_draws():
+    a = {"x": ts.TaskTally(4, 1, 4, 1.0, 1.0), "y": ts.TaskTally(4, 2, 4, 2.0, 2.0)}
+    b = {"z": ts.TaskTally(4, 3, 4, 3.0, 3.0), "w": ts.TaskTally(4, 4, 4, 4.0, 4.0)}
+    one_each = ({"x": ts.TaskTally(8, 1, 8, 1.0, 1.0)}, {"z": ts.TaskTally(8, 7, 8, 7.0, 7.0)})
+    for left, right in ((a, b), one_each):
+        for test in (ts.compare_pass_at_1(left, right), ts.compare_mean_reward(left, right)):
+            assert test.shared_tasks == 0
+            assert "Unpaired, over different draws: the sides share no task" in tv.task_verdict(test, "pass@1")
+    shared = ts.compare_pass_at_1(a, {**a, "z": b["z"]})
+    assert shared.shared_tasks == 2 and "different draws" not in tv.task_verdict(shared, "pass@1")

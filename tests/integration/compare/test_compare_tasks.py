@@ -113,8 +113,8 @@ def test_shared_tasks_are_paired_by_task_with_clustered_errors(api):
     assert [row["task"] for row in body["tasks"]] == sorted(key(t) for t in A_TASKS)
     first = next(row for row in body["tasks"] if row["task"] == key("t3"))
     assert first["text"] == "Reconcile ledger t3"
-    assert first["a"] == {"trials": 4, "successes": 3, "meanReward": 0.75}
-    assert first["b"] == {"trials": 4, "successes": 4, "meanReward": 1.0}
+    assert first["a"] == {"trials": 4, "successes": 3, "meanReward": 0.75, "finished": True, "status": None}
+    assert first["b"] == {"trials": 4, "successes": 4, "meanReward": 1.0, "finished": True, "status": None}
     assert body["tasksTruncated"] is False
     # The page says how it paired, with the method named and no trial-number grid.
     html = api.client.get(f"/compare?a={versions['v1']}&b={versions['v2']}").text
