@@ -135,10 +135,13 @@ def test_the_explorer_and_the_api_list_exactly_the_trials_of_the_dataset_runs_ru
 
 
 def test_a_retried_dataset_run_keeps_the_trials_of_the_runs_its_retry_replaced(api, world, database):
-    replaced = trials_of(database, api, world["replaced"])
-    assert len(replaced) == 6
+    replaced, runs = world["replaced"], world["runs"]["crashes"]
+    assert len(trials_of(database, api, replaced)) == 6 and replaced < runs
     for name in ("crashes", "shop"):
-        assert replaced <= set(api_ids(api, world["queries"][name]))
+        listed = api.get(f"/api/v1/trials?{world['queries'][name]}").json
+        assert listed["next"] is None
+        assert {t["evaluationRunId"] for t in listed["trials"]} == world["runs"][name]
+        assert replaced <= {t["evaluationRunId"] for t in listed["trials"]}
 
 
 def test_the_dataset_filters_combine_with_the_other_filters(api, world, database):
