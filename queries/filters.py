@@ -4,10 +4,10 @@ One builder for every read that takes filters: the trials explorer (/trials,
 GET /api/v1/trials), the rollout exports (GET /api/v1/rollouts, preference
 pairs included) and the capability gap's counts. A trial is named by what it
 belongs to (environment, environment version, evaluator configuration,
-evaluation run, dataset run, dataset version), by how it ended (status, reward band or range, failure
-category, stage_* results), by where it ran (imported or by a worker) and
-when it finished, and by its task (the md5 of its task text: compare's task
-key). A rollout is a scored trial and a rollup row counts a
+evaluation run, dataset run, dataset version), by how it ended (status, reward
+band or range, failure category, stage_* results), by where it ran (imported or
+by a worker) and when it finished, and by its task (the md5 of its task text:
+compare's task key). A rollout is a scored trial and a rollup row counts a
 version's trials, so the same filters read on each of those tables: the
 columns only trials have are read on the trial a query joins (`trials`).
 """
