@@ -111,6 +111,11 @@ class TrialFilters:
             or self.human_category
         )
 
+    @property
+    def names_datasets(self) -> bool:
+        """True when a dataset run or a dataset version filter is given."""
+        return self.dataset_run_id is not None or self.dataset_version_id is not None
+
     def for_session(self, session: Session) -> TrialFilters:
         """The filters ready for one read in `session`: label names resolved to ids (one statement), so PostgreSQL
         plans each label by its own frequency, and statements planned for their own values when a filter's
