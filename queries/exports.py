@@ -291,7 +291,10 @@ def preference_pairs_sql(
     filters leave out is passed over without a step). Per task, one range scan
     of that index (joined to each trial by its key) is aggregated in a hash of
     (version, task) groups: max/min of [reward, seq] name each side by its seq,
-    which the unique (organization_id, seq) index finds.
+    which the unique (organization_id, seq) index finds. Under a dataset filter,
+    the versions' groups are made the same way from the dataset's rollouts, read
+    once by their runs (a dataset of Harbor tasks runs a version per task: a step
+    per version would read them once per version).
     """
     side = (
         filters.conditions("r", versions="v", trials="t", within=KIND_RANKS["scored"])
@@ -307,7 +310,9 @@ def preference_pairs_sql(
         side = side.also(NOT_EXCLUDED)
     if within_task:  # training pairs: both sides took a turn of their own (a trial without one teaches nothing)
         side = side.also("trial_agent_steps(t.steps) > 0")
-        return Query(_task_pairs_sql(side.sql), side.params)
+        return Query(_grouped_pairs_sql(side.sql, by_task=True), side.params)
+    if filters.names_datasets:  # a dataset's rollouts, read once by run: never once per version it ran
+        return Query(_grouped_pairs_sql(side.sql, by_task=False, trials=filters.reads_trials), side.params)
     trial = TRIAL_JOIN if filters.reads_trials else ""
     rollouts = f"SELECT r.id, r.reward FROM rollouts r {trial} WHERE {side.sql}"
     sql = f"""
@@ -321,24 +326,28 @@ def preference_pairs_sql(
     return Query(sql, side.params)
 
 
-def _task_pairs_sql(rollouts: str) -> str:
-    """Preference pairs within (environment version, task) groups: see preference_pairs_sql."""
+def _grouped_pairs_sql(rollouts: str, *, by_task: bool, trials: bool = True) -> str:
+    """Preference pairs within (environment version, task) groups, or `by_task` False within versions, from one
+    pass over the rollouts `rollouts` selects (joined to their trials when `by_task` or `trials`): see
+    preference_pairs_sql."""
+    trial = TRIAL_JOIN if by_task or trials else ""
     return f"""
         WITH sides AS (
             SELECT r.environment_version_id,
-                   max(ARRAY[r.reward, r.seq::float8]) AS best, min(ARRAY[r.reward, r.seq::float8]) AS worst
+                   (max(ARRAY[r.reward, r.seq::float8]))[2]::bigint AS best,
+                   (min(ARRAY[r.reward, r.seq::float8]))[2]::bigint AS worst
             FROM environment_versions v
             JOIN rollouts r ON r.organization_id = v.organization_id AND r.environment_version_id = v.id
-            JOIN evaluation_trials t ON t.organization_id = r.organization_id AND t.id = r.evaluation_trial_id
+            {trial}
             WHERE v.organization_id = :org AND {rollouts}
-            GROUP BY r.environment_version_id, t.task
+            GROUP BY r.environment_version_id{", t.task" if by_task else ""}
             HAVING max(r.reward) > min(r.reward)
         )
         SELECT s.environment_version_id, b.id AS preferred_id, b.reward AS preferred_reward,
                w.id AS rejected_id, w.reward AS rejected_reward
         FROM sides s
-        JOIN rollouts b ON b.organization_id = :org AND b.seq = s.best[2]::bigint
-        JOIN rollouts w ON w.organization_id = :org AND w.seq = s.worst[2]::bigint
+        JOIN rollouts b ON b.organization_id = :org AND b.seq = s.best
+        JOIN rollouts w ON w.organization_id = :org AND w.seq = s.worst
         ORDER BY s.environment_version_id, b.seq"""
 
 

@@ -4,10 +4,10 @@ One builder for every read that takes filters: the trials explorer (/trials,
 GET /api/v1/trials), the rollout exports (GET /api/v1/rollouts, preference
 pairs included) and the capability gap's counts. A trial is named by what it
 belongs to (environment, environment version, evaluator configuration,
-evaluation run), by how it ended (status, reward band or range, failure
-category, stage_* results), by where it ran (imported or by a worker) and
-when it finished, and by its task (the md5 of its task text: compare's task
-key). A rollout is a scored trial and a rollup row counts a
+evaluation run, dataset run, dataset version), by how it ended (status, reward
+band or range, failure category, stage_* results), by where it ran (imported or
+by a worker) and when it finished, and by its task (the md5 of its task text:
+compare's task key). A rollout is a scored trial and a rollup row counts a
 version's trials, so the same filters read on each of those tables: the
 columns only trials have are read on the trial a query joins (`trials`).
 """
@@ -37,6 +37,22 @@ MAX_STAGE_FILTERS = 8  # stage keys per stagePassed / stageFailed
 # written into trial_stages.failed_rank by the triggers.
 FAILED_RANK = "trial_failed_rank({t}.reward)"
 BAND_RANKS: dict[str, tuple[int, ...]] = {"failed": (2,), "recovery": (2,), "successful": (0,), "unscored": (1,)}
+# The evaluation runs of a dataset run (those a retry replaced too: a retry's run names the same dataset run) and of
+# every dataset run of a dataset version, by ix_evaluation_runs_dataset_run (and dataset_runs' index by version); and
+# the environment versions they ran (dataset_tasks: a dataset version's tasks).
+DATASET_RUNS = {
+    "dataset_run_id": "SELECT id FROM evaluation_runs WHERE dataset_run_id = :dataset_run_id",
+    "dataset_version_id": (
+        "SELECT id FROM evaluation_runs WHERE dataset_run_id = "
+        "ANY(ARRAY(SELECT id FROM dataset_runs WHERE dataset_version_id = :dataset_version_id))"
+    ),
+}
+DATASET_VERSIONS = {
+    "dataset_run_id": "SELECT environment_version_id FROM evaluation_runs WHERE dataset_run_id = :dataset_run_id",
+    "dataset_version_id": (
+        "SELECT environment_version_id FROM dataset_tasks WHERE dataset_version_id = :dataset_version_id"
+    ),
+}
 BAND_CONDITIONS = {
     "failed": "{r}.reward < 1",
     "recovery": "{r}.reward > 0 AND {r}.reward < 1",
@@ -52,6 +68,8 @@ class TrialFilters:
     environment_id: uuid.UUID | None = None
     environment_version_id: uuid.UUID | None = None
     evaluation_run_id: uuid.UUID | None = None
+    dataset_run_id: uuid.UUID | None = None  # every evaluation run of the dataset run (a retried task's earlier too)
+    dataset_version_id: uuid.UUID | None = None  # every evaluation run of every dataset run of the dataset version
     failure_category: str | None = None
     evaluator_config_id: uuid.UUID | None = None
     status: str | None = None
@@ -92,6 +110,11 @@ class TrialFilters:
             or self.review_state
             or self.human_category
         )
+
+    @property
+    def names_datasets(self) -> bool:
+        """True when a dataset run or a dataset version filter is given."""
+        return self.dataset_run_id is not None or self.dataset_version_id is not None
 
     def for_session(self, session: Session) -> TrialFilters:
         """The filters ready for one read in `session`: label names resolved to ids (one statement), so PostgreSQL
@@ -155,6 +178,7 @@ class TrialFilters:
             conditions = conditions.also(
                 f"{rows}.evaluation_run_id = :evaluation_run_id", evaluation_run_id=self.evaluation_run_id
             )
+        conditions = self._datasets(conditions, rows, versions)
         if self.evaluator_config_id is not None:
             conditions = conditions.also(
                 f"EXISTS (SELECT 1 FROM evaluation_runs fr WHERE fr.organization_id = {rows}.organization_id "
@@ -202,6 +226,28 @@ class TrialFilters:
         if self.q:
             conditions = conditions.with_(search_conditions(self.q, t))
         return self._triage(conditions, t, in_ranks.replace("ts.", "{a}."))
+
+    def _datasets(self, conditions: Conditions, rows: str, versions: str | None) -> Conditions:
+        """Dataset run and dataset version conditions: the row's run is one of theirs (and, when the query joins
+        each row's environment version, that version is one they ran, so a version they never ran is passed over
+        at once).
+
+        The runs are an array computed once, from ix_evaluation_runs_dataset_run: PostgreSQL then reads the rows
+        of those runs by their run (uq_evaluation_trials_trial_number_per_run, ix_rollouts_org_run) and orders
+        those alone, at a cost that follows the dataset run's trials and never the organization's history. (An
+        EXISTS on the row's run is planned as a walk of the order index newest first, which for an older dataset
+        run reads every newer trial.)
+        """
+        for name in ("dataset_run_id", "dataset_version_id"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            conditions = conditions.also(
+                f"{rows}.evaluation_run_id = ANY(ARRAY({DATASET_RUNS[name]}))", **{name: value}
+            )
+            if versions:
+                conditions = conditions.also(f"{versions}.id = ANY(ARRAY({DATASET_VERSIONS[name]}))")
+        return conditions
 
     def _triage(self, conditions: Conditions, t: str, in_ranks: str) -> Conditions:
         """Label, review state and human category conditions. trial_labels and trial_reviews are keyed like

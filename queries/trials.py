@@ -287,6 +287,7 @@ class ExplorerChoices:
     categories: list[str]
     stage_keys: list[str]
     labels: list[str]
+    dataset_versions: list[Choice]
 
 
 CHOICES_LIMIT = 500
@@ -306,12 +307,18 @@ CHOICES = """
     (SELECT DISTINCT 'stage', stage_key, stage_key, NULL, NULL::int FROM stage_metric_rollups ORDER BY 2 LIMIT :limit)
     UNION ALL
     (SELECT 'label', name, name, color, NULL::int FROM labels ORDER BY lower(name) LIMIT :limit)
+    UNION ALL
+    (SELECT 'dataset', dv.id::text, d.name, NULL, dv.version
+     FROM datasets d
+     JOIN dataset_versions dv ON dv.organization_id = d.organization_id AND dv.dataset_id = d.id
+     ORDER BY d.name, d.id, dv.version DESC LIMIT :limit)
 """
 
 
 def explorer_choices(session: Session) -> ExplorerChoices:
-    """Environments, versions, evaluator configurations, failure categories, stage keys and labels to filter by
-    (one statement: the catalog's first CHOICES_LIMIT of each, the categories and stage keys from the rollups)."""
+    """Environments, versions, evaluator configurations, failure categories, stage keys, labels and dataset versions
+    to filter by (one statement: the catalog's first CHOICES_LIMIT of each, the categories and stage keys from the
+    rollups)."""
     rows = session.execute(text(CHOICES), {"limit": CHOICES_LIMIT}).all()
     versions = [row for row in rows if row.kind == "version"]
     return ExplorerChoices(
@@ -321,6 +328,7 @@ def explorer_choices(session: Session) -> ExplorerChoices:
         [row.value for row in rows if row.kind == "category"],
         [row.value for row in rows if row.kind == "stage"],
         [row.value for row in rows if row.kind == "label"],
+        [Choice(row.value, f"{row.label} v{row.number}", row.label) for row in rows if row.kind == "dataset"],
     )
 
 

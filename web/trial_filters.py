@@ -78,12 +78,15 @@ def _fixed(*pairs: tuple[str, str]) -> Options:
     return lambda _, __: [(None, list(pairs))]
 
 
+GROUPED = ("versions", "dataset_versions")  # ExplorerChoices' lists shown in groups (a Choice's `group`)
+
+
 def _catalog(attribute: str) -> Options:
-    """The options of one of ExplorerChoices' lists (version choices grouped by environment)."""
+    """The options of one of ExplorerChoices' lists (versions grouped by environment, dataset versions by dataset)."""
 
     def options(choices: ExplorerChoices, _: str) -> list[tuple[str | None, list[tuple[str, str]]]]:
         items = getattr(choices, attribute)
-        if attribute != "versions":
+        if attribute not in GROUPED:
             return [(None, [(c.value, c.label) for c in items])]
         groups: dict[str | None, list[tuple[str, str]]] = {}
         for c in items:
@@ -98,16 +101,17 @@ def _categories(choices: ExplorerChoices, given: str) -> list[tuple[str | None, 
     return [(None, known + ([(given, given)] if given and given not in choices.categories else []))]
 
 
-def _catalog_filter(name: str, attribute: str, label: str) -> TrialFilter:
-    """A filter on the id of one of the organization's environments, versions or evaluators (`attribute`: its list
-    in ExplorerChoices): a select of their names, and a chip that names the chosen one ("version: admin-console v2").
-    """
+def _catalog_filter(name: str, attribute: str, label: str, description: str | None = None) -> TrialFilter:
+    """A filter on the id of one of the organization's environments, versions, evaluators or dataset versions
+    (`attribute`: its list in ExplorerChoices): a select of their names, and a chip that names the chosen one
+    ("version: admin-console v2")."""
 
     def chip(value: str, choices: ExplorerChoices) -> str:
         named = next((c.label for c in getattr(choices, attribute) if c.value == value), value)
         return f"{label.lower()}: {named}"
 
-    return TrialFilter(name, uuid.UUID, UUID_RULE, None, chip, Control(label, "select", options=_catalog(attribute)))
+    control = Control(label, "select", options=_catalog(attribute))
+    return TrialFilter(name, uuid.UUID, UUID_RULE, description, chip, control)
 
 
 def _field(size: int, placeholder: str, label: str) -> Control:
@@ -145,6 +149,11 @@ LABEL_HELP = "Comma-separated label names (whatever their case): trials carrying
 REVIEW_HELP = "unreviewed (the default), reviewed, or excluded from training exports"
 HUMAN_HELP = "The failure category a reviewer set over the verifier's"
 REVIEWS = Control("Review", "select", options=_fixed(*((s, s) for s in REVIEW_STATES)))
+DATASET_RUN_HELP = (
+    "The trials of every evaluation run of that dataset run, the runs a retry replaced included (POST "
+    "/api/v1/dataset-runs)"
+)
+DATASET_VERSION_HELP = "The trials of every dataset run of that dataset version (every evaluator that ran it)"
 PASSED_HELP = "Comma-separated stage_* keys the trial passed (value 1)"
 FAILED_HELP = "Comma-separated stage_* keys the trial did not pass (a value below 1)"
 
@@ -177,6 +186,9 @@ TRIAL_FILTERS = (
     _catalog_filter("evaluatorConfigId", "evaluators", "Evaluator"),
     TrialFilter("evaluationRunId", uuid.UUID, UUID_RULE, None, lambda v, _: f"run {v[-6:]}",
                 _field(12, "run UUID", "Run id")),
+    TrialFilter("datasetRunId", uuid.UUID, UUID_RULE, DATASET_RUN_HELP, lambda v, _: f"dataset run {v[-6:]}",
+                _field(12, "dataset run UUID", "Dataset run id")),
+    _catalog_filter("datasetVersionId", "dataset_versions", "Dataset version", DATASET_VERSION_HELP),
     TrialFilter("source", TrialSource, one_of(*TRIAL_SOURCES), SOURCE_HELP, _source_chip, SOURCES),
     TrialFilter("finishedAfter", datetime, MOMENT, "Finished at or after (UTC unless an offset)", "finished from {}",
                 _field(16, "2026-05-01T12:00", "Finished from")),
