@@ -24,6 +24,7 @@ from web.charts import pass_at_k_chart
 from web.database import request_session
 from web.forms import StartDatasetRunForm
 from web.htmx import redirect_after_write, render
+from web.params import optional_uuid
 from writes.dataset_runs import retry_errored_tasks, start_dataset_run
 
 bp = Blueprint("dataset_runs", __name__)
@@ -49,8 +50,11 @@ def _list_page(form: StartDatasetRunForm, status: int = 200, block: str | None =
 
 @bp.get("/dataset-runs")
 def index():
-    """The organization's dataset runs, newest first, and the form that starts one."""
-    return _list_page(StartDatasetRunForm())
+    """The organization's dataset runs, newest first, and the form that starts one (`?datasetVersionId=` picks its
+    dataset version, as a dataset page's "Run an evaluator" link does)."""
+    form = StartDatasetRunForm()
+    form.dataset_version_id.data = optional_uuid("datasetVersionId")
+    return _list_page(form)
 
 
 @bp.post("/dataset-runs")

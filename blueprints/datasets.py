@@ -17,7 +17,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from blueprints.auth import require_role
+from blueprints.leaderboard import leaderboard_context
 from domain.datasets import DatasetRefused, TaskInput, tasks_sha256
+from domain.rules import integer_from
 from domain.specs import draws_worlds
 from models import Dataset
 from queries.datasets import (
@@ -35,7 +37,7 @@ from web.database import request_session
 from web.dataset_drafts import ADDED, draft_of, draft_tasks, line_of, note, read_draft, seed_runs
 from web.forms import DatasetDraftForm, DatasetForm
 from web.htmx import redirect_after_write, render
-from web.params import page_number, query_int
+from web.params import page_number, query_int, query_value
 from writes.datasets import add_dataset_version, check_tasks, create_dataset
 
 bp = Blueprint("datasets", __name__)
@@ -162,11 +164,15 @@ def _show_page(
     unseen: bool = False,
     status: int = 200,
 ):
+    shown = query_value("version", integer_from(1, 2**31 - 1))  # the leaderboard's version (the latest by default)
+    board = leaderboard_context(session, dataset, shown)
+    if board["board"] is None and shown is not None:
+        abort(404, description=f"{dataset.name} has no version {shown}.")
     return render(
         "datasets/show.html",
         "new_version",
         status=status,
-        dataset=dataset,
+        **board,
         versions=dataset_versions(session, dataset.id),
         choices=version_choices(session, CHOICES + 1),
         most_choices=CHOICES,

@@ -438,4 +438,4 @@ def test_the_pages_issue_a_fixed_number_of_statements_whatever_the_datasets_size
         post_version(api, large, {"environmentVersionId": shop["id"], "count": count})
     after = statements(large, f"{shop['id']} 1..10000")
     print("statements per page:", after)
-    assert after == before and max(after.values()) <= 10, after
+    assert after == before and max(after.values()) <= 12, after  # the dataset page holds its leaderboard (2)

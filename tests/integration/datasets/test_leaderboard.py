@@ -143,6 +143,18 @@ def test_the_leaderboard_ranks_real_dataset_runs_and_tests_them_against_the_best
     fragment = api.get(f"/datasets/{version['datasetId']}/leaderboard", headers={"HX-Request": "true"})
     assert fragment.get_data(as_text=True).lstrip().startswith('<section class="leaderboard"')
 
+    # the dataset page is the leaderboard: the same rows above its versions, each version linking to a run of it
+    dataset_page = parse(api.get(f"/datasets/{version['datasetId']}").get_data(as_text=True))
+    listed = dataset_page.select("#leaderboard table.leaderboard-table tbody tr")
+    assert [one(r, "th").get_text(" ", strip=True).split()[0] for r in listed] == [
+        r["evaluatorName"] for r in answer["rows"]
+    ]
+    run_it = dataset_page.find("a", string="Run an evaluator on v1")
+    assert run_it is not None and run_it["href"] == f"/dataset-runs?datasetVersionId={version['id']}#start-dataset-run"
+    form = parse(api.get(run_it["href"]).get_data(as_text=True))
+    assert one(form, f"select[name=dataset_version_id] option[value='{version['id']}']").has_attr("selected")
+    assert api.get(f"/datasets/{version['datasetId']}?version=2").status_code == 404
+
 
 def outcome(reward: float) -> TrialOutcome:
     """A scored trial with 15 tokens (a success when the reward is 1)."""
