@@ -8,12 +8,18 @@ from markupsafe import Markup
 
 # C0 controls except tab and newline, and DEL: shown as their Unicode "control pictures" (U+2400 + code).
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+PICTURES = str.maketrans(
+    {code: chr(0x2400 + code) for code in [*range(0x00, 0x09), *range(0x0B, 0x20)]} | {0x7F: "\u2421"}
+)
 
 
 def visible_control_characters(value: object) -> object:
-    """Jinja `finalize`: every printed string shows control characters as ␀…␟/␡ instead of raw bytes."""
+    """Jinja `finalize`: every printed string shows control characters as ␀…␟/␡ instead of raw bytes (a page
+    prints thousands of values, so this is one translate in C, not a regular expression per value)."""
+    if type(value) is str:
+        return value if value.isprintable() else value.translate(PICTURES)  # most values print as they are
     if isinstance(value, str) and not isinstance(value, Markup):
-        return CONTROL.sub(lambda m: "\u2421" if m.group() == "\x7f" else chr(0x2400 + ord(m.group())), value)
+        return str(value).translate(PICTURES)
     return value
 
 
