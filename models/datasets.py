@@ -129,6 +129,22 @@ class DatasetRunTask(Base):
         org_fk("environment_version_id", "environment_versions"),
         org_fk("evaluation_run_id", "evaluation_runs"),
         Index("ux_dataset_run_tasks_evaluation_run", "organization_id", "evaluation_run_id", unique=True),
+        # Each task's counts by an index-only scan: the leaderboard and a dataset run's totals (migration 0041).
+        Index(
+            "ix_dataset_run_tasks_tallies",
+            "organization_id",
+            "dataset_run_id",
+            "position",
+            postgresql_include=[
+                "trials",
+                "successes",
+                "scored",
+                "reward_sum",
+                "reward_square_sum",
+                "tokens",
+                "evaluation_run_id",
+            ],
+        ),
     )
 
     organization_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)

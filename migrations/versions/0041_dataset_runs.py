@@ -134,6 +134,16 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("organization_id", "dataset_run_id", "position", name="pk_dataset_run_tasks"),
     )
+    # The leaderboard and a dataset run's totals read each task's counts by an index-only scan (a finished dataset
+    # run's pages are all-visible once vacuumed): half the time of the rows themselves at 20 x 1,000 tasks.
+    op.create_index(
+        "ix_dataset_run_tasks_tallies",
+        "dataset_run_tasks",
+        ["organization_id", "dataset_run_id", "position"],
+        postgresql_include=[
+            "trials", "successes", "scored", "reward_sum", "reward_square_sum", "tokens", "evaluation_run_id"
+        ],
+    )  # fmt: skip
     # RECORD_TRIAL finds a trial's task row by its run (one row at most; none for a run of no dataset).
     op.create_index(
         "ux_dataset_run_tasks_evaluation_run",
