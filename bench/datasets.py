@@ -193,16 +193,43 @@ def size_section(measured: list[tuple[int, dict[str, Timing]]]) -> list[str]:
 
 
 def main() -> None:
-    """Seed (once) and measure on the bench database; rewrite the section of BENCHMARKS.md."""
+    """Seed (once) and measure on the bench database as it is, or with `--sizes 10k,1M` on a fresh one grown to each
+    size in turn (bench.run's growth, VACUUM ANALYZE before each measurement); rewrite the section of
+    BENCHMARKS.md."""
+    import argparse
+
     from app import create_app
 
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--sizes", help="grow a fresh bench database to each of these sizes (10k,1M) and measure")
+    args = parser.parse_args()
     started = time.perf_counter()
-    app = create_app()
-    trials, timings = measure_all(app, app.extensions["agentforge_db"])
-    lines = section(trials, timings, started)
+    if not args.sizes:
+        app = create_app()
+        trials, timings = measure_all(app, app.extensions["agentforge_db"])
+        lines = section(trials, timings, started)
+    else:
+        from bench import run
+
+        run.fresh_database()
+        app = create_app()
+        database = app.extensions["agentforge_db"]
+        measured = []
+        for size in args.sizes.split(","):
+            run.grow_to(database, run.trials_of(size) if size.strip() != "10k" else run.SMALL)
+            run.vacuum_analyze(database)
+            measure_all(app, database)  # seeds at the first size; VACUUM ANALYZE again over its rows
+            run.vacuum_analyze(database)
+            measured.append(measure_all(app, database))
+        small, large = measured[0][1], measured[-1][1]
+        lines = [
+            *size_section(measured),
+            "",
+            f"`python -m bench.datasets --sizes {args.sizes}` ({time.perf_counter() - started:.0f} s).",
+            "",
+            "| target | measured | |",
+            "|---|---|---|",
+            *target_rows(small, large),
+        ]
     write_section(lines)
     print("\n".join(lines))
-
-
-if __name__ == "__main__":
-    main()
