@@ -33,6 +33,7 @@ from models import (
     StageMetricRollup,
 )
 from models.base import new_id
+from writes.dataset_runs import start_dataset_run
 from writes.datasets import add_dataset_version, create_dataset
 from writes.invitations import invite
 from writes.tokens import create_token
@@ -54,8 +55,8 @@ class OrgRows:
 
 
 def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-console") -> OrgRows:
-    """Write an environment, version, evaluator config, run, trial, artifact, rollout, rollups and a dataset version
-    of two tasks for `org_id`."""
+    """Write an environment, version, evaluator config, run, trial, artifact, rollout, rollups, a dataset version
+    of two tasks and a dataset run of it (two queued runs) for `org_id`."""
     spec = {"kind": "builtin", "environment": name, "params": {}}
     body = json.dumps({"schemaVersion": 1, "log": "opened", "trajectory": json.dumps({"steps": []})}).encode()
     ids = OrgRows(org_id, *(new_id() for _ in range(7)))
@@ -158,9 +159,10 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
             )
         )
         dataset = create_dataset(session, org_id, "seeded")
-        add_dataset_version(
+        dataset_version, _ = add_dataset_version(
             session, dataset, requested_tasks({"environmentVersionId": str(ids.version_id), "count": 2})
         )
+        start_dataset_run(session, dataset_version.id, ids.config_id)  # a dataset run, its runs and rollup rows
     with database.admin_session(org_id) as session, session.begin():
         user_id = session.execute(text("SELECT user_id FROM memberships LIMIT 1")).scalar()
         if user_id is not None:

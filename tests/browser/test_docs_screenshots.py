@@ -99,7 +99,8 @@ def test_getting_started_walk_writes_the_docs_screenshots(runner, live_server, d
     assert hrefs, "the environment page lists no scripted-novice run"
     for href in hrefs:
         page.goto(f"{live_server}{href}")
-        if page.locator("table.run-trials .badge.status-failed").count():
+        dataset_task = "of dataset run" in page.inner_text("main")  # the demo dataset's runs take 2 trials a task
+        if page.locator("table.run-trials .badge.status-failed").count() and not dataset_task:
             break
     else:
         pytest.fail("no scripted-novice run of admin-console has a failed trial")

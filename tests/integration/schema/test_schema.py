@@ -129,11 +129,15 @@ def test_runs_are_numbered_within_their_version_on_insert(database, rows):
     )
     run_sql(database, rows.org_id, insert, id=rows.run_id)
     numbers = (
-        run_sql(database, rows.org_id, "SELECT sequence_number FROM evaluation_runs ORDER BY sequence_number")
+        run_sql(
+            database,
+            rows.org_id,
+            "SELECT sequence_number FROM evaluation_runs WHERE dataset_run_id IS NULL ORDER BY sequence_number",
+        )
         .scalars()
         .all()
     )
-    assert numbers == [1, 2, 3]
+    assert numbers == [1, 4, 5]  # the seeded run, then the seeded dataset run's two (2, 3), then these two
     with pytest.raises(IntegrityError, match="ux_evaluation_runs_org_version_sequence"):
         run_sql(database, rows.org_id, "UPDATE evaluation_runs SET sequence_number = 1")
 
