@@ -233,3 +233,7 @@ def main() -> None:
         ]
     write_section(lines)
     print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
