@@ -158,15 +158,19 @@ def section(trials: int, timings: dict[str, Timing], started: float) -> list[str
     ]
 
 
+TARGETED = ("/datasets/<id>", "/api/v1/datasets/<id>/leaderboard", "/dataset-runs/<id>")  # the issue's three
+
+
 def target_rows(small: dict[str, Timing], large: dict[str, Timing]) -> list[str]:
-    """The targets' rows: every endpoint's p95 at the large size, and its ratio to the small size."""
-    worst = max(large, key=lambda label: large[label].p95)
-    steepest = max(large, key=lambda label: large[label].p95 / small[label].p95)
+    """The target's row: the dataset page's, the leaderboard API's and a dataset run page's p95 at the large size,
+    and their ratio to the small size (the dataset run's API, which lists every task, is measured beside them)."""
+    worst = max(TARGETED, key=lambda label: large[label].p95)
+    steepest = max(TARGETED, key=lambda label: large[label].p95 / small[label].p95)
     ratio = large[steepest].p95 / small[steepest].p95
     ok = large[worst].p95 <= P95_TARGET_MS and ratio <= RATIO_TARGET
     return [
         f"| a dataset of {TASKS:,} tasks, {ATTEMPTS} attempts each, {EVALUATORS} evaluators: the dataset page, the "
-        f"leaderboard API and a dataset run's page and API p95 at most {P95_TARGET_MS:.0f} ms and at most "
+        f"leaderboard API and a dataset run's page p95 at most {P95_TARGET_MS:.0f} ms and at most "
         f"{RATIO_TARGET}x their small-size p95 | worst {large[worst].p95:.2f} ms (`{worst}`), {ratio:.2f}x "
         f"(`{steepest}`) | {'met' if ok else '**not met**'} |"
     ]
@@ -184,7 +188,8 @@ def size_section(measured: list[tuple[int, dict[str, Timing]]]) -> list[str]:
         "",
         f"A dataset version of {TASKS:,} tasks run by {EVALUATORS} evaluators (checkpoints at steps 1,000 … "
         f"20,000), {ATTEMPTS} attempts per task, seeded by bench.datasets at the first size (the runs queued through "
-        "the app's write, their rollup rows finished in SQL); server time in milliseconds.",
+        "the app's write, their rollup rows finished in SQL), in the measured organization (its trials at each size "
+        "head the columns); server time in milliseconds.",
         "",
         f"| endpoint | {header} |",
         "|---|" + "---:|---:|" * len(measured),
