@@ -144,7 +144,7 @@ def measure_all(app, database: Database) -> tuple[int, dict[str, Timing]]:
 def section(trials: int, timings: dict[str, Timing], started: float) -> list[str]:
     """BENCHMARKS.md's section of this measurement."""
     return [
-        "## Datasets at scale",
+        "## Datasets",
         "",
         f"`python -m bench.datasets` ({time.perf_counter() - started:.0f} s): a dataset version of {TASKS:,} tasks "
         f"run by {EVALUATORS} evaluators, {ATTEMPTS} attempts per task (their rollup rows; the worker's write path "
