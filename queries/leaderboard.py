@@ -12,11 +12,17 @@ task-clustered figures of those tasks, pass@k over the tasks with k attempts; ea
 the best row's, paired by task (task_stats.compare_pass_at_1, the test compare uses: every row ran the same tasks,
 keyed by position), and the table's p-values are corrected together by Holm's step-down (domain.multiple_tests): a
 row is behind only when its difference survives the correction.
+
+A process keeps the boards it computed, each under the sums its rollup rows had (FINGERPRINT: each row's finished
+tasks, trials and retries, which every write to those rows changes): the same sums are the same board, read again
+without its arrays or its tests.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,9 +41,8 @@ HOLM_METHOD = (
     f"Holm's step-down correction across the table's tests at alpha = {ALPHA:g}"
 )
 
-# Each evaluator's newest dataset run of the version, with its finished tasks' tallies as arrays (by position).
-ROWS = text(
-    """
+# Each evaluator's newest dataset run of the version (the rows of the board).
+NEWEST = """
     WITH newest AS (
         SELECT DISTINCT ON (dr.evaluator_config_id) dr.id, dr.evaluator_config_id, dr.attempt_count, dr.task_count,
                dr.created_at
@@ -45,6 +50,19 @@ ROWS = text(
         WHERE dr.organization_id = :org AND dr.dataset_version_id = :version_id
         ORDER BY dr.evaluator_config_id, dr.created_at DESC, dr.id DESC
     )
+"""
+# A task counts once its current run recorded every attempt (read from the rollup row alone) or ended short of them.
+FINISHED_TASK = """
+    (t.trials >= n.attempt_count OR EXISTS (
+        SELECT 1 FROM evaluation_runs r
+        WHERE r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
+          AND r.status IN ('completed', 'failed', 'cancelled')
+    ))
+"""
+# Each evaluator's newest dataset run of the version, with its finished tasks' tallies as arrays (by position).
+ROWS = text(
+    f"""
+    {NEWEST}
     SELECT n.id AS dataset_run_id, n.evaluator_config_id, c.name AS evaluator_name, c.checkpoint, c.step,
            n.attempt_count, n.task_count, n.created_at, done.*
     FROM newest n
@@ -52,20 +70,34 @@ ROWS = text(
     CROSS JOIN LATERAL (
         -- one aggregate over the run's rows in index order: the arrays are aligned, one entry per finished task
         SELECT count(*) AS tasks_done, coalesce(sum(t.tokens), 0) AS tokens,
-               coalesce(array_agg(t.position), '{}') AS positions, coalesce(array_agg(t.trials), '{}') AS attempts,
-               coalesce(array_agg(t.successes), '{}') AS successes, coalesce(array_agg(t.scored), '{}') AS scored,
-               coalesce(array_agg(t.reward_sum), '{}') AS reward_sums,
-               coalesce(array_agg(t.reward_square_sum), '{}') AS reward_square_sums
+               coalesce(array_agg(t.position), '{{}}') AS positions, coalesce(array_agg(t.trials), '{{}}') AS attempts,
+               coalesce(array_agg(t.successes), '{{}}') AS successes, coalesce(array_agg(t.scored), '{{}}') AS scored,
+               coalesce(array_agg(t.reward_sum), '{{}}') AS reward_sums,
+               coalesce(array_agg(t.reward_square_sum), '{{}}') AS reward_square_sums
         FROM dataset_run_tasks t
-        WHERE t.organization_id = :org AND t.dataset_run_id = n.id
-          AND (t.trials >= n.attempt_count OR EXISTS (
-              SELECT 1 FROM evaluation_runs r
-              WHERE r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
-                AND r.status IN ('completed', 'failed', 'cancelled')
-          ))
+        WHERE t.organization_id = :org AND t.dataset_run_id = n.id AND {FINISHED_TASK}
     ) done
     """
 )
+# What the board is computed from, summed per row without building its arrays: its dataset runs with their
+# evaluators' names, and per run the finished tasks, their trials and the tasks' retries (a retry starts a task's
+# counts again and adds to its retries; a trial adds to its trials). Equal sums, the same board.
+FINGERPRINT = text(
+    f"""
+    {NEWEST}
+    SELECT n.id, c.name, c.checkpoint, c.step, done.tasks_done, done.trials, done.retries
+    FROM newest n
+    JOIN evaluator_configs c ON c.organization_id = :org AND c.id = n.evaluator_config_id
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE {FINISHED_TASK}) AS tasks_done, coalesce(sum(t.trials), 0) AS trials,
+               coalesce(sum(t.retries), 0) AS retries
+        FROM dataset_run_tasks t
+        WHERE t.organization_id = :org AND t.dataset_run_id = n.id
+    ) done
+    ORDER BY n.id
+    """
+)
+BOARDS_KEPT = 256  # boards a process keeps, the least recently asked for dropped first
 
 
 @dataclass(frozen=True)
@@ -156,10 +188,41 @@ def _columns(row, keys_of: dict[bytes, tuple[str, ...]]) -> TaskColumns:
     )
 
 
+_boards: OrderedDict[tuple, Leaderboard] = OrderedDict()
+_boards_lock = threading.Lock()
+
+
 def leaderboard(session: Session, version: DatasetVersion) -> Leaderboard:
-    """The version's leaderboard: rows by pass@1 (then mean reward, then name), each tested against the first, the
-    tests' p-values corrected together by Holm's method."""
-    params = {"version_id": version.id, "org": version.organization_id}
+    """The version's leaderboard (`board`), computed once per state of its rollup: a dataset run's rows change only
+    by a trial recorded (its trials) or a task retried (its retries), so the sums FINGERPRINT reads name the board,
+    and a board this process computed for the same sums is the same board. The key holds the version's and its
+    dataset runs' ids, which only their organization's session can read back."""
+    key = (
+        version.organization_id,
+        version.id,
+        tuple(tuple(row) for row in session.execute(FINGERPRINT, _params(version))),
+    )
+    with _boards_lock:
+        found = _boards.get(key)
+        if found is not None:
+            _boards.move_to_end(key)
+            return found
+    computed = board(session, version)
+    with _boards_lock:
+        _boards[key] = computed
+        while len(_boards) > BOARDS_KEPT:
+            _boards.popitem(last=False)
+    return computed
+
+
+def _params(version: DatasetVersion) -> dict[str, uuid.UUID]:
+    return {"version_id": version.id, "org": version.organization_id}
+
+
+def board(session: Session, version: DatasetVersion) -> Leaderboard:
+    """The version's leaderboard read and computed now: rows by pass@1 (then mean reward, then name), each tested
+    against the first, the tests' p-values corrected together by Holm's method."""
+    params = _params(version)
     measured = []
     keys_of: dict[bytes, tuple[str, ...]] = {}
     for row in session.execute(ROWS, params):

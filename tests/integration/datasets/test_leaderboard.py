@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 from scipy import stats
+from sqlalchemy import text
 
 from domain.outcome import TrialOutcome
 from models import EvaluationRun
@@ -273,3 +274,45 @@ def test_another_organizations_dataset_leaderboard_is_not_found(api, app, make_m
     # Bob's own dataset of the same name shows none of Acme's rows
     theirs, _ = dataset_version(bob, count=2)
     assert board(bob, theirs["datasetId"])["rows"] == []
+
+
+def test_the_board_follows_every_trial_and_retry_though_a_process_keeps_computed_boards(api, database):
+    """The leaderboard is kept per state of its rollup: each trial recorded and each task retried changes what it
+    shows at once, and a board kept for one state is never shown for another."""
+    from writes.dataset_runs import retry_errored_tasks
+
+    version, _ = dataset_version(api, count=3)
+    first = start(api, version, evaluator(api, "first", NOVICE, attempts=2))["id"]
+    shown = board(api, version["datasetId"])
+    assert [(r["tasksDone"], r["trials"]) for r in shown["rows"]] == [(0, 0)]
+    assert board(api, version["datasetId"]) == shown  # the same state, the same board
+
+    with database.session(api.org.id) as session, session.begin():
+        runs = session.query(EvaluationRun).filter(EvaluationRun.dataset_run_id == uuid.UUID(first))
+        task_1 = runs.order_by(EvaluationRun.dataset_position).first()
+        record_trial(session, task_1, 1, trial_seed(task_1, 1), outcome(1.0))
+    assert [(r["tasksDone"], r["trials"]) for r in board(api, version["datasetId"])["rows"]] == [(0, 0)]
+    with database.session(api.org.id) as session, session.begin():
+        task_1 = session.get_one(EvaluationRun, (api.org.id, task_1.id))
+        record_trial(session, task_1, 2, trial_seed(task_1, 2), outcome(0.0))
+    after = board(api, version["datasetId"])["rows"][0]
+    assert (after["tasksDone"], after["trials"], after["passAt1"]["value"]) == (1, 2, 0.5)
+
+    with database.session(api.org.id) as session, session.begin():  # tasks 2 and 3: two successes each
+        runs = session.query(EvaluationRun).filter(EvaluationRun.dataset_run_id == uuid.UUID(first))
+        for run in runs.order_by(EvaluationRun.dataset_position):
+            for number in (1, 2) if run.dataset_position > 1 else ():
+                record_trial(session, run, number, trial_seed(run, number), outcome(1.0))
+            complete_run(session, run)
+    done = board(api, version["datasetId"])["rows"][0]
+    assert (done["tasksDone"], done["trials"]) == (3, 6)
+
+    from models import DatasetRun
+
+    with database.session(api.org.id) as session, session.begin():  # task 1 ends in an error: retried
+        session.execute(
+            text("UPDATE dataset_run_tasks SET errors = 1 WHERE dataset_run_id = :id AND position = 1"), {"id": first}
+        )
+        retry_errored_tasks(session, session.get_one(DatasetRun, (api.org.id, uuid.UUID(first))))
+    retried = board(api, version["datasetId"])["rows"][0]
+    assert (retried["tasksDone"], retried["trials"]) == (2, 4)
