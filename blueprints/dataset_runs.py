@@ -24,12 +24,12 @@ from web.charts import pass_at_k_chart
 from web.database import request_session
 from web.forms import StartDatasetRunForm
 from web.htmx import redirect_after_write, render
-from web.params import optional_uuid
+from web.params import optional_uuid, page_number
 from writes.dataset_runs import retry_errored_tasks, start_dataset_run
 
 bp = Blueprint("dataset_runs", __name__)
 
-TASK_ROWS = 200  # task rows the page shows; the API lists every task
+TASK_ROWS = 100  # task rows a page of the table shows (`?page=`); the API lists every task
 LISTED = 100  # dataset runs the list shows, newest first
 
 
@@ -91,17 +91,20 @@ def start():
     return _list_page(form, status=422, block="start_dataset_run")
 
 
-def _view_or_404(dataset_run_id: uuid.UUID) -> DatasetRunView:
-    view = dataset_run_view(request_session(), dataset_run_id, TASK_ROWS)
+def _view_or_404(dataset_run_id: uuid.UUID, page: int = 1) -> DatasetRunView:
+    view = dataset_run_view(request_session(), dataset_run_id, TASK_ROWS, (page - 1) * TASK_ROWS)
     if view is None:
         abort(404, description=f"No dataset run {dataset_run_id} in this organization.")
+    if not view.tasks:
+        abort(404, description=f"This dataset run has {view.totals.tasks} tasks: there is no page {page} of them.")
     return view
 
 
 @bp.get("/dataset-runs/<uuid:dataset_run_id>")
 def show(dataset_run_id: uuid.UUID):
     """A dataset run's page; htmx polls its live block every 2 s while it is queued or running."""
-    view = _view_or_404(dataset_run_id)
+    page = page_number()
+    view = _view_or_404(dataset_run_id, page)
     figures = {k: (e.value, e.low, e.high) for k, e in view.pass_at_k.items()}
     chart = None
     if view.pass_at_k[1].value is not None:
@@ -112,6 +115,9 @@ def show(dataset_run_id: uuid.UUID):
         view=view,
         finished=view.status in FINISHED,
         task_rows=view.tasks,
+        page=page,
+        pages=-(-view.totals.tasks // TASK_ROWS),
+        per_page=TASK_ROWS,
         stage_keys=stage_pipeline(request_session(), view),
         chart=chart,
         methods=task_stats,

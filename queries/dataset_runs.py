@@ -236,7 +236,7 @@ TASKS = text(
     JOIN evaluation_runs r ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id
     JOIN environment_versions v ON v.organization_id = t.organization_id AND v.id = t.environment_version_id
     JOIN environments e ON e.organization_id = v.organization_id AND e.id = v.environment_id
-    WHERE t.dataset_run_id = :id AND t.position <= :last
+    WHERE t.dataset_run_id = :id AND t.position > :after AND t.position <= :last
     ORDER BY t.position
     """
 )
@@ -320,14 +320,17 @@ def dataset_run_totals(session: Session, dataset_run_id: uuid.UUID) -> DatasetRu
     return DatasetRunTotals(**counts, started_at=row.started_at, tallies=tallies, now=row.now)
 
 
-def dataset_run_view(session: Session, dataset_run_id: uuid.UUID, tasks: int | None = None) -> DatasetRunView | None:
-    """The dataset run with its totals and its tasks in order, all of them or the first `tasks` (None for an id
-    the organization does not have)."""
+def dataset_run_view(
+    session: Session, dataset_run_id: uuid.UUID, tasks: int | None = None, after: int = 0
+) -> DatasetRunView | None:
+    """The dataset run with its totals and its tasks in order: all of them, or the `tasks` after position `after`
+    (a page of them). None for an id the organization does not have."""
     ref = find_dataset_run(session, dataset_run_id)
     if ref is None:
         return None
-    last = ref.task_count if tasks is None else tasks
-    rows = all_by_name(DatasetRunTask, session.execute(TASKS, {"id": dataset_run_id, "last": last}))
+    last = ref.task_count if tasks is None else after + tasks
+    found = session.execute(TASKS, {"id": dataset_run_id, "after": after, "last": last})
+    rows = all_by_name(DatasetRunTask, found)
     totals = dataset_run_totals(session, dataset_run_id)
     categories, stages = dataset_run_outcomes(session, dataset_run_id)
     return DatasetRunView(ref, rows, totals, totals.now, categories, stages)
