@@ -166,3 +166,6 @@ class DatasetRunTask(Base):
     # rewards of the dataset run.
     categories: Mapped[dict[str, int]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"), default=dict)
     stages: Mapped[dict[str, list[float]]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"), default=dict)
+    # Every change of the row adds to it (a trial, a retry, a trial's category replaced): the state queries.kept
+    # keeps a dataset run's computed figures under.
+    revision: Mapped[int] = mapped_column(BigInteger, server_default="0", default=0)

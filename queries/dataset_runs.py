@@ -21,6 +21,7 @@ from domain.agents import ran_elsewhere
 from domain.specs import stage_order
 from domain.task_stats import TaskEstimate, TaskTally
 from models.environments import EnvironmentVersion
+from queries.kept import Kept
 from queries.rows import all_by_name, by_name
 
 FINISHED = ("completed", "failed", "cancelled")
@@ -132,6 +133,7 @@ class DatasetRunTotals:
     trials_done: int
     tokens: int
     versions: int
+    revision: int  # every change of a task's row adds one: the state of the rollup rows
     started_at: datetime | None
     tallies: dict[str, TaskTally]
     now: datetime  # the transaction's time, the ETA's
@@ -251,6 +253,7 @@ TOTALS = text(
                AS errored_tasks,
            coalesce(sum(t.trials), 0) AS trials_done, coalesce(sum(t.tokens), 0) AS tokens,
            count(DISTINCT t.environment_version_id) AS versions, min(r.started_at) AS started_at, now() AS now,
+           coalesce(sum(t.revision), 0) AS revision,
            coalesce(array_agg(t.environment_version_id::text || ':' || coalesce(t.world_seed::text, ''))
                FILTER (WHERE t.trials > 0), '{{}}') AS keys,
            coalesce(array_agg(t.trials) FILTER (WHERE t.trials > 0), '{{}}') AS attempts,
@@ -281,6 +284,9 @@ OUTCOMES = text(
     FROM task t CROSS JOIN jsonb_each(t.stages) s GROUP BY s.key
     """
 )
+
+
+_outcomes: Kept[tuple[dict[str, int], dict[str, tuple[int, int, float]]]] = Kept(1024)
 
 
 def dataset_run_outcomes(
@@ -315,7 +321,8 @@ def dataset_run_totals(session: Session, dataset_run_id: uuid.UUID) -> DatasetRu
         )
     }
     counts = {name: int(getattr(row, name)) for name in (
-        "tasks", "tasks_done", "completed", "untouched", "errored_tasks", "trials_done", "tokens", "versions"
+        "tasks", "tasks_done", "completed", "untouched", "errored_tasks", "trials_done", "tokens", "versions",
+        "revision",
     )}  # fmt: skip
     return DatasetRunTotals(**counts, started_at=row.started_at, tallies=tallies, now=row.now)
 
@@ -332,7 +339,8 @@ def dataset_run_view(
     found = session.execute(TASKS, {"id": dataset_run_id, "after": after, "last": last})
     rows = all_by_name(DatasetRunTask, found)
     totals = dataset_run_totals(session, dataset_run_id)
-    categories, stages = dataset_run_outcomes(session, dataset_run_id)
+    state = (dataset_run_id, totals.revision)  # queries.kept
+    categories, stages = _outcomes.get(state, lambda: dataset_run_outcomes(session, dataset_run_id))
     return DatasetRunView(ref, rows, totals, totals.now, categories, stages)
 
 

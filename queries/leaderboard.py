@@ -14,15 +14,13 @@ keyed by position), and the table's p-values are corrected together by Holm's st
 row is behind only when its difference survives the correction.
 
 A process keeps the boards it computed, each under the sums its rollup rows had (FINGERPRINT: each row's finished
-tasks, trials and retries, which every write to those rows changes): the same sums are the same board, read again
-without its arrays or its tests.
+tasks and revisions, which every write to those rows changes): the same sums are the same board, read again without
+its arrays or its tests.
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,6 +33,7 @@ from domain.comparison import ALPHA
 from domain.multiple_tests import HolmDecision, holm
 from domain.task_stats import TaskColumns, TaskEstimate, TaskTest
 from models.datasets import DatasetVersion
+from queries.kept import Kept
 
 HOLM_METHOD = (
     f"pass@1 of each row against the best row's, paired by task (the compare test: paired t-test over task means), "
@@ -80,17 +79,16 @@ ROWS = text(
     """
 )
 # What the board is computed from, summed per row without building its arrays: its dataset runs with their
-# evaluators' names, and per run the finished tasks, their trials and the tasks' retries (a retry starts a task's
-# counts again and adds to its retries; a trial adds to its trials). Equal sums, the same board.
+# evaluators' names, and per run the finished tasks and the sum of its task rows' revisions (every write to a row
+# adds to its revision: a trial, a retry, a category replaced). Equal sums, the same board.
 FINGERPRINT = text(
     f"""
     {NEWEST}
-    SELECT n.id, c.name, c.checkpoint, c.step, done.tasks_done, done.trials, done.retries
+    SELECT n.id, c.name, c.checkpoint, c.step, done.tasks_done, done.revision
     FROM newest n
     JOIN evaluator_configs c ON c.organization_id = :org AND c.id = n.evaluator_config_id
     CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE {FINISHED_TASK}) AS tasks_done, coalesce(sum(t.trials), 0) AS trials,
-               coalesce(sum(t.retries), 0) AS retries
+        SELECT count(*) FILTER (WHERE {FINISHED_TASK}) AS tasks_done, coalesce(sum(t.revision), 0) AS revision
         FROM dataset_run_tasks t
         WHERE t.organization_id = :org AND t.dataset_run_id = n.id
     ) done
@@ -188,31 +186,15 @@ def _columns(row, keys_of: dict[bytes, tuple[str, ...]]) -> TaskColumns:
     )
 
 
-_boards: OrderedDict[tuple, Leaderboard] = OrderedDict()
-_boards_lock = threading.Lock()
+_boards: Kept[Leaderboard] = Kept(BOARDS_KEPT)
 
 
 def leaderboard(session: Session, version: DatasetVersion) -> Leaderboard:
-    """The version's leaderboard (`board`), computed once per state of its rollup: a dataset run's rows change only
-    by a trial recorded (its trials) or a task retried (its retries), so the sums FINGERPRINT reads name the board,
-    and a board this process computed for the same sums is the same board. The key holds the version's and its
-    dataset runs' ids, which only their organization's session can read back."""
-    key = (
-        version.organization_id,
-        version.id,
-        tuple(tuple(row) for row in session.execute(FINGERPRINT, _params(version))),
-    )
-    with _boards_lock:
-        found = _boards.get(key)
-        if found is not None:
-            _boards.move_to_end(key)
-            return found
-    computed = board(session, version)
-    with _boards_lock:
-        _boards[key] = computed
-        while len(_boards) > BOARDS_KEPT:
-            _boards.popitem(last=False)
-    return computed
+    """The version's leaderboard (`board`), computed once per state of its rollup: every write to a dataset run's
+    task rows adds to their revision, so the sums FINGERPRINT reads name the board, and a board this process
+    computed for the same sums is the same board (queries.kept)."""
+    state = tuple(tuple(row) for row in session.execute(FINGERPRINT, _params(version)))
+    return _boards.get((version.organization_id, version.id, state), lambda: board(session, version))
 
 
 def _params(version: DatasetVersion) -> dict[str, uuid.UUID]:

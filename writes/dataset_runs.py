@@ -147,7 +147,8 @@ RETRY_TASKS = text(
         FROM fresh ORDER BY position
         RETURNING environment_version_id
     ), rollup AS (
-        UPDATE dataset_run_tasks t SET evaluation_run_id = f.id, retries = t.retries + 1, trials = 0, successes = 0,
+        UPDATE dataset_run_tasks t SET evaluation_run_id = f.id, retries = t.retries + 1, revision = t.revision + 1,
+            trials = 0, successes = 0,
             scored = 0, reward_sum = 0, reward_square_sum = 0, errors = 0, tokens = 0, categories = '{{}}',
             stages = '{{}}'
         FROM fresh f

@@ -253,7 +253,7 @@ RECORD_TRIAL = text(
         ON CONFLICT (organization_id, environment_version_id, stage_key) DO UPDATE SET
             trials = r.trials + 1, passed = r.passed + EXCLUDED.passed, value_sum = r.value_sum + EXCLUDED.value_sum
     ), dataset_task AS (
-        UPDATE dataset_run_tasks SET trials = trials + 1,
+        UPDATE dataset_run_tasks SET revision = revision + 1, trials = trials + 1,
             successes = successes + coalesce((CAST(:reward AS float8) = 1)::int, 0),
             scored = scored + int4(:scored), reward_sum = reward_sum + coalesce(CAST(:reward AS float8), 0),
             reward_square_sum = reward_square_sum + coalesce(CAST(:reward AS float8) ^ 2, 0),

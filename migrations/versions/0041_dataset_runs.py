@@ -6,7 +6,8 @@ meets the same tasks. dataset_run_tasks is its rollup, one row per task: the tas
 of a task that ended in errors points it at a new run and starts its counts again) and that run's trials,
 successes, scored trials, reward sum and sum of squares (a task-clustered figure's TaskTally), trials that ended in
 infrastructure errors, tokens, the start of the task's text, its trials per failure_category (`categories`,
-{category: trials}) and per stage_* key (`stages`, {key: [trials, passed, value sum]}). writes.runs.RECORD_TRIAL adds to it in the
+{category: trials}, kept right by a trigger when a reviewer's human category replaces a trial's) and per stage_* key
+(`stages`, {key: [trials, passed, value sum]}), and a `revision` every change adds to. writes.runs.RECORD_TRIAL adds to it in the
 statement that records a trial, so a dataset run's page, the leaderboard and compare read these rows and never scan
 trials.
 
@@ -29,6 +30,29 @@ depends_on = None
 CURRENT_ORG = "(SELECT NULLIF(current_setting('app.current_org', true), '')::uuid)"
 TABLES = ("dataset_runs", "dataset_run_tasks")
 GRANTS = {"dataset_runs": "SELECT, INSERT", "dataset_run_tasks": "SELECT, INSERT, UPDATE"}
+# A reviewer's human category replaces a trial's failure_category (migration 0033): the trial's task row, when the
+# trial's run is its task's current run, counts one less of the old category and one more of the new, and every
+# change adds to the row's revision (what a process keeps its computed figures under, queries.kept). It runs as the
+# role that changed the trial, under that organization's row-level security (the runtime role may update the rows).
+RECATEGORISED = """
+CREATE FUNCTION dataset_run_task_of_recategorised_trial() RETURNS trigger
+LANGUAGE plpgsql SET search_path = public, pg_temp AS $$
+BEGIN
+    UPDATE dataset_run_tasks t SET revision = t.revision + 1, categories = (
+        SELECT coalesce(jsonb_object_agg(key, value), '{}') FROM (
+            SELECT key, sum(value) AS value FROM (
+                SELECT c.key, c.value::int AS value FROM jsonb_each_text(t.categories) c
+                UNION ALL SELECT OLD.failure_category, -1 WHERE OLD.failure_category IS NOT NULL
+                UNION ALL SELECT NEW.failure_category, 1 WHERE NEW.failure_category IS NOT NULL
+            ) change GROUP BY key
+        ) counted WHERE value > 0)
+    WHERE t.organization_id = NEW.organization_id AND t.evaluation_run_id = NEW.evaluation_run_id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER dataset_run_task_on_recategorise AFTER UPDATE OF failure_category ON evaluation_trials
+    FOR EACH ROW WHEN (OLD.failure_category IS DISTINCT FROM NEW.failure_category)
+    EXECUTE FUNCTION dataset_run_task_of_recategorised_trial();
+"""
 
 
 def upgrade() -> None:
@@ -111,6 +135,7 @@ def upgrade() -> None:
         sa.Column("task", sa.Text(), nullable=True),
         sa.Column("categories", JSONB(), nullable=False, server_default=sa.text("'{}'::jsonb")),
         sa.Column("stages", JSONB(), nullable=False, server_default=sa.text("'{}'::jsonb")),
+        sa.Column("revision", sa.BigInteger(), nullable=False, server_default="0"),
         sa.ForeignKeyConstraint(
             ["organization_id", "dataset_run_id"],
             ["dataset_runs.organization_id", "dataset_runs.id"],
@@ -167,10 +192,14 @@ def upgrade() -> None:
         "CREATE TRIGGER dataset_runs_immutable BEFORE UPDATE OR DELETE ON dataset_runs "
         "FOR EACH ROW EXECUTE FUNCTION reject_change_of_immutable_row()"
     )
+    op.execute(RECATEGORISED)
+    op.execute("REVOKE ALL ON FUNCTION dataset_run_task_of_recategorised_trial() FROM PUBLIC")
 
 
 def downgrade() -> None:
-    """Drop the checkpoint columns, the runs' links and the two tables."""
+    """Drop the recategorising trigger, the checkpoint columns, the runs' links and the two tables."""
+    op.execute("DROP TRIGGER dataset_run_task_on_recategorise ON evaluation_trials")
+    op.execute("DROP FUNCTION dataset_run_task_of_recategorised_trial()")
     op.drop_constraint("ck_evaluator_configs_step_non_negative", "evaluator_configs")
     op.drop_column("evaluator_configs", "step")
     op.drop_column("evaluator_configs", "checkpoint")

@@ -271,3 +271,33 @@ def version_of(api: ApiClient, dataset_version: dict) -> str:
     """The environment version of a dataset version's first task."""
     found = api.get(f"/api/v1/datasets/{dataset_version['datasetId']}/versions/{dataset_version['version']}")
     return found.json["tasks"][0]["environmentVersionId"]
+
+
+def test_a_reviewers_human_category_moves_the_dataset_runs_capability_gap(api, database):
+    """Every page reads a trial's human category over the verifier's (migration 0033): so does a dataset run's
+    capability gap, shown at once though a process keeps the figures it computed for a state of the rollup."""
+    from writes.triage import Reviewer, set_review
+
+    version = dataset_version(api, count=3)
+    dataset_run = start(api, version, evaluator(api, "novice", NOVICE, attempts=4))
+    work(database)
+    before = api.get(f"/api/v1/dataset-runs/{dataset_run['id']}").json["failureCategories"]
+    assert api.get(f"/api/v1/dataset-runs/{dataset_run['id']}").json["failureCategories"] == before
+    (trial_id, category), *_ = rows(
+        database,
+        api.org.id,
+        "SELECT t.id, t.failure_category FROM evaluation_trials t JOIN evaluation_runs r "
+        "ON r.organization_id = t.organization_id AND r.id = t.evaluation_run_id "
+        "WHERE r.dataset_run_id = :id AND t.failure_category IS NOT NULL ORDER BY t.id",
+        id=dataset_run["id"],
+    )
+    with database.session(api.org.id) as session, session.begin():
+        set_review(
+            session, Reviewer(api.org.id, api.member.user.id, "member"), trial_id, human_category="verifier_crash"
+        )
+    after = api.get(f"/api/v1/dataset-runs/{dataset_run['id']}").json["failureCategories"]
+    expected = dict(before, verifier_crash=1)
+    expected[category] -= 1
+    assert after == {key: n for key, n in expected.items() if n}, (before, after)
+    page = api.get(f"/dataset-runs/{dataset_run['id']}").text
+    assert "verifier_crash" in page
