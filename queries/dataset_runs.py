@@ -147,7 +147,6 @@ class DatasetRunView:
     ref: DatasetRunRef
     tasks: list[DatasetRunTask]  # in the version's order: all, or the first the reader asked for
     totals: DatasetRunTotals
-    now: datetime
     # Trials per failure_category over the tasks' current runs, the most frequent first (the capability gap).
     categories: dict[str, int]
     # Per stage_* key over the tasks' current runs: (trials that reported it, passed, value sum) (partial rewards).
@@ -214,7 +213,7 @@ class DatasetRunView:
         done, started = self.trials_done, self.started_at
         if not done or started is None or self.status in FINISHED:
             return None
-        elapsed = (self.now - started).total_seconds()
+        elapsed = (self.totals.now - started).total_seconds()
         return max(0.0, elapsed / done * (self.trials_total - done))
 
 
@@ -341,7 +340,7 @@ def dataset_run_view(
     totals = dataset_run_totals(session, dataset_run_id)
     state = (dataset_run_id, totals.revision)  # queries.kept
     categories, stages = _outcomes.get(state, lambda: dataset_run_outcomes(session, dataset_run_id))
-    return DatasetRunView(ref, rows, totals, totals.now, categories, stages)
+    return DatasetRunView(ref, rows, totals, categories, stages)
 
 
 LIST = text(
