@@ -28,6 +28,7 @@ from domain.datasets import TaskInput
 from domain.specs import draws_worlds
 from models.datasets import Dataset
 from queries.datasets import specs_of_versions
+from queries.kept import forget_all
 from writes.dataset_runs import start_dataset_run
 from writes.datasets import add_dataset_version, create_dataset
 from writes.environments import create_evaluator_config
@@ -39,6 +40,7 @@ EVALUATORS = 20
 ATTEMPTS = 8
 DATASET_NAME = f"bench-{TASKS}"
 P95_TARGET_MS, RATIO_TARGET = 50.0, 1.5
+TARGETED = ("/datasets/<id>", "/api/v1/datasets/<id>/leaderboard", "/dataset-runs/<id>")  # the issue's three
 
 # Every task's run completed and its rollup row filled: successes ~ Binomial(8, p) with p from the evaluator's skill
 # (rising with its step) and the task's difficulty, rewards of the failures spread over (0, 1).
@@ -125,8 +127,24 @@ def urls(database: Database, org_id: uuid.UUID, dataset_id: uuid.UUID, dataset_r
     }
 
 
+NEW_STATE = " (each request a new state)"
+
+
+class NewStates:
+    """A test client whose every request is the first read of its state (every kept value forgotten before it): the
+    polls of a dataset run in progress, or a dataset page read after each new trial of one of its runs."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+
+    def get(self, url: str, headers: dict | None = None):
+        forget_all()
+        return self.client.get(url, headers=headers)
+
+
 def measure_all(app, database: Database) -> tuple[int, dict[str, Timing]]:
-    """(trials in the database, each endpoint's server time)."""
+    """(trials in the database, each endpoint's server time: repeated reads of one state, and the targeted ones
+    again with every request a new state)."""
     org_id, dataset_id, dataset_runs = seed(database)
     with database.session(org_id) as session:
         trials = session.execute(text("SELECT coalesce(sum(trials), 0) FROM environment_version_stats")).scalar_one()
@@ -138,6 +156,9 @@ def measure_all(app, database: Database) -> tuple[int, dict[str, Timing]]:
         if status != 200:
             raise SystemExit(f"{url} answered {status}")
         timings[label] = measure(client, url)
+    for label, url in urls(database, org_id, dataset_id, dataset_runs).items():
+        if label in TARGETED:
+            timings[label + NEW_STATE] = measure(NewStates(client), url)
     return int(trials), timings
 
 
@@ -158,20 +179,19 @@ def section(trials: int, timings: dict[str, Timing], started: float) -> list[str
     ]
 
 
-TARGETED = ("/datasets/<id>", "/api/v1/datasets/<id>/leaderboard", "/dataset-runs/<id>")  # the issue's three
-
-
 def target_rows(small: dict[str, Timing], large: dict[str, Timing]) -> list[str]:
     """The target's row: the dataset page's, the leaderboard API's and a dataset run page's p95 at the large size,
     and their ratio to the small size (the dataset run's API, which lists every task, is measured beside them)."""
-    worst = max(TARGETED, key=lambda label: large[label].p95)
-    steepest = max(TARGETED, key=lambda label: large[label].p95 / small[label].p95)
+    measured = [label for label in large if label.removesuffix(NEW_STATE) in TARGETED]
+    worst = max(measured, key=lambda label: large[label].p95)
+    steepest = max(measured, key=lambda label: large[label].p95 / small[label].p95)
     ratio = large[steepest].p95 / small[steepest].p95
     ok = large[worst].p95 <= P95_TARGET_MS and ratio <= RATIO_TARGET
     return [
         f"| a dataset of {TASKS:,} tasks, {ATTEMPTS} attempts each, {EVALUATORS} evaluators: the dataset page, the "
         f"leaderboard API and a dataset run's page p95 at most {P95_TARGET_MS:.0f} ms and at most "
-        f"{RATIO_TARGET}x their small-size p95 | worst {large[worst].p95:.2f} ms (`{worst}`), {ratio:.2f}x "
+        f"{RATIO_TARGET}x their small-size p95, whether a state is read again or for the first time | worst "
+        f"{large[worst].p95:.2f} ms (`{worst}`), {ratio:.2f}x "
         f"(`{steepest}`) | {'met' if ok else '**not met**'} |"
     ]
 

@@ -5,11 +5,13 @@ back) and sums that every write to those rows changes, so a kept value is never 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
+_every: weakref.WeakSet[Kept] = weakref.WeakSet()
 
 
 class Kept(Generic[V]):
@@ -19,6 +21,7 @@ class Kept(Generic[V]):
         self.size = size
         self._values: OrderedDict[Hashable, V] = OrderedDict()
         self._lock = threading.Lock()
+        _every.add(self)
 
     def get(self, key: Hashable, compute: Callable[[], V]) -> V:
         """The value kept under `key`, else `compute()` kept under it."""
@@ -32,3 +35,15 @@ class Kept(Generic[V]):
             while len(self._values) > self.size:
                 self._values.popitem(last=False)
         return value
+
+    def clear(self) -> None:
+        """Drop every value."""
+        with self._lock:
+            self._values.clear()
+
+
+def forget_all() -> None:
+    """Drop the values of every Kept of the process, so the next read of each state computes it (bench.datasets
+    measures pages so, as a dataset run in progress reads them after each trial)."""
+    for kept in list(_every):
+        kept.clear()

@@ -1,0 +1,40 @@
+"""queries.kept: a value is computed once per key, the least recently asked for is dropped first, and forget_all
+makes the next read of every state compute afresh (as bench.datasets measures a dataset run in progress)."""
+
+from queries.kept import Kept, forget_all
+
+
+def counting():
+    calls = []
+
+    def compute(value):
+        def run():
+            calls.append(value)
+            return value
+
+        return run
+
+    return calls, compute
+
+
+def test_a_key_is_computed_once_and_the_least_recent_is_dropped_first():
+    calls, compute = counting()
+    kept = Kept(2)
+    assert kept.get("a", compute(1)) == 1
+    assert kept.get("a", compute(99)) == 1  # the kept value, not a new one
+    kept.get("b", compute(2))
+    kept.get("a", compute(99))  # "a" asked for again: "b" is now the least recent
+    kept.get("c", compute(3))
+    assert kept.get("b", compute(4)) == 4
+    assert calls == [1, 2, 3, 4]
+
+
+def test_forget_all_drops_the_values_of_every_kept():
+    calls, compute = counting()
+    first, second = Kept(4), Kept(4)
+    first.get("state", compute("first"))
+    second.get("state", compute("second"))
+    forget_all()
+    assert first.get("state", compute("first again")) == "first again"
+    assert second.get("state", compute("second again")) == "second again"
+    assert calls == ["first", "second", "first again", "second again"]
