@@ -1,10 +1,13 @@
 """queries.kept: a value is computed once per key, the least recently asked for is dropped first, and forget_all
 makes the next read of every state compute afresh (as bench.datasets measures a dataset run in progress)."""
 
+from collections.abc import Callable
+from typing import Any
+
 from queries.kept import Kept, forget_all
 
 
-def counting():
+def counting() -> tuple[list, Callable[[Any], Callable[[], Any]]]:
     calls = []
 
     def compute(value):
@@ -19,7 +22,7 @@ def counting():
 
 def test_a_key_is_computed_once_and_the_least_recent_is_dropped_first():
     calls, compute = counting()
-    kept = Kept(2)
+    kept: Kept[int] = Kept(2)
     assert kept.get("a", compute(1)) == 1
     assert kept.get("a", compute(99)) == 1  # the kept value, not a new one
     kept.get("b", compute(2))
@@ -31,7 +34,8 @@ def test_a_key_is_computed_once_and_the_least_recent_is_dropped_first():
 
 def test_forget_all_drops_the_values_of_every_kept():
     calls, compute = counting()
-    first, second = Kept(4), Kept(4)
+    first: Kept[str] = Kept(4)
+    second: Kept[str] = Kept(4)
     first.get("state", compute("first"))
     second.get("state", compute("second"))
     forget_all()
