@@ -9,16 +9,17 @@ from domain.errors import NotFoundInOrg, NotRunnableHere
 from queries.environments import (
     catalog_counts,
     environment_detail,
-    export_counts,
     find_environment,
     list_environments,
 )
-from queries.exports import ALL_LIMIT
+from queries.export_counts import export_counts, trl_preference_rows
 from web.charts import pass_at_1_trend_chart
 from web.checklist import first_steps, hide
 from web.database import request_session
+from web.export_options import export_options
 from web.forms import StartRunForm
 from web.htmx import redirect_after_write, render
+from web.limits import expensive
 from web.params import optional_uuid, page_number
 from web.urls import export_links
 from writes.runs import queue_once, start_run
@@ -103,17 +104,39 @@ def start(environment_id: uuid.UUID):
     return render("environments/show.html", "start_run", status=422, detail=detail, form=form)
 
 
-@bp.get("/environments/<uuid:environment_id>/export")
-def export(environment_id: uuid.UUID):
-    """Environments → Export: every kind URL for this environment with its count, filename and a curl line."""
+def _environment_or_404(environment_id: uuid.UUID):
     environment = find_environment(request_session(), environment_id)
     if environment is None:
         abort(404, description=f"No environment {environment_id} in this organization.")
-    counts = export_counts(request_session(), g.org_id, environment_id, ALL_LIMIT)
-    kinds = export_links({"environmentId": str(environment_id)})
+    return environment
+
+
+@bp.get("/environments/<uuid:environment_id>/export")
+def export(environment_id: uuid.UUID):
+    """Environments → Export: every kind URL for this environment (and its ATIF and TRL variants) with the lines
+    each holds now, its filename and a curl line; the trials a reviewer excluded are named with their number and
+    left out of counts and links, or held in both with includeExcluded=true."""
+    include_excluded = export_options().include_excluded
+    environment = _environment_or_404(environment_id)
+    counts = export_counts(request_session(), g.org_id, environment_id, include_excluded=include_excluded)
+    filters = {"environmentId": str(environment_id)}
     return render(
         "environments/export.html",
         environment=environment,
-        kinds=kinds,
-        counts={k.kind: getattr(counts, k.kind) for k in kinds},
+        kinds=export_links(filters, include_excluded=include_excluded),
+        counts=counts,
+        include_excluded=include_excluded,
+        trl_pairs_url=url_for("environments.trl_pairs", environment_id=environment_id)
+        + ("?includeExcluded=true" if include_excluded else ""),
     )
+
+
+@bp.get("/environments/<uuid:environment_id>/export/trl-pairs")
+@expensive()
+def trl_pairs(environment_id: uuid.UUID):
+    """The rows of the environment's TRL preference export, counted by building them as the download does (the Export
+    page loads it after the page; without JavaScript its link opens it)."""
+    include_excluded = export_options().include_excluded
+    environment = _environment_or_404(environment_id)
+    rows = trl_preference_rows(request_session(), g.org_id, environment_id, include_excluded=include_excluded)
+    return render("environments/trl_pairs.html", "trl_pairs", env=environment, rows=rows)

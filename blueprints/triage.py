@@ -12,7 +12,7 @@ from flask import Blueprint, abort, flash, request, url_for
 from sqlalchemy.orm import Session
 
 from blueprints.auth import current_reviewer, require_role
-from blueprints.trials import trial_page
+from blueprints.trials import diff_of_request, diff_review_answer, trial_page
 from domain.errors import DomainError, NotFoundInOrg
 from domain.triage import LABEL_PALETTE
 from domain.vocabulary import LABEL_COLORS
@@ -82,17 +82,23 @@ def delete_label_view(label_id: uuid.UUID):
 
 
 def _change(trial_id: uuid.UUID, change: Callable[[Session], Any], done: str, anchor: str = "triage"):
-    """Make a change to the trial's triage; a refusal re-renders the trial page with the reason and writes nothing."""
+    """Make a change to the trial's triage; a refusal re-renders the trial page with the reason and writes nothing.
+    A form sent from the trial diff (diffA, diffB) is answered there (blueprints.trials.diff_review_answer)."""
     require_role("member")
     session = request_session()
+    from_diff = diff_of_request(trial_id) is not None
     try:
         change(session)
     except DomainError as error:
         session.rollback()
         if error.status == 404:
             abort(404, description=str(error))
+        if from_diff:
+            return diff_review_answer(trial_id, status=error.status, error=str(error))
         return trial_page(trial_id, status=error.status, triage_error=str(error))
     session.commit()
+    if from_diff:
+        return diff_review_answer(trial_id, message=done)
     flash(done)
     # Back to the trial with the list it was opened from (its previous and next match stay).
     carried: dict[str, Any] = request.args.to_dict()
@@ -101,6 +107,8 @@ def _change(trial_id: uuid.UUID, change: Callable[[Session], Any], done: str, an
 
 def _refused(trial_id: uuid.UUID, form: Any):
     require_role("member")
+    if diff_of_request(trial_id) is not None:
+        return diff_review_answer(trial_id, status=422, error=form.error)
     return trial_page(trial_id, status=422, triage_error=form.error)
 
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, abort, g, url_for
+from flask import Blueprint, Response, abort, flash, g, request, url_for
 
 from domain.triage import LABEL_PALETTE
 from domain.vocabulary import REVIEW_STATES
 from queries.attempts import other_attempts
-from queries.exports import EXPORT_KINDS
+from queries.exports import EXPORT_KINDS, excluded_rollouts
 from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
 from queries.triage import list_labels, trial_triage
 from queries.trials import (
@@ -30,9 +30,10 @@ from queries.usage import recorded_totals, step_usage
 from web.checklist import OPENED_FAILED_TRIAL, reached
 from web.database import request_session
 from web.elsewhere import abort_not_here
-from web.htmx import render
+from web.export_options import export_options
+from web.htmx import redirect_after_write, render
 from web.limits import expensive, searching
-from web.params import given_args, query_text
+from web.params import given_args, parse_uuid, query_text
 from web.security import PRIVATE
 from web.transcript import log_view, transcript
 from web.trial_diff import TrialDiffQuery, diff_view
@@ -179,6 +180,7 @@ def index():
     """The trials explorer: a filter bar, removable chips, failed first (or a chosen order), keyset pages, exports."""
     args = given_args()
     query = parsed_query(args)
+    include_excluded = export_options().include_excluded
     session = request_session()
     try:
         trials, cursor = list_trials(session, query.filters(), query.after, query.sort)
@@ -207,7 +209,10 @@ def index():
         more_set=sum(1 for f in TRIAL_FILTERS if f.name not in BASIC_FILTERS and filter_args.get(f.name)),
         chips=chips(args, choices),
         next_url=explorer_url({**filter_args, "sort": query.sort, "after": str(cursor)}) if cursor else None,
-        exports=export_links(filter_args, kinds),
+        exports=export_links(filter_args, kinds, include_excluded=include_excluded),
+        include_excluded=include_excluded,
+        excluded=excluded_rollouts(session, g.org_id, query.filters().for_session(session)).all if kinds else 0,
+        exclusions_url=explorer_url({**trail, **({} if include_excluded else {"includeExcluded": "true"})}),
         ruled_out=[kind for kind in EXPORT_KINDS if kind not in kinds],
         first_page=query.after is None,
         count_url=f"{url_for('trials.count')}?{urlencode(filter_args)}" if filter_args else url_for("trials.count"),
@@ -233,20 +238,95 @@ def count():
 
 @bp.get("/trials/diff")
 def diff():
-    """Two trials side by side (`a` and `b`, trial ids): outcomes and stages above, then the steps aligned by tool
-    call with the first divergence marked (domain.trajectory_diff). 400 when an id is missing or malformed, 404
-    when either is not a trial of this organization."""
+    """Two trials side by side (`a` and `b`, trial ids): outcomes and stages above, each trial's review (label, note,
+    exclude: the triage forms, answered in place), then the steps aligned by tool call with the first divergence
+    marked and the arguments two calls of the same tool gave differently listed in their row
+    (domain.trajectory_diff). 400 when an id is missing or malformed, 404 when either is not a trial of this
+    organization."""
     try:
         query = parse(TrialDiffQuery, given_args())
     except Invalid as error:
         abort(400, description=error.detail)
+    return diff_page(query.a, query.b)
+
+
+def diff_page(a_id: uuid.UUID, b_id: uuid.UUID, *, status: int = 200, side: str = "", triage_error: str = ""):
+    """The trial diff of `a_id` and `b_id` (`status`, and the refusal of a triage change on `side`, when a plain form
+    posted from it was refused)."""
     session = request_session()
-    a, b = trial_detail(session, query.a), trial_detail(session, query.b)
-    for trial_id, found in ((query.a, a), (query.b, b)):
+    a, b = trial_detail(session, a_id), trial_detail(session, b_id)
+    for trial_id, found in ((a_id, a), (b_id, b)):
         if found is None:
             abort(404, description=f"No trial {trial_id} in this organization.")
     assert a is not None and b is not None
-    return render("trials/diff.html", a=a, b=b, view=diff_view(a, b))
+    labels = list_labels(session)
+    reviews = [_diff_review(side_name, trial, a_id, b_id, labels) for side_name, trial in (("A", a), ("B", b))]
+    if triage_error:
+        reviews = [replace(r, error=triage_error) if r.side == side else r for r in reviews]
+    return render(
+        "trials/diff.html", status=status, a=a, b=b, view=diff_view(a, b), reviews=reviews, palette=LABEL_PALETTE
+    )
+
+
+@dataclass(frozen=True)
+class DiffReview:
+    """One side's review panel on the trial diff: its trial's triage, the labels it can still get, and the diff its
+    forms answer to (`diff_args`: diffA and diffB)."""
+
+    side: str
+    trial: Any
+    triage: Any
+    unused_labels: list[Any]
+    diff_args: dict[str, str]
+    can_triage: bool
+    message: str = ""
+    error: str = ""
+
+
+def _diff_review(
+    side: str, trial: Any, a_id: uuid.UUID, b_id: uuid.UUID, labels: list[Any] | None = None, **said: str
+) -> DiffReview:
+    session = request_session()
+    triage = trial_triage(session, trial.id)
+    if triage is None:
+        abort_not_here("trial", trial.id, f"No trial {trial.id} in this organization.")
+    on = {label.id for label in triage.labels}
+    return DiffReview(
+        side,
+        trial,
+        triage,
+        [label for label in (list_labels(session) if labels is None else labels) if label.id not in on],
+        {"diffA": str(a_id), "diffB": str(b_id)},
+        g.membership.role != "viewer",
+        **said,
+    )
+
+
+def diff_of_request(trial_id: uuid.UUID) -> tuple[uuid.UUID, uuid.UUID, str] | None:
+    """The trial diff a triage form of `trial_id` was sent from (its diffA and diffB, and which side the trial is),
+    or None (the trial page's forms)."""
+    a, b = parse_uuid(request.args.get("diffA", "")), parse_uuid(request.args.get("diffB", ""))
+    if a is None or b is None or trial_id not in (a, b):
+        return None
+    return a, b, "A" if trial_id == a else "B"
+
+
+def diff_review_answer(trial_id: uuid.UUID, *, status: int = 200, message: str = "", error: str = ""):
+    """The answer to a triage form sent from the trial diff: for htmx, that side's review panel again with what
+    happened (in place); for a plain form, the diff page (after a change, by a redirect to it, at the panel)."""
+    a, b, side = diff_of_request(trial_id) or abort(400, description="diffA and diffB name no trial diff of it.")
+    if request.headers.get("HX-Request") != "true":
+        if error:
+            return diff_page(a, b, status=status, side=side, triage_error=error)
+        flash(message)
+        return redirect_after_write(url_for("trials.diff", a=a, b=b, _anchor=f"review-{side.lower()}"))
+    trial = trial_detail(request_session(), trial_id)
+    if trial is None:
+        abort_not_here("trial", trial_id, f"No trial {trial_id} in this organization.")
+    review = _diff_review(side, trial, a, b, message=message, error=error)
+    return render(
+        "trials/diff_review.html", "diff_review", status=status, review=review, palette=LABEL_PALETTE, oob=True
+    )
 
 
 @bp.get("/trials/<uuid:trial_id>/attempts")

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from domain.trajectory import Step, content_text
 
-RowKind = Literal["same", "changed", "only_a", "only_b"]
+RowKind = Literal["same", "other_arguments", "changed", "only_a", "only_b"]
 EXACT_CELLS = 250_000  # the largest middle aligned exactly: 500 x 500 tool-call steps
 
 
@@ -57,6 +57,59 @@ def call_key(step: Step) -> str | None:
     return None
 
 
+def name_key(step: Step) -> str | None:
+    """What a call pairs by when its arguments differ: its step's tool names, in order (a step acting under a tool
+    name without a recorded call keeps its whole `call_key`: an `initialize` never pairs with a `tools/list`); None
+    for a step that calls nothing."""
+    if step.tool_calls:
+        return canonical([call.name or step.tool for call in step.tool_calls])
+    return call_key(step)
+
+
+def _arguments(call: Any) -> Any:
+    return call.arguments if call.arguments is not None else call.other.get("arguments")
+
+
+@dataclass(frozen=True)
+class ArgumentChange:
+    """An argument two calls of the same tool gave differently: the call's place in its step (`call`, from 0), the
+    key (`path`: nested keys, outermost first; empty when the arguments are no object) and each side's value as
+    canonical JSON, None when that side gave no such key."""
+
+    call: int
+    path: tuple[str, ...]
+    a: str | None
+    b: str | None
+
+
+def argument_changes(a: Step, b: Step) -> tuple[ArgumentChange, ...]:
+    """The arguments in which two steps calling the same tools differ, call by call, each key by key inside objects
+    (a list or any other value compares whole), in key order."""
+    changes: list[ArgumentChange] = []
+    for index, (call_a, call_b) in enumerate(zip(a.tool_calls or (), b.tool_calls or (), strict=False)):
+        pending: list[tuple[tuple[str, ...], Any, Any]] = [((), _arguments(call_a), _arguments(call_b))]
+        while pending:
+            path, value_a, value_b = pending.pop()
+            if isinstance(value_a, dict) and isinstance(value_b, dict):
+                for key in sorted(set(value_a) | set(value_b), reverse=True):  # popped in key order
+                    pending.append(
+                        (
+                            (*path, key),
+                            value_a.get(key, _ABSENT),
+                            value_b.get(key, _ABSENT),
+                        )
+                    )
+                continue
+            shown_a = None if value_a is _ABSENT else canonical(value_a)
+            shown_b = None if value_b is _ABSENT else canonical(value_b)
+            if shown_a != shown_b:
+                changes.append(ArgumentChange(index, path, shown_a, shown_b))
+    return tuple(changes)
+
+
+_ABSENT = object()  # a key one side's arguments do not have
+
+
 def _said(step: Step) -> tuple[str | None, str, tuple[str, ...]]:
     """What a step that calls nothing said: who, its words, what came back (compared to pair messages)."""
     return step.source, content_text(step.message), _results(step)
@@ -77,6 +130,7 @@ class AlignedRow:
     b: Step | None
     kind: RowKind
     result_differs: bool = False  # a `same` call whose results differ (another world, another answer)
+    arguments: tuple[ArgumentChange, ...] = ()  # an `other_arguments` row's differing arguments
 
 
 @dataclass(frozen=True)
@@ -120,6 +174,33 @@ def align(a: Sequence[Step], b: Sequence[Step]) -> TrajectoryDiff:
 
 
 def _between(
+    a: Sequence[Step], b: Sequence[Step], keys_a: Sequence[str | None], keys_b: Sequence[str | None]
+) -> list[AlignedRow]:
+    """The rows between two calls paired whole: the calls of the same tools paired by a longest common subsequence of
+    their names (`name_key`), and between those the rest (`_unpaired`)."""
+    named_a = [(index, name_key(step)) for index, step in enumerate(a) if keys_a[index] is not None]
+    named_b = [(index, name_key(step)) for index, step in enumerate(b) if keys_b[index] is not None]
+    if not named_a or not named_b:
+        return _unpaired(a, b, keys_a, keys_b)
+    numbers: dict[str | None, int] = {}
+    xs = [numbers.setdefault(name, len(numbers)) for _, name in named_a]
+    ys = [numbers.setdefault(name, len(numbers)) for _, name in named_b]
+    pairs, _ = common_subsequence(xs, ys)
+    rows: list[AlignedRow] = []
+    start_a = start_b = 0
+    for i, j in [*((named_a[x][0], named_b[y][0]) for x, y in pairs), (len(a), len(b))]:
+        rows.extend(_unpaired(a[start_a:i], b[start_b:j], keys_a[start_a:i], keys_b[start_b:j]))
+        if i < len(a):
+            if keys_a[i] == keys_b[j]:  # the same call, left unpaired by the whole keys' order
+                rows.append(AlignedRow(a[i], b[j], "same", _results(a[i]) != _results(b[j])))
+            else:
+                changes = argument_changes(a[i], b[j])
+                rows.append(AlignedRow(a[i], b[j], "other_arguments", _results(a[i]) != _results(b[j]), changes))
+        start_a, start_b = i + 1, j + 1
+    return rows
+
+
+def _unpaired(
     a: Sequence[Step], b: Sequence[Step], keys_a: Sequence[str | None], keys_b: Sequence[str | None]
 ) -> list[AlignedRow]:
     """The rows between two paired calls: the steps that call nothing paired by position, each unpaired step on its

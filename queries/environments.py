@@ -309,37 +309,6 @@ def find_environment(session: Session, environment_id: uuid.UUID) -> Environment
     return session.scalar(select(Environment).where(Environment.id == environment_id))
 
 
-@dataclass(frozen=True)
-class ExportCounts:
-    """How many lines each export kind of an environment holds now."""
-
-    all: int
-    successful: int
-    failed: int
-    recovery: int
-    preference: int
-
-
-EXPORT_COUNTS = text(
-    """
-    SELECT coalesce(sum(s.rollouts), 0), coalesce(sum(s.successes), 0), coalesce(sum(s.scored - s.successes), 0),
-           coalesce(sum(s.scored - s.successes - s.zero_rewards), 0),
-           count(*) FILTER (WHERE s.max_reward > s.min_reward)
-    FROM environment_versions v
-    JOIN environment_version_stats s ON s.organization_id = v.organization_id AND s.environment_version_id = v.id
-    WHERE v.organization_id = :org AND v.environment_id = :environment_id
-    """
-)
-
-
-def export_counts(session: Session, org_id: uuid.UUID, environment_id: uuid.UUID, all_limit: int) -> ExportCounts:
-    """Lines per export kind for an environment, from the stats rollup (all is capped like the export)."""
-    total, successful, failed, recovery, preference = session.execute(
-        EXPORT_COUNTS, {"org": org_id, "environment_id": environment_id}
-    ).one()
-    return ExportCounts(min(total, all_limit), successful, failed, recovery, preference)
-
-
 def runnable_spec(session: Session, version: EnvironmentVersion) -> dict[str, Any]:
     """The version's spec with its env values in plaintext, for the worker (SecretsKeyError if they do not open)."""
     row = row_name("environment_versions", version.organization_id, version.id)

@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Literal, get_args
 
 from pydantic import TypeAdapter
@@ -169,8 +170,19 @@ _NOTES_OF = f"""(SELECT json_agg(json_build_object('step', n.step, 'body', n.bod
     FROM trial_notes n {_OF_TRIAL.format(a="n")})"""
 LABELS = _if_triaged(_LABELS_OF, "'[]'::json")
 NOTES = _if_triaged(_NOTES_OF, "'[]'::json")
+# Why an excluded trial was excluded, and by whom: the reason, and the email of the reviewer whose change of the review
+# (the trial's newest `review` audit entry, which every change of state or reason writes) made it what it is; the
+# review's last writer when no entry is left. Read only for an excluded trial (`rv`, its review), so only an export
+# with includeExcluded=true ever reads it.
+_EXCLUDER = """(SELECT u.email FROM users u WHERE u.id = coalesce(
+    (SELECT a.actor_user_id FROM trial_audit a WHERE a.organization_id = rv.organization_id
+       AND a.evaluation_trial_id = rv.evaluation_trial_id AND a.action = 'review' ORDER BY a.id DESC LIMIT 1),
+    rv.updated_by_user_id))"""
+EXCLUSION_OF_REVIEW = f"""CASE WHEN rv.review_state = 'excluded'
+    THEN json_build_object('reason', rv.reason, 'reviewer', {_EXCLUDER}) END"""
+EXCLUSION = _if_triaged(f"(SELECT {EXCLUSION_OF_REVIEW} FROM trial_reviews rv {_OF_TRIAL.format(a='rv')})")
 TRIAGE_COLUMNS = f"""t.failure_category, {VERIFIER} AS verifier_category, {HUMAN} AS human_category,
-    {REVIEW_STATE} AS review_state, {LABELS} AS labels, {NOTES} AS notes"""
+    {REVIEW_STATE} AS review_state, {LABELS} AS labels, {NOTES} AS notes, {EXCLUSION} AS exclusion"""
 
 
 def _json(expression: str) -> str:
@@ -200,6 +212,7 @@ _TRIAGED = _members(
     ("reviewState", _json("coalesce(rv.review_state, 'unreviewed')")),
     ("labels", f"coalesce({_LABELS_OF}::text, '[]')"),
     ("notes", f"coalesce({_NOTES_OF}::text, '[]')"),
+    ("exclusion", _json(EXCLUSION_OF_REVIEW)),
 )
 _REVIEW_OF_TRIAL = _OF_TRIAL.format(a="rv").replace("WHERE", "ON", 1)
 _UNTRIAGED = _members(
@@ -208,6 +221,7 @@ _UNTRIAGED = _members(
     ("reviewState", "'\"unreviewed\"'"),
     ("labels", "'[]'"),
     ("notes", "'[]'"),
+    ("exclusion", "'null'"),
 )
 TRIAGE_MEMBERS = (
     f"CASE WHEN t.triaged THEN (SELECT {_TRIAGED} FROM (VALUES (1)) AS one (x) "
@@ -263,13 +277,35 @@ ORIGINAL_ATIF = """
 """
 
 
-def rollout_rows_sql(kind: str, selection: Selection, newest_first: bool) -> str:
-    """SQL returning the columns the ATIF builder needs, one row per rollout."""
+# A TRL row needs a turn of the agent's own: a rollout whose trajectory holds no agent step (an imported oracle run
+# without a trajectory, a job whose trajectory is the task alone) would be the task and the closing "Done.", which
+# teaches a model to answer any task with "Done.". trial_agent_steps (migration 0019) counts those steps, and its
+# index (organization_id, trial_agent_steps(steps), id) finds the trials without one.
+WITHOUT_AGENT_TURN = "trial_agent_steps({t}.steps) = 0"
+
+
+def rollout_rows_sql(kind: str, selection: Selection, newest_first: bool, *, agent_turns_only: bool = False) -> str:
+    """SQL returning the columns the ATIF and TRL builders need, one row per rollout; `agent_turns_only`: of the
+    rollouts the kind holds (`all`: its newest 1000), those with a turn of the agent's own (the TRL rows)."""
     columns = f"""r.id, r.seed, r.reward, r.evaluation_run_id, r.environment_version_id, t.trial_number,
         {TRIAGE_COLUMNS}, {STAGES} AS stages, t.steps, t.tools, t.task, c.name AS evaluator_name,
-        c.agent ->> 'kind' AS agent_kind, r.created_at, ta.body AS atif_body"""
+        c.agent ->> 'kind' AS agent_kind, r.created_at, ta.body AS atif_body, r.seq"""
     source = selection.source(EVALUATOR + ORIGINAL_ATIF, with_trial=True)
-    return f"SELECT {columns} {source} {ordering(kind, newest_first)}"
+    rows = f"SELECT {columns} {source} {ordering(kind, newest_first)}"
+    if not agent_turns_only:
+        return rows
+    order = "DESC" if kind == "all" and newest_first else ""
+    return f"SELECT * FROM ({rows}) s WHERE NOT {WITHOUT_AGENT_TURN.format(t='s')} ORDER BY s.seq {order}"
+
+
+def rollouts_without_agent_turn_sql(kind: str, selection: Selection, newest_first: bool) -> str:
+    """SQL counting the rollouts of `kind` (`all`: of its newest 1000) whose trajectory holds no turn of the agent's
+    own: the rows a TRL export leaves out. Each is one probe of the agent-steps index, no trial's steps are read."""
+    capped = ordering(kind, newest_first) if kind == "all" else ""
+    rollouts = f"SELECT r.organization_id, r.evaluation_trial_id {selection.source()} {capped}"
+    return f"""SELECT count(*) FROM ({rollouts}) s WHERE EXISTS (SELECT 1 FROM evaluation_trials a
+        WHERE a.organization_id = s.organization_id AND {WITHOUT_AGENT_TURN.format(t="a")}
+          AND a.id = s.evaluation_trial_id)"""
 
 
 def preference_pairs_sql(
@@ -396,6 +432,49 @@ def rollout_rows_by_id(session: Session, ids: list[uuid.UUID]) -> dict[uuid.UUID
     return {row.id: row for row in rows}
 
 
+PAIR_BATCH = 200  # preference pairs whose rollouts are read in one statement
+
+
+def preference_sides(session: Session, pairs: Query) -> Iterator[tuple[Any, Any, Any]]:
+    """Each pair `pairs` selects with the ATIF/TRL columns of its preferred and rejected rollouts, streamed: pairs
+    come through a server-side cursor, their rollouts a batch at a time."""
+    pairs_stream = stream_rows(session, pairs.sql, pairs.params)
+    while batch := list(islice(pairs_stream, PAIR_BATCH)):
+        rows = rollout_rows_by_id(session, [p.preferred_id for p in batch] + [p.rejected_id for p in batch])
+        for pair in batch:
+            yield pair, rows[pair.preferred_id], rows[pair.rejected_id]
+
+
+@dataclass(frozen=True)
+class ExcludedRollouts:
+    """The rollouts of trials a reviewer excluded, among those some filters select, by the kind that holds them."""
+
+    all: int
+    successful: int
+    failed: int
+    recovery: int
+
+
+def excluded_rollouts(session: Session, org_id: uuid.UUID, filters: TrialFilters) -> ExcludedRollouts:
+    """How many rollouts of excluded trials the filters select, per kind (`all` uncapped): read from the excluded
+    reviews (ix_trial_reviews_state), each joined to its rollout, never by scanning the filters' rollouts."""
+    where = filters.conditions("r", trials="t").also("x.organization_id = :org", org=org_id)
+    trial = TRIAL_JOIN if filters.reads_trials else ""
+    row = session.execute(
+        text(
+            f"""SELECT count(*) AS "all", count(*) FILTER (WHERE {KIND_CONDITIONS["successful"]}) AS successful,
+                   count(*) FILTER (WHERE {KIND_CONDITIONS["failed"]}) AS failed,
+                   count(*) FILTER (WHERE {KIND_CONDITIONS["recovery"]}) AS recovery
+            FROM trial_reviews x
+            JOIN rollouts r ON r.organization_id = x.organization_id AND r.evaluation_trial_id = x.evaluation_trial_id
+            {trial}
+            WHERE x.review_state = 'excluded' AND {where.sql}"""
+        ),
+        where.params,
+    ).one()
+    return by_name(ExcludedRollouts, row)
+
+
 @dataclass(frozen=True)
 class RolloutDetail:
     """One rollout as GET /api/v1/rollouts/<id> shows it."""
@@ -413,6 +492,7 @@ class RolloutDetail:
     review_state: str
     labels: list[str]
     notes: list[dict[str, Any]]
+    exclusion: dict[str, Any] | None
     trajectory_artifact_id: uuid.UUID | None
 
 

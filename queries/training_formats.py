@@ -38,6 +38,7 @@ def rollout_extra(row: Any) -> dict[str, Any]:
         "reviewState": row.review_state,
         "labels": row.labels,
         "notes": row.notes,
+        "exclusion": row.exclusion,  # {"reason", "reviewer"} when a reviewer excluded the trial, else None
         "stages": row.stages,
     }
 

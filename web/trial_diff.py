@@ -13,7 +13,7 @@ from pydantic import Field
 
 from domain.rules import UUID_RULE
 from domain.trajectory import Step
-from domain.trajectory_diff import TrajectoryDiff, align
+from domain.trajectory_diff import ArgumentChange, TrajectoryDiff, align
 from queries.trials import TrialDetail
 from web.transcript import StepView, Text, fold, step_view
 from web.validation import REPORT_MISSING, QueryModel
@@ -27,10 +27,41 @@ class TrialDiffQuery(QueryModel):
 
 
 KIND_NOTES = {  # what a row that is not the same says beside its steps
+    "other_arguments": "same tool, other arguments",
     "changed": "other words",
     "only_a": "only in A",
     "only_b": "only in B",
 }
+
+
+ARGUMENT_SHOWN_CHARS = 300  # of an argument's value in the row's list of differences (the steps show it whole)
+
+
+@dataclass(frozen=True)
+class ArgumentView:
+    """An argument two calls of the same tool gave differently, as the row lists it: which (`label`: the key, nested
+    keys joined by ".", "call 2 · " first in a step of several calls) and each side's value as JSON (None: not
+    given)."""
+
+    label: str
+    a: str | None
+    b: str | None
+
+
+def _shown(value: str | None) -> str | None:
+    if value is None or len(value) <= ARGUMENT_SHOWN_CHARS:
+        return value
+    return value[:ARGUMENT_SHOWN_CHARS] + "…"
+
+
+def argument_views(changes: tuple[ArgumentChange, ...], calls: int) -> list[ArgumentView]:
+    """The row's differing arguments as the page lists them (`calls`: how many calls the step made)."""
+    views = []
+    for change in changes:
+        key = ".".join(change.path) or "the arguments"
+        label = f"call {change.call + 1} · {key}" if calls > 1 else key
+        views.append(ArgumentView(label, _shown(change.a), _shown(change.b)))
+    return views
 
 
 @dataclass(frozen=True)
@@ -42,6 +73,7 @@ class DiffRow:
     kind: str  # a domain.trajectory_diff.RowKind
     result_differs: bool
     first_divergence: bool
+    arguments: list[ArgumentView]
 
     @property
     def note(self) -> str | None:
@@ -105,6 +137,7 @@ def diff_view(a: TrialDetail, b: TrialDetail) -> DiffView:
             row.kind,
             row.result_differs,
             index == diff.first_divergence,
+            argument_views(row.arguments, len(row.a.tool_calls or ()) if row.a else 0),
         )
         for index, row in enumerate(diff.rows)
     ]

@@ -50,15 +50,22 @@ def external_url(endpoint: str, **values) -> str:
 
 
 @dataclass(frozen=True)
+class ExportVariant:
+    """One kind of rollout export in another format: `format=` and its URL and file name."""
+
+    format: str
+    url: str
+    filename: str
+
+
+@dataclass(frozen=True)
 class ExportLink:
-    """One kind of rollout export for a filter: its URL and file name, and its ATIF (TRL for pairs) variant."""
+    """One kind of rollout export for a filter: its URL and file name, and its ATIF and TRL variants."""
 
     kind: str
     url: str
     filename: str
-    variant: str
-    variant_url: str
-    variant_filename: str
+    variants: tuple[ExportVariant, ...]
 
 
 # The rewards each band holds: (lowest, highest, lowest excluded, highest excluded).
@@ -92,23 +99,24 @@ def possible_kinds(filters: TrialFilters) -> tuple[str, ...]:
     return tuple(kind for kind in EXPORT_KINDS if possible[kind])
 
 
-def export_links(filters: dict[str, str], kinds: tuple[str, ...] = EXPORT_KINDS) -> list[ExportLink]:
-    """Each of `kinds`' GET /api/v1/rollouts URL (and its format variant) narrowed by the filter parameters."""
+EXPORT_VARIANTS = ("atif", "trl")
+
+
+def export_links(
+    filters: dict[str, str], kinds: tuple[str, ...] = EXPORT_KINDS, *, include_excluded: bool = False
+) -> list[ExportLink]:
+    """Each of `kinds`' GET /api/v1/rollouts URL (and its ATIF and TRL variants) narrowed by the filter parameters,
+    with `includeExcluded=true` when the trials a reviewer excluded are asked for too."""
     base = external_url("api.export_rollouts")
+    extra = {"includeExcluded": "true"} if include_excluded else {}
     links = []
     for kind in kinds:
-        variant = "trl" if kind == "preference" else "atif"
-        url = f"{base}?{urlencode({'kind': kind, **filters})}"
-        links.append(
-            ExportLink(
-                kind,
-                url,
-                export_filename(kind, "atif-shaped"),
-                variant,
-                f"{url}&format={variant}",
-                export_filename(kind, variant),
-            )
+        url = f"{base}?{urlencode({'kind': kind, **filters, **extra})}"
+        variants = tuple(
+            ExportVariant(variant, f"{url}&format={variant}", export_filename(kind, variant))
+            for variant in EXPORT_VARIANTS
         )
+        links.append(ExportLink(kind, url, export_filename(kind, "atif-shaped"), variants))
     return links
 
 

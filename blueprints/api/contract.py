@@ -45,6 +45,11 @@ HEADERS = {
         "description": "Pass as after= to get only rollouts committed since this export (absent when none)",
         "schema": {"type": "string", "format": "uuid"},
     },
+    "X-Rows-Without-Agent-Turn": {
+        "description": "format=trl of a rollout kind: the rollouts left out because their trajectory holds no turn "
+        'of the agent\'s own (their row would be the task and the closing "Done.")',
+        "schema": {"type": "integer", "minimum": 0},
+    },
     "Location": {"description": "The run's URL", "schema": {"type": "string"}},
     "Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}},
 }

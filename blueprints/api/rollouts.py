@@ -9,22 +9,25 @@ from typing import Any
 
 import orjson
 from flask import Response, g, jsonify, request
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from blueprints.api import ApiError, bp
 from blueprints.api.contract import NDJSON, Reply, operation
 from blueprints.api.schemas import Rollout, RolloutExportQuery, TrajectoryArtifact, validated
 from queries.exports import (
+    PAIR_BATCH,
     Query,
     copy_lines,
     cursor_seq_of,
     export_filename,
     next_cursor,
     preference_pairs_sql,
+    preference_sides,
     rollout_detail,
     rollout_lines_sql,
-    rollout_rows_by_id,
     rollout_rows_sql,
+    rollouts_without_agent_turn_sql,
     select_rollouts,
     stream_rows,
 )
@@ -34,7 +37,6 @@ from web.database import get_database, request_session
 from web.limits import expensive
 from web.security import PRIVATE
 
-PAIR_BATCH = 200  # preference pairs whose rollouts are read in one statement
 EXPORT_LINES = {
     "type": "string",
     "description": "NDJSON: one JSON object per line, a rollout (atif-shaped, an ATIF document or a TRL "
@@ -50,7 +52,7 @@ EXPORT_LINES = {
             "The rollouts, newest first (oldest first after a cursor)",
             EXPORT_LINES,
             NDJSON,
-            ("Content-Disposition", "X-Privacy-Class", "Cache-Control", "X-Next-Cursor"),
+            ("Content-Disposition", "X-Privacy-Class", "Cache-Control", "X-Next-Cursor", "X-Rows-Without-Agent-Turn"),
         )
     },
     query=RolloutExportQuery,
@@ -94,6 +96,9 @@ def export_rollouts():
             cursor = next_cursor(session, kind, selection, newest_first)
             if cursor or after:
                 headers["X-Next-Cursor"] = str(cursor.rollout_id if cursor else after)
+            if export_format == "trl":  # the rows left out: known before the first line is sent
+                left_out = rollouts_without_agent_turn_sql(kind, selection, newest_first)
+                headers["X-Rows-Without-Agent-Turn"] = str(session.execute(text(left_out), selection.params).scalar())
             lines = _rollout_lines(session, kind, selection, newest_first, export_format)
     except BaseException:
         session.close()
@@ -105,30 +110,30 @@ def _rollout_lines(session: Session, kind: str, selection, newest_first: bool, e
     if export_format == "atif-shaped":
         yield from copy_lines(session, rollout_lines_sql(kind, selection, newest_first), selection.params)
         return
-    document = atif_document if export_format == "atif" else trl_conversation
-    for row in stream_rows(session, rollout_rows_sql(kind, selection, newest_first), selection.params):
+    trl = export_format == "trl"  # a TRL row needs a turn of the agent's own
+    document = trl_conversation if trl else atif_document
+    rows = rollout_rows_sql(kind, selection, newest_first, agent_turns_only=trl)
+    for row in stream_rows(session, rows, selection.params):
         yield orjson.dumps(document(row)) + b"\n"
 
 
 def _preference_lines(session: Session, query: Query, export_format: str) -> Iterator[bytes]:
-    """The pair lines, streamed: pairs come through a server-side cursor, their rollouts a batch at a time."""
-    pairs_stream = stream_rows(session, query.sql, query.params)
-    while pairs := list(islice(pairs_stream, PAIR_BATCH)):
-        if export_format == "atif-shaped":
-            yield b"".join(orjson.dumps(_pair_line(p)) + b"\n" for p in pairs)
+    """The pair lines, streamed (queries.exports.preference_sides when a line holds the rollouts themselves)."""
+    if export_format == "atif-shaped":
+        pairs = stream_rows(session, query.sql, query.params)
+        while batch := list(islice(pairs, PAIR_BATCH)):
+            yield b"".join(orjson.dumps(_pair_line(p)) + b"\n" for p in batch)
+        return
+    for pair, preferred, rejected in preference_sides(session, query):
+        if export_format == "trl":
+            row = trl_preference(preferred, rejected)
+            if row is not None:
+                yield orjson.dumps(row) + b"\n"
             continue
-        rows = rollout_rows_by_id(session, [p.preferred_id for p in pairs] + [p.rejected_id for p in pairs])
-        for pair in pairs:
-            preferred, rejected = rows[pair.preferred_id], rows[pair.rejected_id]
-            if export_format == "trl":
-                row = trl_preference(preferred, rejected)
-                if row is not None:
-                    yield orjson.dumps(row) + b"\n"
-                continue
-            line = _pair_line(pair)  # format=atif: the pair line with both trajectories as ATIF documents
-            line["preferred"]["trajectory"] = atif_document(preferred)
-            line["rejected"]["trajectory"] = atif_document(rejected)
-            yield orjson.dumps(line) + b"\n"
+        line = _pair_line(pair)  # format=atif: the pair line with both trajectories as ATIF documents
+        line["preferred"]["trajectory"] = atif_document(preferred)
+        line["rejected"]["trajectory"] = atif_document(rejected)
+        yield orjson.dumps(line) + b"\n"
 
 
 def _pair_line(pair: Any) -> dict[str, Any]:

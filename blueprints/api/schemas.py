@@ -14,13 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from blueprints.api import ApiError
 from domain.agents import AGENT_JSON_SCHEMA
-from domain.rules import FLAG, UUID_RULE, integer_from, one_of
+from domain.rules import UUID_RULE, integer_from, one_of
 from domain.scoring import ATTEMPT_COUNT
 from domain.specs import SPEC_JSON_SCHEMA
 from domain.triage import HUMAN_CATEGORY, LABEL_COLOR, LABEL_DESCRIPTION, LABEL_NAME, NOTE_BODY, REASON, REVIEW_STATE
 from domain.vocabulary import RESETS, LabelColor, ReviewState
 from importers.ingest import IngestTrial
 from queries.exports import EXPORT_FORMATS, EXPORT_KINDS, RolloutExportFormat, RolloutExportKind
+from web.export_options import IncludeExcluded
 from web.sides import CompareQuery
 from web.trial_filters import TrialFilterQuery, TrialListQuery
 from web.validation import REPORT_MISSING, ApiModel, Invalid, M, parse
@@ -67,11 +68,7 @@ class RolloutExportQuery(TrialFilterQuery):
         UUID_RULE,
         Field(description="The X-Next-Cursor of an earlier export: only rollouts committed since"),
     ] = None
-    include_excluded: Annotated[
-        bool,
-        FLAG,
-        Field(description="true: also the trials a reviewer excluded from training (left out by default)"),
-    ] = False
+    include_excluded: IncludeExcluded = False
 
 
 # Responses
@@ -364,6 +361,13 @@ class ImportResult(ApiModel):
     )
 
 
+class Exclusion(ApiModel):
+    """Why a reviewer excluded a trial from training exports, and who."""
+
+    reason: str
+    reviewer: str | None = Field(description="The email of the reviewer who excluded it (null: no longer a user)")
+
+
 class Rollout(ApiModel):
     """One rollout: seed, reward, stage_* values and where its trajectory artifact is."""
 
@@ -380,6 +384,7 @@ class Rollout(ApiModel):
     review_state: ReviewState
     labels: list[str]
     notes: list[dict[str, Any]]
+    exclusion: Exclusion | None = Field(description="When reviewState is excluded: its reason and reviewer")
     trajectory_artifact_id: uuid.UUID | None
 
 

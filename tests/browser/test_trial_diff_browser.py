@@ -96,3 +96,66 @@ def checked(page, name: str, scheme: str, layout=None) -> list[str]:
         if measured["smallTargets"]:
             problems.append(f"{name} at {width} px: targets under 24 x 24 px: {measured['smallTargets'][:6]}")
     return problems
+
+
+def test_a_reviewer_labels_notes_and_excludes_from_the_diff_in_place(
+    live_server,  # noqa: F811
+    browser_page,  # noqa: F811
+    database,
+    make_member,
+):
+    """The restock of 4 beside the restock of 5 in one row, `quantity` marked with A's 4 struck and B's 5 inserted;
+    then B labelled, A noted and excluded through the panels, each answer swapped in place (the page is never
+    loaded again), with axe-core finding nothing after each action at both widths."""
+    member = make_member("ann@acme.test", "Acme RL", "member")
+    catalog = make_catalog(database, member.org.id, NOVICE, attempt_count=2)
+    first, second = record_run(database, catalog, [restock(4, reward=1.0), restock(5)])
+    page = browser_page
+    log_in(page, live_server, member.email, member.password)
+    page.goto(f"{live_server}/settings/labels")
+    page.fill("#label-name", "flaky")
+    page.click("#new-label >> text=Add label")
+    page.wait_for_selector("text=Label flaky added.")
+
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{live_server}/trials/diff?a={first}&b={second}")
+    row = page.locator("ol.diff-rows > li.other-arguments")
+    assert row.count() == 1 and row.locator("dt mark").inner_text() == "quantity"
+    assert row.locator("del code").inner_text() == "4" and row.locator("ins code").inner_text() == "5"
+    struck = row.locator("del").evaluate("e => getComputedStyle(e).textDecorationLine")
+    assert "line-through" in struck  # not the colour alone
+    page.evaluate("() => { window.notReloaded = true; }")
+
+    problems: list[str] = []
+    page.select_option("#diff-label-b", label="flaky")
+    page.click("#review-b >> text=Add label")
+    page.wait_for_selector("#review-b-said >> text=Label added.")
+    assert page.locator("#review-b .diff-labels .label-chip").inner_text() == "flaky"
+    problems += _axe_both_widths(page, "trial-diff-labelled")
+    page.fill("#diff-note-a", "gave up after the restock")
+    page.click("#review-a >> text=Add note")
+    page.wait_for_selector("#review-a-said >> text=Note added.")
+    page.fill("#diff-reason-a", "the verifier crashed")
+    page.click("#review-a >> text=Exclude A from training exports")
+    page.wait_for_selector("#review-a-said >> text=Excluded from training exports.")
+    assert "the verifier crashed" in page.locator("#review-a").inner_text()
+    problems += _axe_both_widths(page, "trial-diff-excluded")
+    assert page.evaluate("() => window.notReloaded === true")  # every answer came in place
+    assert not problems, "\n".join(problems)
+
+
+def _axe_both_widths(page, name: str) -> list[str]:
+    """axe-core and the measures on the page as it is (not reloaded) at 1440 and 390 px."""
+    problems = []
+    for width in (1440, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        shot(page, f"{name}-{width}")
+        if violations := axe_violations(page):
+            problems.append(f"{name} at {width} px: axe-core found {len(violations)}:\n{describe(violations)}")
+        measured = page.evaluate(MEASURE)
+        if measured["scrollWidth"] > measured["innerWidth"]:
+            problems.append(f"{name} at {width} px: the page is {measured['scrollWidth']} px wide: {measured['wide']}")
+        if measured["smallTargets"]:
+            problems.append(f"{name} at {width} px: targets under 24 x 24 px: {measured['smallTargets'][:6]}")
+    page.set_viewport_size({"width": 1440, "height": 900})
+    return problems

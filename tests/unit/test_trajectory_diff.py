@@ -11,7 +11,7 @@ import pytest
 
 from domain import trajectory_diff
 from domain.trajectory import Step, environment_step, message_step, step, tool_step
-from domain.trajectory_diff import AlignedRow, align, call_key, common_subsequence
+from domain.trajectory_diff import AlignedRow, ArgumentChange, align, call_key, common_subsequence
 
 
 def call(number: int, name: str, **args: object) -> Step:
@@ -47,16 +47,68 @@ def test_empty_trajectories():
     assert [row.kind for row in only_a.rows] == ["only_a"] * 4 and only_a.first_divergence == 0
 
 
-def test_a_changed_argument_is_a_call_on_each_side_and_the_first_divergence():
+def test_a_changed_argument_pairs_the_two_calls_in_one_row_and_is_the_first_divergence():
     diff = align(restock_run(4), restock_run(5))
+    assert shown(diff.rows) == [(1, 1, "same"), (2, 2, "same"), (3, 3, "other_arguments"), (4, 4, "same")]
+    assert diff.first_divergence == 2 and diff.count("other_arguments") == 1
+    assert diff.rows[2].arguments == (ArgumentChange(0, ("quantity",), "4", "5"),)
+
+
+def test_calls_of_one_tool_pair_in_order_and_other_tools_stay_alone():
+    a = [call(1, "restock", sku="SKU-1", quantity=1), call(2, "search", q="cable"), call(3, "restock", sku="SKU-2")]
+    b = [call(1, "restock", sku="SKU-1", quantity=2), call(2, "restock", sku="SKU-3"), call(3, "checkout")]
+    diff = align(a, b)
     assert shown(diff.rows) == [
-        (1, 1, "same"),
-        (2, 2, "same"),
-        (3, None, "only_a"),
+        (1, 1, "other_arguments"),
+        (2, None, "only_a"),
+        (3, 2, "other_arguments"),
         (None, 3, "only_b"),
-        (4, 4, "same"),
     ]
-    assert diff.first_divergence == 2 and diff.count("only_a") == 1 and diff.count("only_b") == 1
+    assert [row.arguments for row in diff.rows if row.kind == "other_arguments"] == [
+        (ArgumentChange(0, ("quantity",), "1", "2"),),
+        (ArgumentChange(0, ("sku",), '"SKU-2"', '"SKU-3"'),),
+    ]
+
+
+def test_a_call_made_whole_on_both_sides_is_paired_before_one_of_the_same_tool():
+    a = [call(1, "restock", sku="SKU-2", quantity=4), call(2, "restock", sku="SKU-2", quantity=5)]
+    b = [call(1, "restock", sku="SKU-2", quantity=5)]
+    assert shown(align(a, b).rows) == [(1, None, "only_a"), (2, 1, "same")]
+
+
+def test_argument_changes_name_keys_one_side_lacks_and_nested_keys():
+    a = [tool_step(1, "order", {"customer": "CUST-1", "item": {"sku": "SKU-1", "units": 2}, "note": "rush"}, "ok")]
+    b = [tool_step(1, "order", {"customer": "CUST-1", "item": {"sku": "SKU-1", "units": 3}, "gift": True}, "ok")]
+    (row,) = align(a, b).rows
+    assert row.kind == "other_arguments" and row.arguments == (
+        ArgumentChange(0, ("gift",), None, "true"),
+        ArgumentChange(0, ("item", "units"), "2", "3"),
+        ArgumentChange(0, ("note",), '"rush"', None),
+    )
+
+
+def test_a_step_of_several_calls_pairs_with_one_of_the_same_tools_and_says_which_call_differs():
+    calls_a = [{"name": "list_inventory", "arguments": {}}, {"name": "restock", "arguments": {"quantity": 4}}]
+    calls_b = [{"name": "list_inventory", "arguments": {}}, {"name": "restock", "arguments": {"quantity": 40}}]
+    a = [step(1, source="agent", tool="list_inventory", calls=calls_a)]
+    b = [step(1, source="agent", tool="list_inventory", calls=calls_b)]
+    (row,) = align(a, b).rows
+    assert row.kind == "other_arguments" and row.arguments == (ArgumentChange(1, ("quantity",), "4", "40"),)
+    alone = align(a, [step(1, source="agent", tool="restock", calls=calls_b[1:])])
+    assert [r.kind for r in alone.rows] == ["only_a", "only_b"]  # other tools in the step: no pair
+
+
+def test_arguments_that_are_no_object_compare_whole():
+    a = [step(1, source="agent", tool="run", calls=[{"name": "run", "arguments": None, "argumentsText": "ls -l"}])]
+    b = [step(1, source="agent", tool="run", calls=[{"name": "run", "arguments": {"cmd": "ls"}}])]
+    (row,) = align(a, b).rows
+    assert row.kind == "other_arguments" and row.arguments == (ArgumentChange(0, (), "null", '{"cmd":"ls"}'),)
+
+
+def test_an_environment_step_pairs_only_with_the_same_command():
+    a = [environment_step(1, "initialize", "{}")]
+    b = [environment_step(1, "tools/list", "restock")]
+    assert [row.kind for row in align(a, b).rows] == ["only_a", "only_b"]
 
 
 def test_an_insertion_in_b_stands_alone_and_the_rest_stays_paired():
@@ -123,7 +175,15 @@ def test_messages_never_pair_across_a_matched_call_and_unmatched_calls_stand_alo
     assert shown(diff.rows) == [
         (1, 1, "same"),
         (2, None, "only_a"),  # A's message comes before the checkout both made, B's after it
-        (3, None, "only_a"),
+        (3, 2, "other_arguments"),
+        (4, 3, "same"),
+        (None, 4, "only_b"),
+    ]
+    c = [call(1, "list_inventory"), message_step(2, "hm"), call(3, "search", q="A"), call(4, "checkout")]
+    assert shown(align(c, b).rows) == [
+        (1, 1, "same"),
+        (2, None, "only_a"),
+        (3, None, "only_a"),  # other tools: each call alone on its side
         (None, 2, "only_b"),
         (4, 3, "same"),
         (None, 4, "only_b"),

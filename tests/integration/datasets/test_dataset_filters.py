@@ -195,7 +195,8 @@ def test_every_export_kind_and_format_holds_exactly_the_dataset_filters_rollouts
     # lines are the rollouts of their runs, read here in SQL.
     everything = export(api, "", kind, export_format).text
     for name in ("novice", "shop"):
-        body = export(api, queries[name], kind, export_format).text
+        answer = export(api, queries[name], kind, export_format)
+        body = answer.text
         if kind == "preference":
             expected_pairs = preference_pairs(database, api, world["runs"][name], within_task=export_format == "trl")
             if export_format == "trl":  # a TRL pair names no rollout: one line per pair
@@ -204,8 +205,10 @@ def test_every_export_kind_and_format_holds_exactly_the_dataset_filters_rollouts
                 assert pairs_of(body) == expected_pairs, name
             continue
         expected = rollouts(database, api, world["runs"][name], kind)
-        if export_format == "trl":
-            assert len(body.splitlines()) == len(expected)
+        if export_format == "trl":  # a row needs a turn of the agent's own; the others are counted in a header
+            acted = rollouts(database, api, world["runs"][name], kind, acted=True)
+            assert len(body.splitlines()) == len(acted)
+            assert answer.headers["X-Rows-Without-Agent-Turn"] == str(len(expected) - len(acted))
             assert set(body.splitlines()) <= set(everything.splitlines())
             continue
         assert sorted(line_ids(body, export_format)) == sorted(expected), name
@@ -222,12 +225,14 @@ def line_ids(body: str, export_format: str) -> list[str]:
     return [line["rolloutId"] if export_format == "atif-shaped" else line["extra"]["rolloutId"] for line in lines]
 
 
-def rollouts(database, api: ApiClient, runs: set[str], kind: str) -> list[str]:
+def rollouts(database, api: ApiClient, runs: set[str], kind: str, *, acted: bool = False) -> list[str]:
+    """The rollouts of `kind` of these runs (`acted`: those whose trial holds a step of the agent's own)."""
     found = rows(
         database,
         api.org.id,
-        f"SELECT r.id::text FROM rollouts r WHERE r.evaluation_run_id = ANY(CAST(:runs AS uuid[])) "
-        f"AND {KIND_CONDITIONS[kind]}",
+        f"SELECT r.id::text FROM rollouts r JOIN evaluation_trials t ON t.organization_id = r.organization_id "
+        f"AND t.id = r.evaluation_trial_id WHERE r.evaluation_run_id = ANY(CAST(:runs AS uuid[])) "
+        f"AND {KIND_CONDITIONS[kind]}{' AND trial_agent_steps(t.steps) > 0' if acted else ''}",
         runs=sorted(runs),
     )
     return [row[0] for row in found]

@@ -374,8 +374,9 @@ def test_a_client_that_disconnects_mid_stream_frees_its_connection(logged_in, da
 def test_format_trl_for_rollout_kinds_gives_sft_conversations(logged_in, v1):
     response = export(logged_in, kind="failed", format="trl")
     assert response.headers["Content-Disposition"] == "attachment; filename=agentforge-rollouts-failed.trl.jsonl"
-    conversations = lines(response)
-    assert len(conversations) == 4 and all(set(c) == {"messages", "tools"} for c in conversations)
+    conversations = lines(response)  # the 0.5 has no steps: no turn of the agent's own, so no row, counted
+    assert len(conversations) == 3 and all(set(c) == {"messages", "tools"} for c in conversations)
+    assert response.headers["X-Rows-Without-Agent-Turn"] == "1"
     first = conversations[0]["messages"]
     assert first[0]["role"] == "user" and first[0]["content"].startswith("Restock SKU-1042")
 

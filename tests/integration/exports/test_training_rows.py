@@ -178,8 +178,8 @@ def test_trl_pairs_compare_one_task_on_one_version(logged_in, database, mixed):
 
 
 def test_trl_messages_use_the_function_calling_shape(logged_in, mixed):
-    rows = export(logged_in, kind="all", format="trl")
-    assert len(rows) == 7 and all(set(row) == {"messages", "tools"} for row in rows)
+    rows = export(logged_in, kind="all", format="trl")  # task A's 0 has no step: no turn of the agent, no row
+    assert len(rows) == 6 and all(set(row) == {"messages", "tools"} for row in rows)
     by_task = {(row["messages"][0]["content"], len(row["messages"])): row for row in rows}
     solved_row = by_task[(TASK_A, 6)]
     assert solved_row["messages"] == [
@@ -212,8 +212,7 @@ def test_trl_messages_use_the_function_calling_shape(logged_in, mixed):
     assert [m["role"] for m in two["messages"]] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert [m.get("tool_call_id") for m in two["messages"] if m["role"] == "tool"] == ["a", "b"]
     assert two["messages"][2]["content"] == "x" and two["messages"][4]["content"] == "restocked SKU-1"
-    empty = next(r for r in rows if len(r["messages"]) == 2)
-    assert empty["messages"][1] == {"role": "assistant", "content": CLOSING_TURN} and empty["tools"] == []
+    assert not [r for r in rows if len(r["messages"]) == 2]  # never the task and the closing turn alone
     for row in rows:
         assert not any("initialize" in str(m.get("content")) for m in row["messages"])  # environment steps: no turns
         assert_message_shape(row["messages"])

@@ -107,21 +107,21 @@ def test_the_steps_are_aligned_by_tool_call_and_the_first_divergence_is_marked(p
     assert outcome_row(doc, "stage_inventory") == ["1", "1"]
     assert outcome_row(doc, "stage_order") == ["1", "0"]
 
-    # list_inventory paired; A's restock of 4 and B's restock of 5 each alone; the closing words paired.
-    assert aligned(doc) == [("1", "1"), ("2", "2"), ("3", None), (None, "3"), ("4", "4")]
+    # list_inventory paired; A's restock of 4 beside B's restock of 5 (the same tool); the closing words paired.
+    assert aligned(doc) == [("1", "1"), ("2", "2"), ("3", "3"), ("4", "4")]
     rows = doc.select("ol.diff-rows > li")
     assert texts(rows[2], ".side-a pre.command") == ['restock {"sku": "SKU-2", "quantity": 4}']
-    assert texts(rows[3], ".side-b pre.command") == ['restock {"sku": "SKU-2", "quantity": 5}']
-    assert "no step here in B" in one(rows[2], ".side-b").get_text()
-    assert texts(rows[2], ".row-note") == ["only in A"] and texts(rows[3], ".row-note") == ["only in B"]
+    assert texts(rows[2], ".side-b pre.command") == ['restock {"sku": "SKU-2", "quantity": 5}']
+    assert texts(rows[2], ".row-note") == ["same tool, other arguments"]
 
     first = one(doc, "#first-divergence")
     assert first is rows[2] and "first-divergence" in attr(first, "class")
     assert texts(doc, ".divergence-mark") == ["First divergence"]  # one row only
     jump = one(doc, "#diff-summary")
     assert [attr(link, "href") for link in jump.select("a")] == ["#first-divergence"]
-    assert "Go to the first divergence (row 3: A step 3)." in " ".join(jump.get_text().split())
-    assert "3 rows alike, 1 only in A, 1 only in B, 0 in other words." in jump.get_text()
+    assert "Go to the first divergence (row 3: A step 3, B step 3)." in " ".join(jump.get_text().split())
+    said = " ".join(jump.get_text().split())
+    assert "3 rows alike, 1 with other arguments, 0 only in A, 0 only in B, 0 in other words." in said
 
 
 def test_identical_trials_show_no_divergence(page, database, catalog):
@@ -152,7 +152,7 @@ def test_the_page_stacks_its_sides_in_markup_order_and_stays_within_its_statemen
     with counting_queries(database) as statements:
         response = page.get(diff_url(a, b))
     assert response.status_code == 200
-    # the session and membership, then each trial's one read: no statement per step or per row
+    # the session and membership, each trial's read and its triage's, the label set once: none per step or row
     assert len(statements) <= 8, statements
     boosted = page.get(diff_url(a, b), headers={"HX-Request": "true", "HX-Boosted": "true"})
     assert is_whole_page(boosted.text)
