@@ -136,7 +136,11 @@ SEARCH_HELP = (
 SEARCH = Control(
     "Search trajectories",
     "search",
-    (("maxlength", str(SEARCH_QUERY_CHARS)), ("placeholder", '"permission denied", restock*, SKU-7062')),
+    (
+        ("maxlength", str(SEARCH_QUERY_CHARS)),
+        ("placeholder", '"permission denied", restock*, SKU-7062'),
+        ("aria-keyshortcuts", "/"),  # static/keys.js: "/" on any page puts the cursor here
+    ),
     css_class="search-field",
 )
 STATUSES = Control("Status", "select", options=_fixed(*((s, s) for s in ("failed", "error", "succeeded"))))
