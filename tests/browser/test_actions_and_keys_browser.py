@@ -182,10 +182,10 @@ def test_trial_keys_walk_the_run_when_the_trial_is_opened_from_no_list(pages, ba
     page.wait_for_selector("#triage")
     page.wait_for_load_state("load")
     assert trial_number(page) == "Trial 2 of 6"
-    assert "n/p next/previous trial of the run" in page.locator("#triage").inner_text()
 
     page.keyboard.press("n")
     page.wait_for_selector("h1:has-text('Trial 3 of 6')")
+    assert "n/p next/previous trial of the run" in page.locator("#triage").inner_text()
     page.wait_for_load_state("load")
     page.keyboard.press("p")
     page.wait_for_selector("h1:has-text('Trial 2 of 6')")
