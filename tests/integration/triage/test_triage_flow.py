@@ -78,7 +78,8 @@ def test_a_trial_opened_without_a_list_walks_its_run_by_key(shared_flow, databas
     ]
 
     def walk_keys(first: str, key: str) -> list[str]:
-        visited, url = [], f"/trials/{first}"
+        visited: list[str] = []
+        url: str | None = f"/trials/{first}"
         while url:
             page = parse(api.get(url).text)
             visited.append(url.rsplit("/", 1)[1])
