@@ -21,10 +21,13 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt requirements-trl.txt example
 	touch $@ $(VENV)/.runtime
 
 # The worker runs beside the web server so runs started from the dashboard make progress; Ctrl-C stops both.
+# instance/serving-url holds the address while it serves, so `flask invite` prints links on it.
 run: $(VENV)/.runtime sandbox
 	$(BIN)/flask init-db
 	$(BIN)/flask demo --if-empty
-	$(BIN)/flask worker & worker=$$!; trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT INT TERM; \
+	echo http://127.0.0.1:$(PORT) > instance/serving-url; \
+	$(BIN)/flask worker & worker=$$!; \
+	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker; rm -f instance/serving-url' EXIT INT TERM; \
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 # Tenant programs (command agents, MCP servers, verifiers) run under bubblewrap, and those that opt into the network

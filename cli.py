@@ -6,11 +6,11 @@ db.py registers init-db); bad input prints one `Error:` line and exits 1 without
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import click
 from flask import Flask, url_for
@@ -57,6 +57,7 @@ class RuleChoice(click.Choice):
 
 
 ROLE = RuleChoice(one_of(*ROLES), "role")
+SERVING_URL_FILE = "serving-url"  # instance/serving-url: the address `make run` serves on, written while it runs
 DATASET_NAME = text(200, required=True)  # as POST /api/v1/datasets holds a name
 
 
@@ -123,18 +124,26 @@ def register_commands(app: Flask) -> None:
     @click.option("--role", type=ROLE, default="member", show_default=True, help="The role in the organization.")
     @click.option(
         "--base-url",
-        default=lambda: os.environ.get("AGENTFORGE_BASE_URL", "http://127.0.0.1:5000"),
-        help="Where the dashboard is served (default $AGENTFORGE_BASE_URL or http://127.0.0.1:5000).",
+        default=None,
+        help=f"Where the dashboard is served (default: $AGENTFORGE_BASE_URL, else the address `make run` serves on, "
+        f"which it writes to instance/{SERVING_URL_FILE} while it runs).",
     )
-    def invite_command(email: str, org_name: str, role: str, base_url: str) -> None:
-        """Invite EMAIL to ORG as ROLE; the single-use link (7 days) is printed on the last line."""
+    def invite_command(email: str, org_name: str, role: str, base_url: str | None) -> None:
+        """Invite EMAIL to ORG as ROLE; the single-use link (7 days) is printed on the last line: on --base-url,
+        AGENTFORGE_BASE_URL or the address `make run` serves on, else its path with how to give the address."""
         org = _existing_org(database(), org_name)
         with database().admin_session(org.id) as session, session.begin():
             row, token = _or_fail(lambda: invite(session, org.id, email, role, None))
         with app.test_request_context():
-            link = base_url.rstrip("/") + url_for("invitations.show", token=token)
+            path = url_for("invitations.show", token=token)
+        base = base_url or app.config.get("AGENTFORGE_BASE_URL") or _serving_url(Path(app.instance_path))
         click.echo(f"Invited {row.email} as {role} of {org.name}; send them this link (works once, for 7 days):")
-        click.echo(link)
+        if base is None:
+            click.echo(
+                "The dashboard's address is not known here (no AGENTFORGE_BASE_URL, no `make run` serving): set "
+                "AGENTFORGE_BASE_URL or pass --base-url to print the whole link. Its path on the dashboard:"
+            )
+        click.echo((base or "").rstrip("/") + path)
 
     @app.cli.command("create-token")
     @click.argument("email")
@@ -322,6 +331,17 @@ def _imported(dataset: str, imported: HarborDatasetImport) -> list[tuple[str, bo
     count = imported.version.task_count
     lines.append((f"Dataset {dataset} version {imported.version.version} ({count} tasks) {made}.", False))
     return lines
+
+
+def _serving_url(instance: Path) -> str | None:
+    """The address `make run` serves the dashboard on (instance/serving-url, which it writes at start and removes
+    when it stops), or None when nothing serves there or the file holds no http(s) address."""
+    try:
+        written = (instance / SERVING_URL_FILE).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    parts = urlsplit(written)
+    return written if parts.scheme in ("http", "https") and parts.hostname and "\n" not in written else None
 
 
 def _existing_org(database: Database, name: str) -> Organization:

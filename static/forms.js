@@ -8,7 +8,8 @@
  *    the first keyboard change pushes the URL, the next ones replace it, until focus or the pointer moves on.
  * 4. Copy buttons (macros.html copy_text) are shown and copy their read-only field; focusing the field selects it.
  * 6. URL-mirroring filter forms leave empty fields out of the request (and so out of the pushed URL), and their
- *    "More filters" disclosure is open on wide screens (folded on a phone unless one of them is set).
+ *    "More filters" disclosure, once the reader opens it, stays open when htmx swaps the results (the server folds
+ *    it unless one of its filters is set, so the list starts on the first screen).
  * 5. A form's hidden `next` (login, switching organization) keeps the page's #fragment: browsers keep a fragment
  *    through the redirect to /login but never send it, so a #step-N link opens that step after logging in.
  */
@@ -168,10 +169,16 @@
     empty.forEach(function (name) { parameters.delete(name); });
   });
 
-  function openMoreFilters(root) {
-    if (!window.matchMedia("(min-width: 720px)").matches) return;
-    (root || document).querySelectorAll("details.more-filters:not([open])").forEach(function (d) { d.open = true; });
-  }
-  document.addEventListener("DOMContentLoaded", function () { openMoreFilters(document); });
-  document.addEventListener("htmx:load", function (event) { openMoreFilters(event.target); });
+  /* "More filters" opened by the reader (its summary clicked) stays open when htmx swaps the explorer with the
+   * results it asked for; a new page starts from what the server says (open when one of its filters is set). */
+  var moreFiltersOpened = false;
+  document.addEventListener("click", function (event) {
+    var summary = event.target instanceof Element ? event.target.closest("details.more-filters > summary") : null;
+    if (summary) moreFiltersOpened = !summary.parentElement.open; // read before the click toggles it
+  });
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (!target || target.id !== "explorer") { moreFiltersOpened = false; return; }
+    if (moreFiltersOpened) target.querySelectorAll("details.more-filters").forEach(function (d) { d.open = true; });
+  });
 })();

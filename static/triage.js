@@ -1,6 +1,8 @@
 // The trial page's triage keys: n / p the next and previous match of the list the trial was opened from, u back
-// to that list, l to the label picker, r marks the trial reviewed, x opens "exclude" with its reason, ? shows or
-// hides the list of keys. Each key does what a visible link, button or field does (the page works without it).
+// to that list (opened from no list: the next and previous trial of its run, and the run), l to the label picker,
+// r marks the trial reviewed, x opens "exclude" with its reason, ? shows or hides the list of keys. Each key does
+// what a visible link, button or field does (the page works without it): n, p and u follow the link the page marks
+// with data-key.
 // Loaded on every page (htmx-boosted navigation swaps only the body), it acts only where #triage is present.
 (function () {
   "use strict";
@@ -11,7 +13,7 @@
   }
 
   function follow(key) {
-    var link = document.querySelector('nav.matches a[data-key="' + key + '"]');
+    var link = document.querySelector('#main a[data-key="' + key + '"]');
     if (link) link.click();
     return Boolean(link);
   }

@@ -136,7 +136,11 @@ SEARCH_HELP = (
 SEARCH = Control(
     "Search trajectories",
     "search",
-    (("maxlength", str(SEARCH_QUERY_CHARS)), ("placeholder", '"permission denied", restock*, SKU-7062')),
+    (
+        ("maxlength", str(SEARCH_QUERY_CHARS)),
+        ("placeholder", '"permission denied", restock*, SKU-7062'),
+        ("aria-keyshortcuts", "/"),  # static/keys.js: "/" on any page puts the cursor here
+    ),
     css_class="search-field",
 )
 STATUSES = Control("Status", "select", options=_fixed(*((s, s) for s in ("failed", "error", "succeeded"))))
@@ -173,8 +177,10 @@ TRIAL_FILTERS = (
     TrialFilter("status", TrialStatus, one_of(*TRIAL_STATUSES), "The trial's status", "status: {}", STATUSES),
     TrialFilter("rewardBand", RewardBand, one_of(*REWARD_BANDS), BAND_HELP, _band_chip,
                 Control("Reward", "select", options=_fixed(*BAND_LABELS.items()))),
-    TrialFilter("minReward", float, REWARD, "Reward at least", "reward ≥ {}", Control("from", "number", REWARD_INPUT)),
-    TrialFilter("maxReward", float, REWARD, "Reward at most", "reward ≤ {}", Control("to", "number", REWARD_INPUT)),
+    TrialFilter("minReward", float, REWARD, "Reward at least", "reward ≥ {}",
+                Control("Reward from", "number", REWARD_INPUT)),
+    TrialFilter("maxReward", float, REWARD, "Reward at most", "reward ≤ {}",
+                Control("Reward to", "number", REWARD_INPUT)),
     TrialFilter("failureCategory", str, text(FAILURE_CATEGORY_CHARS), "The trial's failure category", "category: {}",
                 Control("Category", "select", options=_categories)),
     TrialFilter("stagePassed", StageKeys, STAGE_KEYS, PASSED_HELP, "{} passed",
@@ -193,7 +199,7 @@ TRIAL_FILTERS = (
     TrialFilter("finishedAfter", datetime, MOMENT, "Finished at or after (UTC unless an offset)", "finished from {}",
                 _field(16, "2026-05-01T12:00", "Finished from")),
     TrialFilter("finishedBefore", datetime, MOMENT, "Finished before (UTC unless an offset)", "finished before {}",
-                _field(16, "2026-05-02", "before")),
+                _field(16, "2026-05-02", "Finished before")),
     TrialFilter("task", str, TASK_KEY, TASK_HELP, lambda v, _: f"task {v[:8]}", _field(12, "task key (md5)", "Task")),
     TrialFilter("label", LabelNames, LABEL_NAMES, LABEL_HELP, "label: {}",
                 Control("Labels", attrs=(("list", "label-names"), ("placeholder", "flaky-verifier"))), listed=True),

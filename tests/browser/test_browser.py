@@ -177,6 +177,7 @@ def test_the_explorer_filters_shows_chips_and_back_restores_the_form(live_server
     page.wait_for_selector(".chip:has-text('status: failed')")
     assert "status=failed" in page.url
     assert page.locator(".badge.status-succeeded").count() == 0 and page.locator(".badge.status-failed").count() > 0
+    page.click("details.more-filters > summary")  # folded while none of its filters is set
     page.select_option("select[name=failureCategory]", "gave_up")
     page.wait_for_selector(".chip:has-text('category: gave_up')")
     assert "failureCategory=gave_up" in page.url

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import uuid
 
 import pytest
 from sqlalchemy import text
 
+from cli import SERVING_URL_FILE
 from tests.conftest import PASSWORD, AuthActions, csrf_token_from
 from tests.helpers import attr, invitation_link, one, parse, texts
+from tests.paths import ROOT
 
 
 def rows(owner_engine, sql: str) -> list:
@@ -289,6 +292,57 @@ def test_cli_invite_prints_a_working_link(runner, app, make_org, owner_engine):
     assert accept_with_password(newcomer, link.removeprefix("http://dash.example")).status_code == 303
     me = newcomer.get("/api/v1/me").json
     assert me["email"] == "cli@acme.test" and me["role"] == "viewer"
+
+
+@pytest.fixture
+def instance(app, monkeypatch, tmp_path):
+    """An instance folder of the test's own (where `make run` writes the address it serves on) and no
+    AGENTFORGE_BASE_URL."""
+    monkeypatch.setattr(app, "instance_path", str(tmp_path))
+    monkeypatch.setitem(app.config, "AGENTFORGE_BASE_URL", None)
+    monkeypatch.delenv("AGENTFORGE_BASE_URL", raising=False)
+    return tmp_path
+
+
+def cli_invite(runner, email: str) -> list[str]:
+    """`flask invite EMAIL --org "Acme RL"` without --base-url; its lines."""
+    result = runner.invoke(args=["invite", email, "--org", "Acme RL"])
+    assert result.exit_code == 0, result.output
+    return result.output.strip().splitlines()
+
+
+def test_cli_invite_links_to_the_port_make_run_serves_on(runner, app, make_org, instance):
+    make_org("Acme RL")
+    (instance / SERVING_URL_FILE).write_text("http://127.0.0.1:8000\n")  # `PORT=8000 make run` serving
+    link = cli_invite(runner, "new@acme.test")[-1]
+    assert link.startswith("http://127.0.0.1:8000/invitations/"), link
+    assert accept_with_password(app.test_client(), link.removeprefix("http://127.0.0.1:8000")).status_code == 303
+
+
+def test_cli_invite_links_to_agentforge_base_url_first(runner, app, make_org, instance, monkeypatch):
+    make_org("Acme RL")
+    (instance / SERVING_URL_FILE).write_text("http://127.0.0.1:8000\n")
+    monkeypatch.setitem(app.config, "AGENTFORGE_BASE_URL", "https://rl.example.com/")
+    assert cli_invite(runner, "new@acme.test")[-1].startswith("https://rl.example.com/invitations/")
+
+
+def test_cli_invite_without_an_address_prints_the_path_and_how_to_give_one(runner, app, make_org, instance):
+    make_org("Acme RL")
+    (instance / SERVING_URL_FILE).write_text("not an address")  # ignored, as a missing one
+    lines = cli_invite(runner, "new@acme.test")
+    assert re.fullmatch(r"/invitations/[A-Za-z0-9_-]+", lines[-1]), lines
+    assert "set AGENTFORGE_BASE_URL or pass --base-url" in lines[-2]
+    assert not any("5000" in line for line in lines)
+    assert accept_with_password(app.test_client(), lines[-1]).status_code == 303
+
+
+def test_make_run_writes_the_address_it_serves_on_while_it_runs():
+    planned = subprocess.run(
+        ["make", "-n", "run", "PORT=8123"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert f"echo http://127.0.0.1:8123 > instance/{SERVING_URL_FILE}" in planned
+    assert f"rm -f instance/{SERVING_URL_FILE}" in planned  # in the trap that stops the worker
+    assert "--port 8123" in planned
 
 
 @pytest.mark.bad_input

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ApiClient
 from tests.factories import finish_runs, make_catalog
-from tests.helpers import api_ids, attr, one, parse, table_counts
+from tests.helpers import api_ids, attr, one, parse, rows, table_counts
 from tests.worlds import shared_world
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
@@ -62,6 +62,39 @@ def test_a_trial_opened_without_a_list_has_no_match_links(shared_flow):
     api = shared_flow["api"]
     trial = api_ids(api)[0]
     assert parse(api.get(f"/trials/{trial}").text).select("nav.matches") == []
+
+
+def test_a_trial_opened_without_a_list_walks_its_run_by_key(shared_flow, database):
+    api, org = shared_flow["api"], shared_flow["member"].org.id
+    run_id = rows(database, org, "SELECT evaluation_run_id FROM evaluation_trials LIMIT 1")[0][0]
+    in_order = [
+        str(row[0])
+        for row in rows(
+            database,
+            org,
+            "SELECT id FROM evaluation_trials WHERE evaluation_run_id = :r ORDER BY trial_number",
+            r=run_id,
+        )
+    ]
+
+    def walk_keys(first: str, key: str) -> list[str]:
+        visited: list[str] = []
+        url: str | None = f"/trials/{first}"
+        while url:
+            page = parse(api.get(url).text)
+            visited.append(url.rsplit("/", 1)[1])
+            keyed = page.select(f'#main a[data-key="{key}"]')
+            assert len(keyed) <= 1, f"{key} names {len(keyed)} links"
+            url = attr(keyed[0], "href") if keyed else None
+            assert len(visited) <= 10, "the walk does not end"
+        return visited
+
+    assert walk_keys(in_order[0], "n") == in_order
+    assert walk_keys(in_order[-1], "p") == list(reversed(in_order))
+    page = parse(api.get(f"/trials/{in_order[2]}").text)
+    assert [attr(a, "href") for a in page.select('#main a[data-key="u"]')] == [f"/runs/{run_id}"]
+    listed = parse(api.get(f"/trials/{in_order[2]}?sort=failed").text)  # from a list: its keys alone
+    assert all(a.find_parent("nav", class_="matches") for a in listed.select("#main a[data-key]"))
 
 
 def test_a_triage_change_returns_to_the_trial_with_its_list(shared_flow):
