@@ -35,7 +35,7 @@ def test_a_new_organization_sees_six_steps_that_tick_themselves(api, database, m
         assert not steps(api)["Open a failed trial"]
     api.get(f"/trials/{api_ids(api, 'rewardBand=failed')[0]}")
     assert list(steps(api).values()) == [True, True, True, True, False, False]
-    version_side = f"/compare?a={catalog.version_id}&b={catalog.version_id}"
+    version_side = f"/compare?a={catalog.version_id}&b={runs[1]}"
     assert api.get(version_side).status_code == 200 and not steps(api)["Compare two runs"]
     assert api.get(f"/compare?a={runs[0]}&b={runs[1]}").status_code == 200
     assert list(steps(api).values()) == [True, True, True, True, True, False]
