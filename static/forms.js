@@ -182,7 +182,7 @@
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     var detail = event.detail || {};
-    var elt = detail.elt || (detail.requestConfig && detail.requestConfig.elt);
+    var elt = detail.requestConfig && detail.requestConfig.elt; // the form (a boosted form's events fire on body)
     var status = detail.xhr ? detail.xhr.status : 0;
     if (!(elt instanceof Element) || !elt.closest("[data-swap-refusals]") || status < 400 || status > 499) return;
     detail.shouldSwap = true;
