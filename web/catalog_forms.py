@@ -29,7 +29,7 @@ from web.model_forms import (
     refused_path,
     schema_of,
 )
-from web.validation import every_refusal, parse
+from web.validation import ApiModel, every_refusal, parse
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ class CatalogForm:
             self.refuse(f"{refused.path} {refused.says}", path=refused.path)
         return body
 
-    def check_body(self, model: type[BaseModel], body: Mapping[str, Any], stand_in: Any = None, **context: Any) -> Any:
+    def check_body(self, model: type[ApiModel], body: Mapping[str, Any], stand_in: Any = None, **context: Any) -> Any:
         """The body's own fields as `model` (the nested config, checked apart, replaced by `stand_in` when the model
         needs one); None with every bad field refused in place."""
         top = {key: value for key, value in body.items() if key != self.nested_key}

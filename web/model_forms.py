@@ -409,8 +409,8 @@ class FormErrors:
         """The error summary's lines in the form's order, each the id of the input (or group) it is about and its
         message: those that name no input first (no id), then each input's, the JSON view's last."""
         ids = [(f.path, f.input_id) for f in flat(fields)] + [("config_json", "config_json")]
-        named = [(input_id, self.by_path[path]) for path, input_id in ids if path in self.by_path]
-        return [(None, message) for message in self.general] + named
+        lines: list[tuple[str | None, str]] = [(None, message) for message in self.general]
+        return lines + [(input_id, self.by_path[path]) for path, input_id in ids if path in self.by_path]
 
     def __bool__(self) -> bool:
         return bool(self.by_path or self.general)

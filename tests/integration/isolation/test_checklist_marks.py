@@ -22,9 +22,10 @@ pytestmark = pytest.mark.leak
 def two_members(database, make_member):
     """Ann of Org A and Bob of Org B, each with a mark."""
     ann, bob = make_member("ann@a.test", "Org A"), make_member("bob@b.test", "Org B")
-    for who, mark in ((ann, "compared-runs"), (bob, "hidden")):
-        with database.session(who.org.id, who.user.id) as session, session.begin():
-            leave_mark(session, who.org.id, who.user.id, mark)
+    with database.session(ann.org.id, ann.user.id) as session, session.begin():
+        leave_mark(session, ann.org.id, ann.user.id, "compared-runs")
+    with database.session(bob.org.id, bob.user.id) as session, session.begin():
+        leave_mark(session, bob.org.id, bob.user.id, "hidden")
     return ann, bob
 
 
