@@ -26,7 +26,13 @@ from domain.errors import AgentConfigError, DomainError, SpecError
 from domain.secret_env import hide_env
 from domain.specs import UPLOADED, spec_sha256, validate_spec
 from models import Environment, EnvironmentVersion, EvaluatorConfig
-from queries.environments import find_environment, list_evaluators, runnable_spec, versions_of
+from queries.environments import (
+    environments_with_versions,
+    find_environment,
+    list_evaluators,
+    runnable_spec,
+    versions_of,
+)
 from web.catalog_bodies import EnvironmentCreate, EvaluatorConfigCreate
 from web.catalog_forms import (
     AGENT_TEMPLATES,
@@ -39,8 +45,7 @@ from web.catalog_forms import (
 )
 from web.database import request_session
 from web.htmx import redirect_after_write, render
-from web.params import parse_uuid
-from web.validation import Invalid, parse
+from web.params import optional_uuid, parse_uuid
 from writes.environments import create_environment, create_environment_version, create_evaluator_config
 from writes.once import once, submitted
 
@@ -57,19 +62,6 @@ def _template(templates: dict[str, Template], default: str) -> Template:
 
 def _submission_key() -> uuid.UUID | None:
     return parse_uuid(str(request.form.get("submission_key", "")))
-
-
-def _body_fields(form: CatalogForm, body: dict[str, Any], model: type, stand_in: Any = None, **context: Any) -> Any:
-    """The body's own fields checked by the API's model, the nested config (checked apart) replaced by `stand_in`
-    when the model needs one; None with the refusal kept."""
-    top = {key: value for key, value in body.items() if key != form.nested_key}
-    if stand_in is not None:
-        top[form.nested_key] = stand_in
-    try:
-        return parse(model, top, **context)
-    except Invalid as invalid:
-        form.refuse(invalid.detail)
-        return None
 
 
 def _config_json(example: dict[str, Any]) -> str:
@@ -169,8 +161,8 @@ EVALUATOR = Creation(
     check=validate_agent,
     refused=AgentConfigError,
     write=_write_evaluator,
-    done=lambda row: url_for("catalog.evaluators"),
-    said=lambda row: f"Created the evaluator {row.name}. Start a run of it from an environment's page.",
+    done=lambda row: url_for("catalog.evaluators", created=row.id),  # the list offers "Start a run with it"
+    said=lambda row: f"Created the evaluator {row.name}.",
     stand_in=SCRIPTED,
     first_values={"attemptCount": 4},
 )
@@ -198,32 +190,27 @@ def _create(kind: Creation):
         values = values_under(template.example, f"{kind.nested_key}.", form.nested) | kind.first_values
         return _page(kind, template, form, values, uuid.uuid4())
     values, key = posted_values(form.fields, request.form), _submission_key()
-    json_view = request.form.get("source") == "json"
     body = form.body(request.form)
     session = request_session()
-    checked = config = None
-    if body is not None:
-        context = {"max_trial_timeout_s": current_app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"]}
-        checked = _body_fields(form, body, kind.body, kind.stand_in, **context)
-        try:
-            config = kind.check(body[kind.nested_key])
-        except kind.refused as error:
-            form.refuse(str(error), json_view=json_view)
-        if checked is not None and session.scalar(select(kind.model.id).where(kind.model.name == checked.name)):
-            earlier = submitted(session, kind.model, key)
-            if earlier is not None:  # this very form was submitted before
-                return redirect_after_write(kind.done(earlier))
-            form.refuse(f"name: {kind.what} named {checked.name!r} already exists", path="name")
+    context = {"max_trial_timeout_s": current_app.config["AGENTFORGE_MAX_TRIAL_TIMEOUT_S"]}
+    checked = form.check_body(kind.body, body, kind.stand_in, **context)
+    config = form.check_config(template.model, body.get(kind.nested_key), kind.check, kind.refused)
+    name = str(body.get("name", "")).strip()
+    if "name" not in form.errors.by_path and session.scalar(select(kind.model.id).where(kind.model.name == name)):
+        earlier = submitted(session, kind.model, key)
+        if earlier is not None:  # this very form was submitted before
+            return redirect_after_write(kind.done(earlier))
+        form.say("name", f"{kind.what.capitalize()} named {name!r} already exists: choose another name")
     if form.errors or checked is None or config is None:
         return _page(kind, template, form, values, key or uuid.uuid4(), status=422)
     try:
         row, new = once(session, kind.model, key, lambda: kind.write(session, checked, config, key))
     except kind.refused as error:
-        form.refuse(str(error), json_view=json_view)
+        form.refuse(str(error))
         return _page(kind, template, form, values, key or uuid.uuid4(), status=422)
     except IntegrityError:  # a name taken since it was checked
         session.rollback()
-        form.refuse(f"name: {kind.what} named {checked.name!r} already exists", path="name")
+        form.say("name", f"{kind.what.capitalize()} named {checked.name!r} already exists: choose another name")
         return _page(kind, template, form, values, key or uuid.uuid4(), status=422)
     session.commit()
     if new:
@@ -285,12 +272,7 @@ def new_version(environment_id: uuid.UUID):
     values, key = posted_values(form.fields, request.form), _submission_key()
     body = form.body(request.form, kept_values)
     preview = None
-    spec = None
-    if body is not None:
-        try:
-            spec = validate_spec(body["spec"])
-        except SpecError as error:
-            form.refuse(str(error), json_view=request.form.get("source") == "json")
+    spec = form.check_config(template.model, body.get("spec"), validate_spec, SpecError)
     if spec is not None:
         preview = _preview(session, versions, spec, kept_values)
         if request.form.get("action") == "save" and preview["same_as"] is None:
@@ -302,7 +284,7 @@ def new_version(environment_id: uuid.UUID):
                     lambda: create_environment_version(session, environment, spec, submission_key=key),
                 )
             except SpecError as error:
-                form.refuse(str(error), json_view=request.form.get("source") == "json")
+                form.refuse(str(error))
             else:
                 session.commit()
                 flash(f"Created v{version.version} of {environment.name} (sha256 {version.spec_sha256[:12]}…).")
@@ -338,5 +320,12 @@ def _preview(session, versions: list[EnvironmentVersion], spec: dict[str, Any], 
 
 @bp.get("/evaluators")
 def evaluators():
-    """The organization's evaluator configurations: agent kind, attemptCount, budgets and runs."""
-    return render("catalog/evaluators.html", evaluators=list_evaluators(request_session()))
+    """The organization's evaluator configurations: agent kind, attemptCount, budgets and runs. After one is created
+    (`created`, where its form goes), the way on: "Start a run with it" on each environment that has a version (its
+    start-run form with the evaluator chosen)."""
+    session = request_session()
+    rows = list_evaluators(session)
+    created = optional_uuid("created")
+    new = next((row.config for row in rows if row.config.id == created), None)
+    run_on = environments_with_versions(session) if new is not None else []
+    return render("catalog/evaluators.html", evaluators=rows, created=new, run_on=run_on)

@@ -3,6 +3,8 @@ significance test."""
 
 from __future__ import annotations
 
+import uuid
+
 from flask import Blueprint, abort, g, redirect, request, url_for
 
 from domain import task_stats, task_verdict
@@ -13,19 +15,9 @@ from web.database import request_session
 from web.htmx import render
 from web.limits import expensive
 from web.params import given_args, optional_uuid, parse_uuid
-from web.sides import requested_sides
-from web.validation import Invalid
+from web.sides import SideRefused, picker_defaults, requested_sides
 
 bp = Blueprint("compare", __name__)
-
-
-def sides() -> tuple[SideRef, SideRef]:
-    """The two sides the query string names (web.sides.requested_sides, as the API reads them): 400 when malformed,
-    404 when unknown."""
-    try:
-        return requested_sides(request_session(), given_args())  # the picker sends an empty evaluator menu too
-    except Invalid as error:
-        abort(error.status, description=error.detail)
 
 
 def older_first(ids: list) -> list:
@@ -76,30 +68,50 @@ def charts(result: Comparison) -> dict:
     }
 
 
-def pick():
+def picked_environment(args: dict[str, str]) -> uuid.UUID | None:
+    """The environment of the sides a refused request named (A's, else B's), so the picker redraws its menus."""
+    session = request_session()
+    for name in ("a", "b"):
+        side_id = parse_uuid(args.get(name, ""))
+        ref = find_side(session, side_id) if side_id is not None else None
+        if ref is not None and ref.environment_id is not None:
+            return ref.environment_id
+    return None
+
+
+def pick(refused: SideRefused | None = None):
     """/compare with no sides: the picker (environment, then each side's version, run or dataset run and evaluator),
-    whose form submits the a/b URL; `environmentId` narrows the version and run menus, A defaults to the previous
-    version. `with` (a run, from a run row's "compare" link) is B, and A the run before it of the same version (else the
-    newest other run)."""
+    whose form submits the a/b URL; `environmentId` narrows the version and run menus (an htmx change of the
+    environment swaps the `sides` block alone). The sides start distinct (web.sides.picker_defaults): `with` (a
+    run, from a run row's "compare" link) is B and the run before it of its version A, else the two newest
+    versions, else the version's two newest runs.
+
+    With `refused`, the picker drawn again with the submitted choices and the refusal in place, at 422 (404 for a
+    side this organization has not): the htmx form swaps these answers too (data-swap-refusals, static/forms.js)."""
+    args = given_args()
     environment_id = optional_uuid("environmentId")
+    if refused is not None and environment_id is None:
+        environment_id = picked_environment(args)
     menus = compare_choices(request_session(), environment_id)
     versions = menus["version"]
     shown = environment_id or (versions[0].environment_id if versions else None)
     offered = [v for v in versions if v.environment_id == shown]
-    default_b = offered[0].id if offered else None  # newest first
-    default_a = offered[1].id if len(offered) > 1 else default_b
     runs = [r for r in menus["run"] if r.environment_id == shown]
-    chosen = optional_uuid("with")
-    if chosen is not None and chosen in {r.id for r in runs}:
-        position = [r.id for r in runs].index(chosen)
-        older = [r for r in runs[position + 1 :] if r.version_id == runs[position].version_id]
-        default_b = chosen
-        default_a = older[0].id if older else next((r.id for r in runs if r.id != chosen), chosen)
+    if refused is not None:
+        chosen = {key: parse_uuid(args.get(key, "")) for key in ("a", "b", "aEvaluatorConfigId", "bEvaluatorConfigId")}
+    else:
+        default_a, default_b = picker_defaults(offered, runs, menus["dataset_run"], optional_uuid("with"))
+        chosen = {"a": default_a, "b": default_b, "aEvaluatorConfigId": None, "bEvaluatorConfigId": None}
     return render(
         "compare/pick.html",
+        "sides",
+        status=200 if refused is None else (404 if refused.status == 404 else 422),
         menus=menus,
         environment_id=shown,
-        defaults={"a": default_a, "b": default_b},
+        versions=offered,
+        runs=runs,
+        chosen=chosen,
+        refused=refused,
     )
 
 
@@ -109,7 +121,9 @@ def show():
     """/compare?a=…&b=…: the two sides, each a run, an environment version (optionally one evaluator) or a dataset
     run; with no sides, the picker.
 
-    The run list's and version list's checkboxes submit `id` twice; that answer redirects to the a/b URL.
+    The run list's and version list's checkboxes submit `id` twice; that answer redirects to the a/b URL. A pair
+    the page cannot compare (a side missing or malformed, an evaluator on a run, A equal to B, a side unknown here)
+    redraws the picker with the refusal in place (422, or 404).
     """
     picked = request.args.getlist("id")
     if not picked and "a" not in request.args and "b" not in request.args:
@@ -119,7 +133,10 @@ def show():
         if len(ids) != 2 or None in ids:
             abort(400, description="Tick exactly two runs (or two versions) to compare.")
         return redirect(url_for("compare.show", **dict(zip("ab", older_first(ids), strict=True))), 303)
-    a, b = sides()
+    try:
+        a, b = requested_sides(request_session(), given_args())  # the picker sends an empty evaluator menu too
+    except SideRefused as refused:
+        return pick(refused)
     result = compare(request_session(), a, b)
     if a.kind == b.kind == "run":
         reached(g.org_id, COMPARED_RUNS)

@@ -53,7 +53,7 @@ def index():
 
 @bp.post("/checklist/hide")
 def hide_checklist():
-    """Hide the first-run checklist for this session."""
+    """Hide the first-run checklist for the member (web.checklist keeps it: at their next login too)."""
     hide(g.org_id)
     return redirect_after_write(url_for("environments.index"))
 
@@ -67,10 +67,12 @@ def _detail_or_404(environment_id: uuid.UUID, before: uuid.UUID | None = None):
 
 @bp.get("/environments/<uuid:environment_id>")
 def show(environment_id: uuid.UUID):
-    """An environment: immutable versions with pass@k, the start-run form, and recent runs (paged)."""
+    """An environment: immutable versions with pass@k, the start-run form (`evaluatorConfigId` chooses its
+    evaluator), and recent runs (paged)."""
     detail = _detail_or_404(environment_id, optional_uuid("before"))
     trend = pass_at_1_trend_chart(detail.environment.name, detail.trend) if detail.trend else None
-    return render("environments/show.html", "recent_runs", detail=detail, form=StartRunForm(), trend=trend)
+    form = StartRunForm(evaluator_config_id=optional_uuid("evaluatorConfigId"))  # "Start a run with it" chooses one
+    return render("environments/show.html", "recent_runs", detail=detail, form=form, trend=trend)
 
 
 @bp.post("/environments/<uuid:environment_id>/runs")

@@ -7,7 +7,7 @@ an integer from 1 to 8, not '3'"); `rule.apply_text(text)` reads a query-string 
 into the JSON value it stands for and applies the same rule. In a pydantic model a rule is `Annotated` metadata:
 pydantic runs it before the type's own validation (with `context={"query": True}` it reads strings as
 `apply_text` does), and its `schema` is merged into the field's JSON schema. `refusal()` turns a ValidationError
-into one sentence naming the first bad field.
+into one sentence naming the first bad field, `refusals()` into one per bad field.
 
 The policies, one each:
 * integer: a JSON number with no fraction (4.0 is the integer 4); never a string ("3"), never a boolean;
@@ -382,6 +382,22 @@ def refusal(error: ValidationError, where: str, model: type[BaseModel]) -> str:
     if unknown and all(len(loc) == 1 for loc in unknown):
         return f"unknown {where} keys: {', '.join(sorted(str(loc[0]) for loc in unknown))}"
     first: ErrorDetails = next((e for e in errors if e["type"] != "extra_forbidden"), errors[0])
+    return _sentence(first, where, model)
+
+
+def refusals(error: ValidationError, where: str, model: type[BaseModel]) -> list[str]:
+    """Every sentence of what is wrong with a config, one per bad field in the model's order (`refusal` says the
+    first), the unknown keys of the object itself in one."""
+    errors = error.errors()
+    unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden" and len(e["loc"]) == 1)
+    said = [f"unknown {where} keys: {', '.join(unknown)}"] if unknown else []
+    return said + [
+        _sentence(e, where, model) for e in errors if not (e["type"] == "extra_forbidden" and len(e["loc"]) == 1)
+    ]
+
+
+def _sentence(first: ErrorDetails, where: str, model: type[BaseModel]) -> str:
+    """One bad field's sentence: its path under `where` and its rule."""
     loc = first["loc"]
     path = ".".join([where, *map(str, loc)])
     if first["type"] == "rule":

@@ -33,6 +33,11 @@ LOOP_FAILURES: tuple[LoopFailure, ...] = get_args(LoopFailure)
 
 MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 8  # attemptCount: independent trials per run
 
+# What a member's visits leave on the first-run checklist (web/checklist.py, kept per member by migration 0043): it
+# was shown while the organization had no run, they opened a failed trial, compared two runs, or hid it.
+ChecklistMark = Literal["shown", "opened-failed-trial", "compared-runs", "hidden"]
+CHECKLIST_MARKS: tuple[ChecklistMark, ...] = get_args(ChecklistMark)
+
 # A trial's review state: nobody looked yet, somebody did, or it is kept out of training exports (with a reason).
 ReviewState = Literal["unreviewed", "reviewed", "excluded"]
 REVIEW_STATES: tuple[ReviewState, ...] = get_args(ReviewState)

@@ -2,6 +2,7 @@
 
 from models.accounts import AuthSession, LoginThrottle, Membership, Organization, User
 from models.base import Base
+from models.checklist import ChecklistMark
 from models.datasets import Dataset, DatasetRun, DatasetRunTask, DatasetTask, DatasetVersion
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout, TrialStage
@@ -22,6 +23,7 @@ __all__ = [
     "Artifact",
     "AuthSession",
     "Base",
+    "ChecklistMark",
     "Dataset",
     "DatasetRun",
     "DatasetRunTask",

@@ -384,3 +384,20 @@ CATALOG_COUNTS = text(
 def catalog_counts(session: Session) -> CatalogCounts:
     """The first-run checklist's counts, in one statement (runs and datasets only as far as "any")."""
     return all_by_name(CatalogCounts, session.execute(CATALOG_COUNTS))[0]
+
+
+@dataclass(frozen=True)
+class EnvironmentName:
+    """An environment a run can start on: its id and name."""
+
+    id: uuid.UUID
+    name: str
+
+
+def environments_with_versions(session: Session, limit: int = 20) -> list[EnvironmentName]:
+    """The organization's environments that have a version (a run needs one), by name, at most `limit`."""
+    has_version = select(EnvironmentVersion.id).where(EnvironmentVersion.environment_id == Environment.id).exists()
+    rows = session.execute(
+        select(Environment.id, Environment.name).where(has_version).order_by(Environment.name).limit(limit)
+    )
+    return [EnvironmentName(row.id, row.name) for row in rows]

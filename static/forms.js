@@ -12,6 +12,11 @@
  *    it unless one of its filters is set, so the list starts on the first screen).
  * 5. A form's hidden `next` (login, switching organization) keeps the page's #fragment: browsers keep a fragment
  *    through the redirect to /login but never send it, so a #step-N link opens that step after logging in.
+ * 7. A form marked data-swap-refusals (the compare picker) shows every 4xx answer in place: the server draws the
+ *    form again with the refusal, and htmx (whose config swaps 422 only) swaps the other 4xx answers of it too.
+ * 8. An error summary (templates/macros.html error_summary, the GOV.UK pattern) takes focus when a page or swap
+ *    shows it, and its links move focus to the field they name (a group's first input), scrolled into view with
+ *    its label.
  */
 (function () {
   "use strict";
@@ -180,5 +185,39 @@
     var target = event.detail && event.detail.target;
     if (!target || target.id !== "explorer") { moreFiltersOpened = false; return; }
     if (moreFiltersOpened) target.querySelectorAll("details.more-filters").forEach(function (d) { d.open = true; });
+  });
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var detail = event.detail || {};
+    var elt = detail.requestConfig && detail.requestConfig.elt; // the form (a boosted form's events fire on body)
+    var status = detail.xhr ? detail.xhr.status : 0;
+    if (!(elt instanceof Element) || !elt.closest("[data-swap-refusals]") || status < 400 || status > 499) return;
+    detail.shouldSwap = true;
+    detail.isError = false;
+  });
+
+  function focusErrorSummary(root) {
+    var summary = (root && root.querySelector ? root : document).querySelector(".error-summary");
+    if (!summary && root && root.classList && root.classList.contains("error-summary")) summary = root;
+    if (summary) summary.focus();
+  }
+  document.addEventListener("DOMContentLoaded", function () { focusErrorSummary(document); });
+  document.addEventListener("htmx:load", function (event) { focusErrorSummary(event.target); });
+
+  document.addEventListener("click", function (event) {
+    var link = event.target instanceof Element ? event.target.closest(".error-summary a[href^='#']") : null;
+    if (!link) return;
+    var target = document.getElementById(decodeURIComponent(link.getAttribute("href").slice(1)));
+    if (!target) return;
+    var field = target.matches("input, select, textarea") ? target
+      : target.querySelector("input:not([type=hidden]), select, textarea");
+    if (!field) return;
+    event.preventDefault();
+    var details = field.closest("details");
+    if (details) details.open = true;
+    var label = document.querySelector("label[for='" + field.id + "']");
+    var legend = field.closest("fieldset") && field.closest("fieldset").querySelector("legend");
+    (label || legend || field).scrollIntoView();
+    field.focus({ preventScroll: true });
   });
 })();

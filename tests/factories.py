@@ -33,6 +33,7 @@ from models import (
     StageMetricRollup,
 )
 from models.base import new_id
+from writes.checklist import leave_mark
 from writes.dataset_runs import start_dataset_run
 from writes.datasets import add_dataset_version, create_dataset
 from writes.invitations import invite
@@ -56,7 +57,8 @@ class OrgRows:
 
 def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-console") -> OrgRows:
     """Write an environment, version, evaluator config, run, trial, artifact, rollout, rollups, a dataset version
-    of two tasks and a dataset run of it (two queued runs) for `org_id`."""
+    of two tasks and a dataset run of it (two queued runs) for `org_id`; and with a member, a row of each triage
+    table and a checklist mark."""
     spec = {"kind": "builtin", "environment": name, "params": {}}
     body = json.dumps({"schemaVersion": 1, "log": "opened", "trajectory": json.dumps({"steps": []})}).encode()
     ids = OrgRows(org_id, *(new_id() for _ in range(7)))
@@ -164,7 +166,9 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
         )
         start_dataset_run(session, dataset_version.id, ids.config_id)  # a dataset run, its runs and rollup rows
     with database.admin_session(org_id) as session, session.begin():
-        user_id = session.execute(text("SELECT user_id FROM memberships LIMIT 1")).scalar()
+        user_id = session.execute(  # the owner role reads every organization's memberships: this one's
+            text("SELECT user_id FROM memberships WHERE organization_id = :org LIMIT 1"), {"org": org_id}
+        ).scalar()
         if user_id is not None:
             create_token(session, org_id, user_id, "seeded")
         invite(session, org_id, f"invitee-{org_id}@seed.test", "viewer", user_id)
@@ -176,6 +180,7 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
         change_labels(session, reviewer, ids.trial_id, names=["seeded"])
         set_review(session, reviewer, ids.trial_id, state="excluded", reason="seeded", human_category="seeded")
         add_note(session, reviewer, ids.trial_id, "a seeded note")
+        leave_mark(session, org_id, user_id, "shown")  # the first-run checklist's progress
     return ids
 
 

@@ -3,30 +3,33 @@
 A template names a spec or agent variant (domain.specs.VARIANTS, domain.agents.AGENTS) and an example to start
 from. `CatalogForm` holds one form's inputs: the top-level body model's (EnvironmentCreate, EvaluatorConfigCreate,
 without the nested config) and the variant's under `spec.` or `agent.`; it reads the posted form back into the API's
-JSON body and places a refusal next to the input it names.
+JSON body and places every refusal next to the input it names, in the page's words.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from domain.agents import AGENTS
+from domain.rules import refusals
 from domain.specs import VARIANTS
 from web.model_forms import (
     FieldRefused,
     FormErrors,
     ModelField,
     flat,
+    in_page_words,
     model_fields,
     posted_object,
     refused_path,
     schema_of,
 )
+from web.validation import ApiModel, every_refusal, parse
 
 
 @dataclass(frozen=True)
@@ -156,12 +159,17 @@ def posted_values(fields: list[ModelField], form: Mapping[str, Any]) -> dict[str
 
 @dataclass
 class CatalogForm:
-    """One create form: the body model's inputs, then the config variant's under `nested` (spec or agent)."""
+    """One create form: the body model's inputs, then the config variant's under `nested` (spec or agent).
+
+    Every refusal is kept at the input it names, in the page's words (the JSON view's in the API's, as that view
+    speaks the API's keys): `body` keeps the inputs that cannot be read, `check_body` every bad field of the body,
+    `check_config` every bad field of the config, so one submit shows them all."""
 
     top: list[ModelField]
     nested_key: str
     nested: list[ModelField]
     errors: FormErrors = field(default_factory=FormErrors)
+    posted: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, body_model: type[BaseModel], nested_key: str, template: Template) -> CatalogForm:
@@ -174,27 +182,81 @@ class CatalogForm:
         """Every input of the form, the body's first."""
         return [*self.top, *self.nested]
 
-    def body(self, form: Mapping[str, Any], kept: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    @property
+    def json_view(self) -> bool:
+        """Whether the nested config came from the JSON view."""
+        return self.posted.get("source") == "json"
+
+    def body(self, form: Mapping[str, Any], kept: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The API body the posted form stands for (the nested config from its inputs, or from the JSON view when
-        `source` is json); None with errors kept when an input cannot be read."""
-        try:
-            body = posted_object(self.top, form)
-            if form.get("source") == "json":
-                text = str(form.get("config_json", "")).strip()
-                try:
-                    body[self.nested_key] = json.loads(text)
-                except json.JSONDecodeError as error:
-                    raise FieldRefused("config_json", f"is not JSON ({error.msg} at line {error.lineno})") from None
-            else:
-                body[self.nested_key] = posted_object(self.nested, form, kept)
-        except FieldRefused as refused:
+        `source` is json); an input that cannot be read is refused in place and left out."""
+        self.posted = form
+        unreadable: list[FieldRefused] = []
+        body = posted_object(self.top, form, refused=unreadable)
+        if self.json_view:
+            text = str(form.get("config_json", "")).strip()
+            try:
+                body[self.nested_key] = json.loads(text)
+            except json.JSONDecodeError as error:
+                self.errors.add("config_json", f"is not JSON ({error.msg} at line {error.lineno})")
+        else:
+            body[self.nested_key] = posted_object(self.nested, form, kept, unreadable)
+        for refused in unreadable:
             self.refuse(f"{refused.path} {refused.says}", path=refused.path)
-            return None
         return body
 
-    def refuse(self, detail: str, *, path: str | None = None, json_view: bool = False) -> None:
-        """Keep a refusal next to the input it names (in the JSON view when that was used), else above the form."""
-        if path is None:
-            path = "config_json" if json_view and detail.startswith(f"{self.nested_key}") else None
-            path = path or refused_path(detail, "", self.fields)
-        self.errors.add(path, detail)
+    def check_body(self, model: type[ApiModel], body: Mapping[str, Any], stand_in: Any = None, **context: Any) -> Any:
+        """The body's own fields as `model` (the nested config, checked apart, replaced by `stand_in` when the model
+        needs one); None with every bad field refused in place."""
+        top = {key: value for key, value in body.items() if key != self.nested_key}
+        if stand_in is not None:
+            top[self.nested_key] = stand_in
+        refusals = every_refusal(model, top, **context)
+        for invalid in refusals:
+            self.refuse(invalid.detail)
+        return None if refusals else parse(model, top, **context)
+
+    def check_config(
+        self, model: type[BaseModel], config: Any, check: Callable[[Any], dict[str, Any]], refused: type[Exception]
+    ) -> dict[str, Any] | None:
+        """The nested config as `check` (the API's validation) normalises it; None with every bad field refused in
+        place (the JSON view's one refusal in the API's words), or nothing when the JSON view did not parse."""
+        if "config_json" in self.errors.by_path:
+            return None
+        if not self.json_view:
+            try:
+                model.model_validate(config)
+            except ValidationError as error:
+                for sentence in refusals(error, self.nested_key, model):
+                    self.refuse(sentence)
+                return None
+        try:
+            return check(config)
+        except refused as error:
+            self.refuse(str(error))
+            return None
+
+    def refuse(self, detail: str, *, path: str | None = None) -> None:
+        """Keep a refusal ("<path> <what is wrong>") next to the input it names, in the page's words (in the JSON
+        view when that was used and it is about the config), else above the form as it is."""
+        if self.json_view and detail.startswith(self.nested_key):
+            self.errors.add("config_json", detail)
+            return
+        path = path or refused_path(detail, "", self.fields)
+        found = next((f for f in flat(self.fields) if f.path == path), None)
+        if found is None:
+            self.errors.add(None, detail)
+            return
+        named, _, says = detail.partition(" ")
+        if named.rstrip(":,") != path:  # about a part inside the input (a key of its JSON)
+            says = f"{named.removeprefix(self.nested_key + '.')} {says}".strip()
+        self.errors.add(path, in_page_words(found, says, self._empty(found)))
+
+    def say(self, path: str, message: str) -> None:
+        """Keep a message already in the page's words at the input `path`."""
+        self.errors.add(path, message)
+
+    def _empty(self, f: ModelField) -> bool:
+        """Whether nothing was entered in the input."""
+        value = self.posted.get(f.path)
+        return value is None or (isinstance(value, str) and not value.strip())

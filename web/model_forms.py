@@ -5,7 +5,8 @@ and refusal have one source.
 with a widget; `posted_object(fields, form)` turns the posted form back into the JSON object the API would have
 been sent (a number that does not parse is passed on as text, so the model refuses it in its own words); the page
 then hands that object to the same validation and write as the API, and `refused_path` finds the field a refusal
-names ("spec.params.skus must be …" → `params.skus`) to show it in place.
+names ("spec.params.skus must be …" → `params.skus`) to show it in place, in the page's words (`in_page_words`:
+"SKUs must be a whole number from 3 to 20"); `FormErrors.summary` lists every refusal for the error summary.
 
 Secret `env` values are write-only: a form shows each name with an empty password field; left empty, a value the
 row already holds is kept (`kept`), never sent back to the browser.
@@ -90,11 +91,18 @@ WORDS = {
     "api": "API",
     "cwd": "working directory",
     "argv": "command",
+    "skus": "SKUs",
+    "params": "parameters",
+    "vars": "plain variables",
+    "env": "variable",
 }
+LABELS = {"env": "Secret variables"}  # a key whose label is not its words
 
 
 def _humane(key: str) -> str:
-    """A label from a field's key: timeoutS → "Timeout (seconds)", baseUrl → "Base URL"."""
+    """A label from a field's key: timeoutS → "Timeout (seconds)", baseUrl → "Base URL", skus → "SKUs"."""
+    if key in LABELS:
+        return LABELS[key]
     words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", key).replace("_", " ").lower().split()
     text = " ".join(WORDS.get(word, word) for word in words)
     return text[:1].upper() + text[1:]
@@ -250,48 +258,69 @@ def _pairs(path: str, text: str) -> dict[str, str]:
 
 
 def posted_object(
-    fields: list[ModelField] | tuple[ModelField, ...], form: Mapping[str, Any], kept: Mapping[str, str] | None = None
+    fields: list[ModelField] | tuple[ModelField, ...],
+    form: Mapping[str, Any],
+    kept: Mapping[str, str] | None = None,
+    refused: list[FieldRefused] | None = None,
 ) -> dict[str, Any]:
     """The JSON object a posted form stands for: empty optional inputs left out (the model's defaults apply), a
-    required one sent empty (so the model's refusal names it). FieldRefused for JSON text that does not parse."""
+    required one sent empty (so the model's refusal names it). FieldRefused for an input that cannot be read (JSON
+    text that does not parse, a NAME=value line without its "="), or, given `refused`, each such input kept there
+    and left out of the object, so the rest of the form is still checked."""
     obj: dict[str, Any] = {}
     for f in fields:
-        raw = form.get(f.path)
-        if isinstance(raw, str):
-            raw = raw.replace("\r\n", "\n")  # browsers send a text area's lines with CRLF
-        text = raw.strip() if isinstance(raw, str) else ""
-        if f.widget == "fixed":
-            obj[f.key] = f.default
-        elif f.widget == "group":
-            inner = posted_object(f.children, form, kept)
-            if inner or f.required:
-                obj[f.key] = inner
-        elif f.widget == "flag":
-            if raw is not None:
-                obj[f.key] = raw in ("on", "true", "1")
-            elif f.required:
-                obj[f.key] = False
-        elif f.widget == "env":
-            env = _env(form, f.path, kept or {})
-            if env:
-                obj[f.key] = env
-        elif not text:
-            if f.required:
-                obj[f.key] = "" if f.widget in ("text", "textarea", "choice") else None
-        elif f.widget in ("integer", "number"):
-            obj[f.key] = _number(text, f.widget)
-        elif f.widget == "lines":
-            obj[f.key] = [line.strip() for line in text.splitlines() if line.strip()]
-        elif f.widget == "pairs":
-            obj[f.key] = _pairs(f.path, text)
-        elif f.widget == "json":
-            try:
-                obj[f.key] = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise FieldRefused(f.path, f"is not JSON ({error.msg} at line {error.lineno})") from None
-        else:
-            obj[f.key] = raw if f.widget == "textarea" else text
+        try:
+            _post_field(obj, f, form, kept, refused)
+        except FieldRefused as error:
+            if refused is None:
+                raise
+            refused.append(error)
     return obj
+
+
+def _post_field(
+    obj: dict[str, Any],
+    f: ModelField,
+    form: Mapping[str, Any],
+    kept: Mapping[str, str] | None,
+    refused: list[FieldRefused] | None,
+) -> None:
+    """Put one input's value into `obj` (posted_object)."""
+    raw = form.get(f.path)
+    if isinstance(raw, str):
+        raw = raw.replace("\r\n", "\n")  # browsers send a text area's lines with CRLF
+    text = raw.strip() if isinstance(raw, str) else ""
+    if f.widget == "fixed":
+        obj[f.key] = f.default
+    elif f.widget == "group":
+        inner = posted_object(f.children, form, kept, refused)
+        if inner or f.required:
+            obj[f.key] = inner
+    elif f.widget == "flag":
+        if raw is not None:
+            obj[f.key] = raw in ("on", "true", "1")
+        elif f.required:
+            obj[f.key] = False
+    elif f.widget == "env":
+        env = _env(form, f.path, kept or {})
+        if env:
+            obj[f.key] = env
+    elif not text:
+        if f.required:
+            obj[f.key] = "" if f.widget in ("text", "textarea", "choice") else None
+    elif f.widget in ("integer", "number"):
+        obj[f.key] = _number(text, f.widget)
+    elif f.widget == "lines":
+        obj[f.key] = [line.strip() for line in text.splitlines() if line.strip()]
+    elif f.widget == "pairs":
+        obj[f.key] = _pairs(f.path, text)
+    elif f.widget == "json":
+        try:
+            obj[f.key] = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise FieldRefused(f.path, f"is not JSON ({error.msg} at line {error.lineno})") from None
+    else:
+        obj[f.key] = raw if f.widget == "textarea" else text
 
 
 def refused_path(detail: str, where: str, fields: list[ModelField] | tuple[ModelField, ...]) -> str | None:
@@ -311,6 +340,57 @@ def refused_path(detail: str, where: str, fields: list[ModelField] | tuple[Model
     return None
 
 
+_NOT_VALUE = re.compile(r", not (?:'.*'|\".*\"|None|-?[0-9][0-9.e+-]*|True|False)$", re.DOTALL)
+_TEXT = re.compile(r"must be text of (1 to|at most) ([0-9]+) characters without NUL")
+_RANGE = re.compile(r"must be (?:an integer|a number(?: of seconds)?) (from|above) (\S+) to (\S+)")
+
+
+def _article(words: str) -> str:
+    return ("an " if words[:1].lower() in "aeiou" else "a ") + words
+
+
+def _lower(label: str) -> str:
+    """A label inside a sentence: "Base URL" → "base URL", but "SKUs" and "API key variable" kept."""
+    return label if label[1:2].isupper() else label[:1].lower() + label[1:]
+
+
+def in_page_words(f: ModelField, says: str, empty: bool) -> str:
+    """A refusal of the input `f` in the page's words: its label, not its key; the rule without the API's wording
+    (the value is in the field, NUL is not typed). `says` follows the field's name ("must be text of 1 to 200
+    characters without NUL, not ''" → "Enter a name of 1 to 200 characters"); `empty` when nothing was entered."""
+    label, words = f.label, _lower(f.label)
+    says = _NOT_VALUE.sub("", says.strip())
+    text = _TEXT.fullmatch(says)
+    if text:
+        low, high = text.groups()
+        if low == "1 to":
+            return f"Enter {_article(words)} of 1 to {high} characters"
+        return f"{label} must be at most {high} characters"
+    number = _RANGE.fullmatch(says)
+    if number:
+        where, low, high = number.groups()
+        kind = "whole number" if f.widget == "integer" else "number"
+        bounds = f"from {low} to {high}" if where == "from" else f"above {low} and at most {high}"
+        if empty:
+            return f"Enter {_article(words)}: {_article(kind)} {bounds}"
+        return f"{label} must be {_article(kind)} {bounds}"
+    if f.widget == "lines" and "list of strings" in says:
+        return f"Enter {_article(words)}, one item per line"
+    if says == "must be a non-empty string" or (empty and f.widget in ("text", "textarea")):
+        return f"Enter {_article(words)}"
+    if f.widget == "choice" and says.startswith("must be one of "):
+        return f"Choose {_article(words)}: {says.removeprefix('must be ')}"
+    if f.widget == "group" and says.startswith("must be {"):
+        parts = [_lower(child.label) for child in f.children if child.widget != "json"]
+        return f"Fill in the {words}: {' or '.join(_article(part) for part in parts)}"
+    if f.widget == "flag" and says.startswith("must be true"):
+        why = re.split(r", so |\s\(", says.removeprefix("must be true").lstrip(": "))[0]
+        return f"Tick {label}" + (f": {why}" if why else "")
+    if says.startswith(("must ", "is ")):
+        return f"{label} {says}"
+    return f"{label}: {says}"
+
+
 @dataclass
 class FormErrors:
     """Refusals of a generated form: by input path, and those that name no input (shown above the form)."""
@@ -324,6 +404,13 @@ class FormErrors:
             self.general.append(message)
         else:
             self.by_path.setdefault(path, message)
+
+    def summary(self, fields: list[ModelField] | tuple[ModelField, ...]) -> list[tuple[str | None, str]]:
+        """The error summary's lines in the form's order, each the id of the input (or group) it is about and its
+        message: those that name no input first (no id), then each input's, the JSON view's last."""
+        ids = [(f.path, f.input_id) for f in flat(fields)] + [("config_json", "config_json")]
+        lines: list[tuple[str | None, str]] = [(None, message) for message in self.general]
+        return lines + [(input_id, self.by_path[path]) for path, input_id in ids if path in self.by_path]
 
     def __bool__(self) -> bool:
         return bool(self.by_path or self.general)

@@ -67,6 +67,17 @@ def parse(model: type[M], data: Any, **context: Any) -> M:
         raise _invalid(model, error.errors()[0]) from error
 
 
+def every_refusal(model: type[BaseModel], data: Any, **context: Any) -> list[Invalid]:
+    """Every field `data` fails as `model`, each refused as `parse` would refuse it alone ([] when it passes): a
+    page form shows them all at once."""
+    query = issubclass(model, QueryModel)
+    try:
+        model.model_validate(data, context={"query": query, **context})
+    except ValidationError as error:
+        return [_invalid(model, each) for each in error.errors()]
+    return []
+
+
 def _invalid(model: type[BaseModel], first: Any) -> Invalid:
     name = str(first["loc"][0]) if first["loc"] else "body"
     field = next((f for key, f in model.model_fields.items() if name in (key, f.alias)), None)

@@ -36,7 +36,7 @@ def test_a_new_organization_walks_the_checklist_to_a_comparison(
     page.fill("#f-name", "shop")
     page.fill("#f-spec-params-skus", "50")
     page.click("#environment-form button[type=submit]")
-    assert "must be an integer from 3 to 20" in page.locator("#f-spec-params-skus-error").inner_text()
+    assert "SKUs must be a whole number from 3 to 20" in page.locator("#f-spec-params-skus-error").inner_text()
     assert page.locator("#f-name").input_value() == "shop"  # the refused form is kept
     shot(page, "41-environment-form-refused")
     page.fill("#f-spec-params-skus", "6")

@@ -1,11 +1,15 @@
 """The browser's side of the first hour (Debian's chromium): every create form works with JavaScript off, copy
 buttons copy, a #step link survives logging in, and on a phone the explorer's first result is on the first
-screen."""
+screen; a refused form's error summary takes focus and its links move focus to the fields, with and without
+JavaScript, and the refused forms pass axe at both sizes, light and dark."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
+
+from tests.browser.test_accessibility import MEASURE, axe_violations, describe
 from tests.browser.test_browser import browser_page, live_server  # noqa: F401 (fixtures)
 from tests.browser_support import BROWSER_MARKS, chromium, log_in, member_with_failures, shot
 from tests.conftest import ApiClient
@@ -44,7 +48,7 @@ def test_every_create_form_works_with_javascript_off(live_server, database, make
         page.fill("#f-name", "novice")
         page.fill("#f-attemptCount", "x")
         page.click("#evaluator-form button[type=submit]")
-        assert "attemptCount" in page.locator("#f-attemptCount-error").inner_text()
+        assert "Attempt count must be a whole number from 1 to 8" in page.locator("#f-attemptCount-error").inner_text()
         page.fill("#f-attemptCount", "2")
         page.click("#evaluator-form button[type=submit]")
         page.wait_for_selector("text=Created the evaluator novice")
@@ -110,3 +114,89 @@ def test_on_a_phone_the_first_result_is_on_the_first_screen(
     page.select_option("select[name=status]", "failed")
     page.wait_for_url(re.compile(r".*/trials\?status=failed&sort=failed$"))  # no empty parameters pushed
     shot(page, "44-explorer-phone")
+
+
+def refuse_an_evaluator(page, base_url: str) -> None:
+    """Submit the scripted evaluator's form with three bad inputs."""
+    page.goto(f"{base_url}/evaluators/new?template=scripted")
+    page.fill("#f-name", "")
+    page.fill("#f-attemptCount", "9")
+    page.fill("#f-agent-skill", "3")
+    page.click("#evaluator-form button[type=submit]")
+    page.wait_for_selector("#error-summary")
+
+
+def focused(page) -> str:
+    return page.evaluate("document.activeElement && document.activeElement.id")
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+def test_the_error_summary_takes_focus_and_its_links_move_focus_to_the_fields(
+    live_server,  # noqa: F811
+    database,
+    make_member,
+    javascript,
+):
+    member = make_member("ann@newco.test", "NewCo", "member")
+    with chromium() as browser:
+        context = browser.new_context(java_script_enabled=javascript, viewport={"width": 390, "height": 844})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        log_in(page, live_server, member.email, member.password)
+        refuse_an_evaluator(page, live_server)
+        assert focused(page) == "error-summary"
+        assert page.locator("#error-summary h2").inner_text() == "There is a problem"
+        links = page.locator("#error-summary a")
+        assert links.all_inner_texts() == [
+            "Enter a name of 1 to 200 characters",
+            "Attempt count must be a whole number from 1 to 8",
+            "Skill must be a number from 0 to 1",
+        ]
+        for index, field in enumerate(["f-name", "f-attemptCount", "f-agent-skill"]):
+            page.locator("#error-summary a").nth(index).click()
+            page.wait_for_function("id => document.activeElement && document.activeElement.id === id", arg=field)
+            assert page.locator(f"#{field}").get_attribute("aria-invalid") == "true"
+        shot(page, f"45-error-summary-{'js' if javascript else 'no-js'}")
+        if javascript:  # a group's link focuses its first input, a JSON view's opens it
+            page.goto(f"{live_server}/environments/new?template=mcp")
+            page.fill("#f-name", "git")
+            page.fill("#f-spec-command", "srv")
+            page.fill("#f-spec-verifier-tool", "")  # neither a tool nor a command
+            page.click("#environment-form button[type=submit]")
+            page.wait_for_selector("#error-summary")
+            assert focused(page) == "error-summary"
+            page.click("#error-summary a[href='#f-spec-verifier']")
+            page.wait_for_function("document.activeElement && document.activeElement.id === 'f-spec-verifier-tool'")
+            page.click("details.json-view summary")
+            page.fill("#config_json", "{nope")
+            page.check("#source-json")
+            page.click("#environment-form button[type=submit]")
+            page.wait_for_selector("#error-summary a[href='#config_json']")
+            page.evaluate("document.querySelector('details.json-view').open = false")
+            page.click("#error-summary a[href='#config_json']")
+            page.wait_for_function("document.activeElement && document.activeElement.id === 'config_json'")
+        context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [1440, 390])
+def test_refused_forms_pass_axe_and_fit_the_width(live_server, database, make_member, width, scheme):  # noqa: F811
+    member = make_member("ann@newco.test", "NewCo", "member")
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.set_default_timeout(20_000)
+        page.emulate_media(color_scheme=scheme)
+        log_in(page, live_server, member.email, member.password)
+        refuse_an_evaluator(page, live_server)
+        page.goto(f"{live_server}/environments/new?template=mcp")
+        page.fill("#f-spec-limits-memoryMb", "99999")
+        page.fill("#f-spec-vars", "BAD")
+        page.click("#environment-form button[type=submit]")
+        page.wait_for_selector("#error-summary")
+        for url, state in ((None, "environment"), (f"{live_server}/evaluators/new?template=scripted", "evaluator")):
+            if url:
+                refuse_an_evaluator(page, live_server)
+            measured = page.evaluate(MEASURE)
+            assert measured["scrollWidth"] <= measured["innerWidth"], f"{state}: {measured['wide']}"
+            violations = axe_violations(page)
+            assert not violations, f"the refused {state} form at {width} px, {scheme}:\n{describe(violations)}"

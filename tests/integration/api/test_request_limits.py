@@ -34,6 +34,15 @@ def run_id(database, viewer):
     return record_run(database, catalog, [0.0, 0.5, 1.0], steps_for=lambda reward: STEPS)[0]
 
 
+@pytest.fixture
+def other_run_id(database, viewer, run_id):
+    """A second run of the viewer's organization (compare refuses a run against itself)."""
+    catalog = make_catalog(
+        database, viewer.org.id, {"kind": "scripted", "skill": 1.0}, attempt_count=3, config_name="second"
+    )
+    return record_run(database, catalog, [1.0, 0.5, 1.0], steps_for=lambda reward: STEPS)[0]
+
+
 def logged_in(app, member):
     client = app.test_client()
     AuthActions(client).login(member.email)
@@ -115,10 +124,10 @@ def test_a_client_that_disconnects_mid_export_frees_its_slot(app, run_id, viewer
         stream.close()
 
 
-def test_comparisons_over_the_limit_answer_429_pages_and_json(app, monkeypatch, run_id, viewer):
+def test_comparisons_over_the_limit_answer_429_pages_and_json(app, monkeypatch, run_id, other_run_id, viewer):
     gate = Gate(monkeypatch, blueprints.compare, "compare")
     api_gate = Gate(monkeypatch, blueprints.api.compare, "compare")
-    page, api = f"/compare?a={run_id}&b={run_id}", f"/api/v1/compare?a={run_id}&b={run_id}"
+    page, api = f"/compare?a={run_id}&b={other_run_id}", f"/api/v1/compare?a={run_id}&b={other_run_id}"
     clients = [logged_in(app, viewer) for _ in range(LIMIT)]
     answers, threads = in_threads([lambda c=c: c.get(page) for c in clients])
     gate.wait_inside(LIMIT)
@@ -163,7 +172,7 @@ def test_only_searches_count_among_trial_lists(app, run_id, viewer):
 
 
 @pytest.mark.fault
-def test_a_request_that_fails_gives_its_slot_back(app, monkeypatch, run_id, viewer):
+def test_a_request_that_fails_gives_its_slot_back(app, monkeypatch, run_id, other_run_id, viewer):
     def broken(*args):
         raise RuntimeError("comparison failed")
 
@@ -172,7 +181,7 @@ def test_a_request_that_fails_gives_its_slot_back(app, monkeypatch, run_id, view
     try:
         mine = logged_in(app, viewer)
         for _ in range(LIMIT + 1):
-            assert mine.get(f"/api/v1/compare?a={run_id}&b={run_id}").status_code == 500
+            assert mine.get(f"/api/v1/compare?a={run_id}&b={other_run_id}").status_code == 500
         assert mine.get(f"/api/v1/compare?a={run_id}&b=not-a-uuid").status_code == 400
     finally:
         app.config["PROPAGATE_EXCEPTIONS"] = None

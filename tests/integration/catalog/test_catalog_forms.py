@@ -71,16 +71,16 @@ def test_a_refused_input_is_shown_in_place_with_422_and_nothing_is_written(api, 
         api, "/environments/new?template=admin-console", environment_form("shop", **{"spec.params.skus": "50"})
     )
     assert answer.status_code == 422
-    assert "spec.params.skus must be an integer from 3 to 20, not 50" in refusal_at(answer.text, "f-spec-params-skus")
+    assert "SKUs must be a whole number from 3 to 20" in refusal_at(answer.text, "f-spec-params-skus")
     assert attr(one(answer.text, "#f-name"), "value") == "shop"  # the form is kept
     assert attr(one(answer.text, "#f-spec-params-skus"), "value") == "50"
     not_a_number = form_post(api, "/environments/new", environment_form("shop", **{"spec.params.skus": "many"}))
     assert not_a_number.status_code == 422
-    assert "not 'many'" in refusal_at(not_a_number.text, "f-spec-params-skus")
+    assert "SKUs must be a whole number from 3 to 20" in refusal_at(not_a_number.text, "f-spec-params-skus")
     nameless = form_post(api, "/environments/new", environment_form(""))
-    assert nameless.status_code == 422 and "name" in refusal_at(nameless.text, "f-name")
+    assert nameless.status_code == 422 and "Enter a name of 1 to 200 characters" in refusal_at(nameless.text, "f-name")
     too_long = form_post(api, "/environments/new", environment_form("x" * 201))
-    assert too_long.status_code == 422 and "name" in refusal_at(too_long.text, "f-name")
+    assert too_long.status_code == 422 and "Enter a name of 1 to 200 characters" in refusal_at(too_long.text, "f-name")
     assert (count_rows("environments", api.org), count_rows("environment_versions", api.org)) == (0, 0)
 
 
@@ -164,7 +164,9 @@ def test_an_openai_chat_evaluator_with_a_write_only_key(api, count_rows):
     }
     refused = form_post(api, "/evaluators/new?template=openai-chat", evaluator_form("llama", **inputs))
     assert refused.status_code == 422
-    assert "must be true" in refusal_at(refused.text, "f-agent-network")  # network is an explicit opt-in
+    assert "Tick Network: an openai-chat agent reaches its model over the network" in refusal_at(
+        refused.text, "f-agent-network"
+    )  # network is an explicit opt-in
     assert "sk-test-123" not in refused.text  # a secret is never drawn back
     made = form_post(
         api, "/evaluators/new?template=openai-chat", evaluator_form("llama", **inputs, **{"agent.network": "true"})
@@ -229,7 +231,7 @@ def test_the_evaluator_form_refuses_exactly_what_the_api_refuses(api, agent, cou
         assert count_rows("evaluator_configs", api.org) == 2
     else:
         assert by_form.status_code == 422
-        assert by_api.json["detail"] in " ".join(texts(by_form.text, "#config_json-error, .error"))
+        assert by_api.json["detail"] in " ".join(texts(by_form.text, "#config_json-error, .error, .error-summary li"))
         assert count_rows("evaluator_configs", api.org) == 0
 
 
@@ -250,7 +252,7 @@ def test_the_environment_form_refuses_exactly_what_the_api_refuses(api, spec, co
         assert versions == 2
     else:
         assert by_form.status_code == 422
-        assert by_api.json["detail"] in " ".join(texts(by_form.text, "#config_json-error, .error"))
+        assert by_api.json["detail"] in " ".join(texts(by_form.text, "#config_json-error, .error, .error-summary li"))
         assert versions == 0 and count_rows("environments", api.org) == 1
 
 
@@ -341,16 +343,16 @@ def test_a_new_version_keeps_a_secret_left_empty_and_takes_a_new_one(api):
 @pytest.mark.parametrize(
     ("inputs", "input_id", "said"),
     [
-        ({"name": ""}, "f-name", "name"),
-        ({"name": "x" * 201}, "f-name", "name"),
-        ({"attemptCount": ""}, "f-attemptCount", "attemptCount"),
-        ({"attemptCount": "two"}, "f-attemptCount", "attemptCount"),
-        ({"attemptCount": "9"}, "f-attemptCount", "attemptCount"),
-        ({"maxSteps": "0"}, "f-maxSteps", "maxSteps"),
-        ({"timeoutS": "-1"}, "f-timeoutS", "timeoutS"),
-        ({"agent.skill": "3"}, "f-agent-skill", "agent.skill must be a number from 0 to 1"),
-        ({"agent.skill": "high"}, "f-agent-skill", "agent.skill"),
-        ({"agent.stepDelayS": "11"}, "f-agent-stepDelayS", "agent.stepDelayS"),
+        ({"name": ""}, "f-name", "Enter a name of 1 to 200 characters"),
+        ({"name": "x" * 201}, "f-name", "Enter a name of 1 to 200 characters"),
+        ({"attemptCount": ""}, "f-attemptCount", "Enter an attempt count: a whole number from 1 to 8"),
+        ({"attemptCount": "two"}, "f-attemptCount", "Attempt count must be a whole number from 1 to 8"),
+        ({"attemptCount": "9"}, "f-attemptCount", "Attempt count must be a whole number from 1 to 8"),
+        ({"maxSteps": "0"}, "f-maxSteps", "Max steps must be a whole number from 1 to 500"),
+        ({"timeoutS": "-1"}, "f-timeoutS", "Timeout (seconds) must be a number from 0 to 3600"),
+        ({"agent.skill": "3"}, "f-agent-skill", "Skill must be a number from 0 to 1"),
+        ({"agent.skill": "high"}, "f-agent-skill", "Skill must be a number from 0 to 1"),
+        ({"agent.stepDelayS": "11"}, "f-agent-stepDelayS", "Step delay (seconds) must be a number from 0 to 10"),
     ],
 )
 def test_the_evaluator_form_refuses_in_place_and_keeps_the_form(api, count_rows, inputs, input_id, said):
@@ -368,7 +370,7 @@ def test_a_spec_over_64_kb_is_refused_by_the_form_and_the_api_alike(api, count_r
     data = environment_form("shop", **{"spec.command": "srv", "spec.verifier.tool": "t", "spec.task": "x" * 70_000})
     answer = form_post(api, "/environments/new?template=mcp", data)
     assert answer.status_code == 422
-    assert re.search(r"spec is 68\.\d KB of JSON; it may hold at most 64 KB", " ".join(texts(answer.text, ".error")))
+    assert re.search(r"spec is 68\.\d KB of JSON; it may hold at most 64 KB", one(answer.text, ".error-summary").text)
     assert one(answer.text, "#f-spec-task").get_text() == "x" * 70_000  # the form is kept
     environment = api.post("/api/v1/environments", {"name": "api"}).json
     spec = {"kind": "mcp", "command": ["srv"], "verifier": {"tool": "t"}, "task": "x" * 70_000}
@@ -381,7 +383,8 @@ def test_a_spec_over_64_kb_is_refused_by_the_form_and_the_api_alike(api, count_r
 def test_plain_vars_are_name_value_lines_shown_as_they_are(api, count_rows):
     data = environment_form("git", **{"spec.command": "srv", "spec.verifier.tool": "t", "spec.vars": "A=1\nBAD"})
     refused = form_post(api, "/environments/new?template=mcp", data)
-    assert refused.status_code == 422 and "line 2 is not NAME=value" in refusal_at(refused.text, "f-spec-vars")
+    assert refused.status_code == 422
+    assert "Plain variables: line 2 is not NAME=value" in refusal_at(refused.text, "f-spec-vars")
     made = form_post(api, "/environments/new?template=mcp", {**data, "spec.vars": "GIT_AUTHOR_NAME=tester\r\nMODE=a=b"})
     assert made.status_code == 303
     with api_session(api) as session:
@@ -389,3 +392,160 @@ def test_plain_vars_are_name_value_lines_shown_as_they_are(api, count_rows):
     assert "tester" in api.get(made.headers["Location"]).text  # plain: shown, unlike env values
     again = parse(api.get(f"{made.headers['Location']}/versions/new").text)
     assert one(again, "#f-spec-vars").get_text() == "GIT_AUTHOR_NAME=tester\nMODE=a=b"
+
+
+def summary(html: str) -> list[tuple[str, str]]:
+    """The error summary's links: (target id, text). It is the GOV.UK pattern: focusable, an alert, a heading."""
+    page = parse(html)
+    box = one(page, "div.error-summary#error-summary[tabindex='-1'][autofocus]")
+    assert one(box, "[role=alert] h2").get_text() == "There is a problem"
+    assert attr(box, "aria-labelledby") == attr(one(box, "h2"), "id")
+    return [(attr(a, "href").removeprefix("#"), a.get_text()) for a in box.select("li a")]
+
+
+def assert_each_link_names_its_input(html: str, links: list[tuple[str, str]]) -> None:
+    """Every link of the summary leads to an input (or group) marked invalid, whose own message it repeats."""
+    page = parse(html)
+    for target, text in links:
+        element = one(page, f"#{target}")
+        assert f"{target}-error" in attr(element, "aria-describedby").split()
+        if element.name != "fieldset":
+            assert attr(element, "aria-invalid") == "true"
+        assert one(page, f"#{target}-error").get_text().removeprefix("Error:").strip() == text
+
+
+API_WORDS = ("must be text", "without NUL", "not ''", "attemptCount", "agent.", "spec.", "an integer")
+
+
+@pytest.mark.bad_input
+def test_every_refusal_of_the_evaluator_form_is_shown_at_once_in_the_pages_words(api, count_rows):
+    data = {
+        **evaluator_form(""),
+        "attemptCount": "9",
+        "maxSteps": "0",
+        "checkpoint": "c" * 201,
+        "agent.skill": "3",
+        "agent.stepDelayS": "slow",
+    }
+    answer = form_post(api, "/evaluators/new?template=scripted", data)
+    assert answer.status_code == 422
+    links = summary(answer.text)
+    assert links == [
+        ("f-name", "Enter a name of 1 to 200 characters"),
+        ("f-attemptCount", "Attempt count must be a whole number from 1 to 8"),
+        ("f-maxSteps", "Max steps must be a whole number from 1 to 500"),
+        ("f-checkpoint", "Checkpoint must be at most 200 characters"),
+        ("f-agent-skill", "Skill must be a number from 0 to 1"),
+        ("f-agent-stepDelayS", "Step delay (seconds) must be a number from 0 to 10"),
+    ]
+    assert_each_link_names_its_input(answer.text, links)
+    shown = " ".join(texts(answer.text, ".error-summary, .error"))
+    assert not [words for words in API_WORDS if words in shown]
+    assert one(answer.text, "title").get_text().startswith("Error: New evaluator")
+    assert count_rows("evaluator_configs", api.org) == 0
+
+
+@pytest.mark.bad_input
+def test_every_refusal_of_the_environment_form_is_shown_at_once_at_every_level(api, count_rows):
+    data = environment_form(
+        "",
+        **{
+            "spec.command": "",
+            "spec.limits.memoryMb": "99999",
+            "spec.vars": "A=1\nBAD",
+            "spec.verifier.arguments": "{nope",
+            "spec.startupTimeoutS": "0",
+        },
+    )
+    answer = form_post(api, "/environments/new?template=mcp", data)
+    assert answer.status_code == 422
+    links = summary(answer.text)
+    assert links == [
+        ("f-name", "Enter a name of 1 to 200 characters"),
+        ("f-spec-command", "Enter a command, one item per line"),
+        ("f-spec-limits-memoryMb", "Memory (MB) must be a whole number from 1 to 8192"),
+        ("f-spec-vars", "Plain variables: line 2 is not NAME=value"),
+        ("f-spec-verifier", "Fill in the verifier: a tool or a command"),
+        (
+            "f-spec-verifier-arguments",
+            "Arguments is not JSON (Expecting property name enclosed in double quotes at line 1)",
+        ),
+        ("f-spec-startupTimeoutS", "Startup timeout (seconds) must be a number from 1 to 300"),
+    ]
+    assert_each_link_names_its_input(answer.text, links)
+    assert (count_rows("environments", api.org), count_rows("environment_versions", api.org)) == (0, 0)
+    # A verifier with neither a tool nor a command is the group's refusal, linked to the group.
+    no_verifier = form_post(api, "/environments/new?template=mcp", environment_form("git", **{"spec.command": "srv"}))
+    assert summary(no_verifier.text) == [("f-spec-verifier", "Fill in the verifier: a tool or a command")]
+    assert_each_link_names_its_input(no_verifier.text, summary(no_verifier.text))
+
+
+@pytest.mark.bad_input
+def test_a_new_versions_refusals_are_shown_at_once(api, count_rows):
+    made = form_post(api, "/environments/new", environment_form("shop"))
+    url = f"{made.headers['Location']}/versions/new"
+    inputs = {"spec.params.skus": "50", "spec.params.customers": "many", "action": "save"}
+    answer = form_post(api, url, {"submission_key": str(uuid.uuid4()), "source": "fields", **inputs})
+    assert answer.status_code == 422
+    assert summary(answer.text) == [
+        ("f-spec-params-skus", "SKUs must be a whole number from 3 to 20"),
+        ("f-spec-params-customers", "Customers must be a whole number from 2 to 12"),
+    ]
+    assert count_rows("environment_versions", api.org) == 1
+
+
+def test_a_form_without_refusals_has_no_summary_and_labels_say_no_keys(api):
+    for url in ("/environments/new?template=admin-console", "/environments/new?template=mcp", "/evaluators/new"):
+        page = parse(api.get(url).text)
+        assert page.select(".error-summary, .error") == []
+        labels = [" ".join(label.get_text().split()) for label in page.select(".model-form label, .model-form legend")]
+        assert not [label for label in labels if "code" in label or re.search(r"\b(\w+) \1\b", label, re.I)]
+        assert page.select(".model-form code.key") == []
+    labels = texts(api.get("/environments/new?template=admin-console").text, "label[for^=f-spec]")
+    assert [" ".join(label.split()) for label in labels] == ["SKUs (optional)", "Customers (optional)"]
+    agent = texts(api.get("/evaluators/new?template=openai-chat").text, "label[for=f-agent-apiKeyEnv]")
+    assert [" ".join(label.split()) for label in agent] == ["API key variable (optional)"]
+
+
+def test_a_taken_name_is_said_in_the_pages_words(api, count_rows):
+    assert form_post(api, "/evaluators/new", evaluator_form("novice")).status_code == 303
+    again = form_post(api, "/evaluators/new", {**evaluator_form("novice"), "attemptCount": "0"})
+    assert again.status_code == 422
+    assert summary(again.text) == [
+        ("f-name", "An evaluator configuration named 'novice' already exists: choose another name"),
+        ("f-attemptCount", "Attempt count must be a whole number from 1 to 8"),
+    ]
+    assert count_rows("evaluator_configs", api.org) == 1
+
+
+def test_after_an_evaluator_is_created_it_offers_to_start_a_run_with_it(api, count_rows):
+    shop = form_post(api, "/environments/new", environment_form("shop"))
+    environment_id = shop.headers["Location"].rsplit("/", 1)[-1]
+    made = form_post(api, "/evaluators/new", evaluator_form("novice"))
+    assert made.status_code == 303
+    landed = api.get(made.headers["Location"]).text
+    assert "Created the evaluator novice." in landed
+    start = one(landed, ".next-step a.button-link")
+    assert start.get_text() == "Start a run with it"
+    evaluator_id = made.headers["Location"].rsplit("=", 1)[-1]
+    assert attr(start, "href") == f"/environments/{environment_id}?evaluatorConfigId={evaluator_id}#start-run"
+    form = api.get(attr(start, "href")).text
+    assert attr(one(form, f'#evaluator_config_id option[value="{evaluator_id}"]'), "selected") == ""
+    started = form_post(
+        api,
+        f"/environments/{environment_id}/runs",
+        {
+            "environment_version_id": attr(one(form, "#environment_version_id option[selected]"), "value"),
+            "evaluator_config_id": evaluator_id,
+            "submission_key": attr(one(form, "#start-run input[name=submission_key]"), "value"),
+        },
+    )
+    assert started.status_code == 303 and "/runs/" in started.headers["Location"]
+    assert count_rows("evaluation_runs", api.org) == 1
+
+
+def test_with_no_environment_yet_the_way_on_is_to_create_one(api):
+    made = form_post(api, "/evaluators/new", evaluator_form("novice"))
+    landed = api.get(made.headers["Location"]).text
+    assert "A run needs an environment" in one(landed, ".next-step").get_text()
+    assert attr(one(landed, ".next-step a"), "href") == "/environments/new"

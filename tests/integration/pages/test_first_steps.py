@@ -1,8 +1,10 @@
-"""The first-run checklist on /environments ticks each step once it is done, and goes once all six are; run rows
-and the run page link the compare picker with that run chosen."""
+"""The first-run checklist on /environments ticks each step once it is done, and goes once all six are; it keeps
+each member's progress (at their next login too); run rows and the run page link the compare picker with that run
+chosen."""
 
 from __future__ import annotations
 
+from tests.conftest import ApiClient, AuthActions
 from tests.factories import finish_runs, make_catalog
 from tests.helpers import api_ids, attr, one, parse, texts
 
@@ -35,7 +37,7 @@ def test_a_new_organization_sees_six_steps_that_tick_themselves(api, database, m
         assert not steps(api)["Open a failed trial"]
     api.get(f"/trials/{api_ids(api, 'rewardBand=failed')[0]}")
     assert list(steps(api).values()) == [True, True, True, True, False, False]
-    version_side = f"/compare?a={catalog.version_id}&b={catalog.version_id}"
+    version_side = f"/compare?a={catalog.version_id}&b={runs[1]}"
     assert api.get(version_side).status_code == 200 and not steps(api)["Compare two runs"]
     assert api.get(f"/compare?a={runs[0]}&b={runs[1]}").status_code == 200
     assert list(steps(api).values()) == [True, True, True, True, True, False]
@@ -67,3 +69,25 @@ def test_an_organization_that_already_has_runs_is_not_shown_the_steps(api, datab
     finish_runs(database, make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.5}, attempt_count=2))
     assert steps(api) == {}
     assert parse(api.get("/environments").text).select(".first-steps") == []
+
+
+def test_the_steps_a_member_did_are_remembered_at_the_next_login(api, app, database, member, make_member):
+    catalog = make_catalog(database, member.org.id, {"kind": "scripted", "skill": 0.3}, attempt_count=4)
+    assert steps(api)  # seen while the organization has no run
+    runs = finish_runs(database, catalog, 2)
+    api.get(f"/trials/{api_ids(api, 'rewardBand=failed')[0]}")
+    assert api.get(f"/compare?a={runs[0]}&b={runs[1]}").status_code == 200
+    done = {"Open a failed trial": True, "Compare two runs": True, "Make a dataset": False}
+    assert {title: steps(api)[title] for title in done} == done
+    assert AuthActions(api.client).logout().status_code in (302, 303)
+    again = ApiClient(app.test_client(), member)  # a new login, in another browser
+    assert {title: steps(again)[title] for title in done} == done
+    # The marks are the member's own: a colleague who first comes now, with runs, is not shown the steps.
+    colleague = ApiClient(app.test_client(), make_member("cleo@acme.test", member.org))
+    assert steps(colleague) == {}
+
+
+def test_hidden_steps_stay_hidden_at_the_next_login(api, app, member):
+    assert steps(api)
+    assert api.post("/checklist/hide", data={}).status_code == 303
+    assert steps(ApiClient(app.test_client(), member)) == {}

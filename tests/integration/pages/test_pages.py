@@ -728,6 +728,7 @@ def test_pages_issue_a_fixed_number_of_queries_whatever_the_history(page, world,
             counts[name] = len(statements)
         return counts
 
+    budget()  # a first visit may keep one of the member's checklist marks (web.checklist.reached), once
     before = budget()
     finish_runs(database, world["admin"], 3)
     finish_runs(database, world["desk"], 2)
