@@ -6,6 +6,7 @@ from models.datasets import Dataset, DatasetRun, DatasetRunTask, DatasetTask, Da
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout, TrialStage
 from models.invitations import Invitation
+from models.review_queues import ReviewClaim, ReviewQueue
 from models.rollups import (
     EnvironmentVersionStats,
     EvaluatorCategoryCount,
@@ -41,6 +42,8 @@ __all__ = [
     "LoginThrottle",
     "Membership",
     "Organization",
+    "ReviewClaim",
+    "ReviewQueue",
     "Rollout",
     "StageMetricRollup",
     "TrialAuditEntry",
