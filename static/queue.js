@@ -92,12 +92,16 @@
 
   // A refusal the queue explains (409: another reviewer holds the trial, or an undo would lose a change) replaces
   // the queue like an answer; any other failure says so where the last action's words go.
+  // A field of the old trial's panel keeps no focus into the next trial's (htmx would give it to the field of the
+  // same id, where the next keys would be typed): the queue takes it after the swap.
   document.addEventListener("htmx:beforeSwap", function (event) {
     var detail = event.detail;
-    if (detail.target && detail.target.id === "queue" && detail.xhr && detail.xhr.status === 409) {
+    if (!detail.target || detail.target.id !== "queue") return;
+    if (detail.xhr && detail.xhr.status === 409) {
       detail.shouldSwap = true;
       detail.isError = false;
     }
+    if (detail.shouldSwap && detail.target.contains(document.activeElement)) document.activeElement.blur();
   });
   document.addEventListener("htmx:responseError", function (event) {
     var said = document.getElementById("queue-said");
