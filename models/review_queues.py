@@ -7,7 +7,16 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, DateTime, ForeignKey, ForeignKeyConstraint, PrimaryKeyConstraint, Uuid, func
+from sqlalchemy import (
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    ForeignKeyConstraint,
+    PrimaryKeyConstraint,
+    Text,
+    Uuid,
+    func,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -16,10 +25,10 @@ from models.base import Base, new_id
 
 
 class ReviewQueue(Base):
-    """One reviewer's queue: the explorer parameters it was started from (`filters`: the filters and the order), the
-    ids of the trials they matched then (`trial_ids`, at most QUEUE_MOST in the explorer's order; `more`: the
-    filter matched more), and its decisions newest last (`decisions`: each trial's triage before and after, what
-    `u` restores)."""
+    """One reviewer's queue: the explorer parameters it was started from (`filters`: the filters and the order;
+    `summary`: the explorer's words for them, kept for the queue's heading), the ids of the trials they matched then
+    (`trial_ids`, at most QUEUE_MOST in the explorer's order; `more`: the filter matched more), and its decisions
+    newest last (`decisions`: each trial's triage before and after, what `u` restores)."""
 
     __tablename__ = "review_queues"
     __table_args__ = (
@@ -34,6 +43,7 @@ class ReviewQueue(Base):
         ForeignKey("users.id", name="fk_review_queues_users", ondelete="CASCADE")
     )
     filters: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    summary: Mapped[str] = mapped_column(Text)
     trial_ids: Mapped[list[uuid.UUID]] = mapped_column(ARRAY(Uuid()))
     more: Mapped[bool] = mapped_column(server_default="false")
     decisions: Mapped[list[Any]] = mapped_column(JSONB, server_default="[]")

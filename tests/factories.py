@@ -177,7 +177,7 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
         change_labels(session, reviewer, ids.trial_id, names=["seeded"])
         set_review(session, reviewer, ids.trial_id, state="excluded", reason="seeded", human_category="seeded")
         add_note(session, reviewer, ids.trial_id, "a seeded note")
-        start_queue(session, reviewer, {"sort": "failed"}, [ids.trial_id], False)  # a review queue and its claim
+        start_queue(session, reviewer, {"sort": "failed"}, "", [ids.trial_id], False)  # a review queue and its claim
         claim(session, reviewer, ids.trial_id)
     return ids
 

@@ -5,6 +5,7 @@ and the exclusion reason this browser session last gave (the panel offers it aga
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from flask import abort, session
@@ -54,13 +55,14 @@ class DecisionForm(PageForm):
     new_category = BoundedText(200)
     shown_category = BoundedText(200)
 
-    def decision_input(self, known_categories: list[str]) -> tuple[DecisionInput | None, str | None]:
-        """The decision as writes.review_queue takes it, or the refusal of its category (field: message)."""
+    def decision_input(self, known_categories: Callable[[], list[str]]) -> tuple[DecisionInput | None, str | None]:
+        """The decision as writes.review_queue takes it, or the refusal of its category (field: message);
+        `known_categories` gives the organization's categories (read only when the category changes)."""
         chosen, shown = self.human_category.data, self.shown_category.data
         category: Any = UNCHANGED
         if chosen == NEW_CATEGORY or chosen != shown:
             picked, refused = category_choice(
-                chosen, self.new_category.data, shown, known_categories, valid=HUMAN_CATEGORY.check
+                chosen, self.new_category.data, shown, known_categories(), valid=HUMAN_CATEGORY.check
             )
             if refused:
                 return None, refused

@@ -1,11 +1,11 @@
 """Review queues and review claims.
 
 A review queue is one reviewer's walk through the trials an explorer filter matched when it was started: the
-explorer's parameters (`filters`, the order included), the matching trial ids in the explorer's order (at most
-500, `more` when the filter matched more), and the reviewer's decisions in it, newest last, each with the trial's
-triage before and after (what `u` restores). A review claim is a trial a reviewer opened in a queue: every other
-reviewer's queue skips it until `claimed_until` (ten minutes on), and a decision on it from another reviewer's
-queue is refused meanwhile.
+explorer's parameters (`filters`, the order included; `summary`, the explorer's words for them), the matching trial
+ids in the explorer's order (at most 500, `more` when the filter matched more), and the reviewer's decisions in it,
+newest last, each with the trial's triage before and after (what `u` restores). A review claim is a trial a reviewer
+opened in a queue: every other reviewer's queue skips it until `claimed_until` (ten minutes on), and a decision on
+it from another reviewer's queue is refused meanwhile.
 
 Both tables hold organization_id under forced row-level security with the tenant policy, keys that lead with it,
 and a claim's trial is a trial of the same organization (it goes with the trial). The runtime role reads and
@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("user_id", sa.Uuid(), nullable=False),
         sa.Column("filters", JSONB(), nullable=False),
+        sa.Column("summary", sa.Text(), nullable=False),
         sa.Column("trial_ids", ARRAY(sa.Uuid()), nullable=False),
         sa.Column("more", sa.Boolean(), nullable=False, server_default="false"),
         sa.Column("decisions", JSONB(), nullable=False, server_default="[]"),
