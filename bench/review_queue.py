@@ -92,7 +92,8 @@ def timed(client, url: str, form: dict[str, Any]) -> tuple[float, str]:
 
 
 def measure(app, database: Database) -> tuple[int, dict[str, Timing]]:
-    """(trials in the database, the server time of a decision and of an undo, each with the trial it shows next)."""
+    """(trials of the measured organization, the server time of a decision and of an undo, each with the trial it
+    shows next)."""
     org_id = bench_versions(database)[0][0]
     with database.session(org_id) as session:
         trials = session.execute(text("SELECT coalesce(sum(trials), 0) FROM environment_version_stats")).scalar_one()
@@ -139,12 +140,12 @@ def section(trials: int, timings: dict[str, Timing], took: float) -> list[str]:
     if trials >= TARGET_TRIALS:
         verdict = "met" if decision_p95 <= P95_TARGET_MS else "**not met**"
     else:
-        verdict = f"not measured at {TARGET_TRIALS:,} trials (this database holds {trials:,})"
+        verdict = f"not measured at {TARGET_TRIALS:,} trials (this organization holds {trials:,})"
     return [
         "## Review queue",
         "",
         f"`python -m bench.review_queue` ({took:.0f} s): a member's queue over the unreviewed failures of an "
-        f"organization in a database holding {trials:,} trials; {REQUESTS} decisions after {WARM_UPS} warm-ups "
+        f"organization holding {trials:,} trials; {REQUESTS} decisions after {WARM_UPS} warm-ups "
         "(reviewed; with a label; excluded with a reason; with a category of the list), each answered with the next "
         "trial's panel, transcript and stages, then every decision undone. Server time through Flask's test client, "
         "in milliseconds.",
