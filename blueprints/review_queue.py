@@ -158,6 +158,7 @@ def queue_page(
         claim_minutes=CLAIM_MINUTES,
         error=error,
         said=said,
+        fragment=wants_fragment(),
         list_url=_list_url(queue),
     )
     if wants_fragment():
@@ -255,6 +256,7 @@ def done_page(queue: QueueRow, *, status: int = 200, error: str | None = None, s
         last=open_position(session, queue.id, g.user_id, queue.size + 1, backwards=True),
         error=error,
         said=said,
+        fragment=wants_fragment(),
         list_url=_list_url(queue),
         again_url=_start_url(queue),
     )
