@@ -17,6 +17,7 @@ def register_blueprints(app: Flask) -> None:
         insights,
         invitations,
         leaderboard,
+        review_queue,
         runs,
         settings,
         triage,
@@ -37,5 +38,6 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(leaderboard.bp)
     app.register_blueprint(settings.bp)
     app.register_blueprint(triage.bp)
+    app.register_blueprint(review_queue.bp)
     app.register_blueprint(invitations.bp)
     app.register_blueprint(api.bp)

@@ -85,3 +85,19 @@ class NameTaken(DomainError):
 
     status = 409
     error = "name taken"
+
+
+class ClaimHeld(DomainError):
+    """A trial another reviewer holds in their review queue (their claim is live): 409, nothing written; the
+    message names who and until when."""
+
+    status = 409
+    error = "claimed"
+
+
+class UndoRefused(DomainError):
+    """An undo that would not restore what its decision found: nothing left to undo in the queue, or the trial
+    changed since the decision (another reviewer's change would be lost). 409, nothing written."""
+
+    status = 409
+    error = "cannot undo"

@@ -7,6 +7,7 @@ from models.datasets import Dataset, DatasetRun, DatasetRunTask, DatasetTask, Da
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact, EvaluationRun, EvaluationTrial, Rollout, TrialStage
 from models.invitations import Invitation
+from models.review_queues import ReviewClaim, ReviewQueue
 from models.rollups import (
     EnvironmentVersionStats,
     EvaluatorCategoryCount,
@@ -43,6 +44,8 @@ __all__ = [
     "LoginThrottle",
     "Membership",
     "Organization",
+    "ReviewClaim",
+    "ReviewQueue",
     "Rollout",
     "StageMetricRollup",
     "TrialAuditEntry",

@@ -218,6 +218,14 @@ def neighbour_ids(
     return (before[0] if before else None), (after[0] if after else None)
 
 
+def matching_ids(session: Session, filters: TrialFilters, sort: str, limit: int) -> list[uuid.UUID]:
+    """The ids of the first `limit` trials matching `filters` in `sort` order (the explorer's list, as one read):
+    what a review queue walks."""
+    filters = filters.for_session(session)
+    where = filters.conditions("t").also("t.organization_id = :org", org=session.info["org_id"])
+    return _page_ids(session, where, filters.ranks(), None, sort, limit)
+
+
 def _page_ids(
     session: Session,
     where: Conditions,

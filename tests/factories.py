@@ -37,6 +37,7 @@ from writes.checklist import leave_mark
 from writes.dataset_runs import start_dataset_run
 from writes.datasets import add_dataset_version, create_dataset
 from writes.invitations import invite
+from writes.review_queue import claim, start_queue
 from writes.tokens import create_token
 from writes.triage import Reviewer, add_note, change_labels, create_label, set_review
 
@@ -181,6 +182,8 @@ def seed_org_rows(database: Database, org_id: uuid.UUID, name: str = "admin-cons
         set_review(session, reviewer, ids.trial_id, state="excluded", reason="seeded", human_category="seeded")
         add_note(session, reviewer, ids.trial_id, "a seeded note")
         leave_mark(session, org_id, user_id, "shown")  # the first-run checklist's progress
+        start_queue(session, reviewer, {"sort": "failed"}, "", [ids.trial_id], False)  # a review queue and its claim
+        claim(session, reviewer, ids.trial_id)
     return ids
 
 

@@ -42,6 +42,8 @@ TABLES = (
     "dataset_tasks",
     "dataset_runs",
     "dataset_run_tasks",
+    "review_queues",
+    "review_claims",
 )
 
 

@@ -7,14 +7,14 @@ row-level security with the tenant policy, its foreign key (organization_id, use
 marks go with a removed member's membership. The runtime role may read and insert them.
 
 Revision ID: 0043
-Revises: 0041
+Revises: 0042
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0043"
-down_revision = "0041"  # rebased onto 0042 when merged
+down_revision = "0042"
 branch_labels = None
 depends_on = None
 
