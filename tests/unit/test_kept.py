@@ -42,3 +42,15 @@ def test_forget_all_drops_the_values_of_every_kept():
     assert first.get("state", compute("first again")) == "first again"
     assert second.get("state", compute("second again")) == "second again"
     assert calls == ["first", "second", "first again", "second again"]
+
+
+def test_values_weigh_what_they_are_told_and_the_least_recent_go_past_the_size():
+    kept: Kept[list[int]] = Kept(10, weigh=len)
+    kept.keep("six", [6] * 6)
+    kept.keep("three", [3] * 3)
+    assert kept.find("six") == [6] * 6  # now "three" is the least recent
+    kept.keep("four", [4] * 4)  # 6 + 3 + 4 > 10: "three" goes
+    assert kept.find("three") is None
+    assert kept.find("six") == [6] * 6 and kept.find("four") == [4] * 4
+    kept.keep("twelve", [12] * 12)  # heavier than the size alone: kept, the rest go
+    assert [kept.find(key) is not None for key in ("six", "four", "twelve")] == [False, False, True]

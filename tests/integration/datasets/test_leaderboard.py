@@ -316,3 +316,40 @@ def test_the_board_follows_every_trial_and_retry_though_a_process_keeps_computed
         retry_errored_tasks(session, session.get_one(DatasetRun, (api.org.id, uuid.UUID(first))))
     retried = board(api, version["datasetId"])["rows"][0]
     assert (retried["tasksDone"], retried["trials"]) == (2, 4)
+
+
+def test_a_trial_of_one_dataset_run_gives_the_board_a_process_would_compute_afresh(api, database):
+    """A process keeps each dataset run's figures under its own state: after a trial of one run (here the best
+    one's rival overtaking it), the board shown equals the board computed with nothing kept, ranks and tests
+    included."""
+    from queries.kept import forget_all
+
+    version, _ = dataset_version(api, count=3)
+    leader = start(api, version, evaluator(api, "leader", NOVICE, attempts=2))["id"]
+    rival = start(api, version, evaluator(api, "rival", EXPERT, attempts=2))["id"]
+    finish_dataset_run(database, api.org.id, leader, [2, 1, 1])
+    with database.session(api.org.id) as session, session.begin():  # the rival's first two tasks: all successes
+        runs = session.query(EvaluationRun).filter(EvaluationRun.dataset_run_id == uuid.UUID(rival))
+        for run in runs.order_by(EvaluationRun.dataset_position).limit(2):
+            for number in (1, 2):
+                record_trial(session, run, number, trial_seed(run, number), outcome(1.0))
+    before = board(api, version["datasetId"])
+    assert [(r["evaluatorName"], r["tasksDone"]) for r in before["rows"]] == [("rival", 2), ("leader", 3)]
+
+    with database.session(api.org.id) as session, session.begin():  # the rival's third task: one success of two
+        run = (
+            session.query(EvaluationRun)
+            .filter(EvaluationRun.dataset_run_id == uuid.UUID(rival), EvaluationRun.dataset_position == 3)
+            .one()
+        )
+        for number, reward in ((1, 1.0), (2, 0.0)):
+            record_trial(session, run, number, trial_seed(run, number), outcome(reward))
+    shown = board(api, version["datasetId"])
+    forget_all()
+    assert shown == board(api, version["datasetId"])
+    assert [(r["evaluatorName"], r["tasksDone"], r["trials"]) for r in shown["rows"]] == [
+        ("rival", 3, 6),
+        ("leader", 3, 6),
+    ]
+    assert shown["rows"][0]["passAt1"]["value"] == pytest.approx(5 / 6)
+    assert shown["rows"][1]["versusBest"]["pairedTasks"] == 3
