@@ -2,7 +2,9 @@
 8 attempts per task, beside the trials the bench database already holds; the server time of the dataset page, the
 leaderboard API and a dataset run's page and API.
 
-    python -m bench.datasets          # on the bench database as `bench.generate` left it; rewrites its section
+    python -m bench.datasets                  # on the bench database as `bench.generate` left it; rewrites its section
+    python -m bench.datasets --sizes 10k,1M   # a fresh bench database grown to each size in turn
+    python -m bench.datasets --beside-small   # the bench database as it is (10M grown before) beside a fresh 10k one
 
 The dataset runs are queued through the app's own write (writes.dataset_runs.start_dataset_run: one evaluation run
 and one rollup row per task), then finished in SQL the way the worker would leave them: every run completed, every
@@ -236,6 +238,37 @@ def size_section(measured: list[tuple[int, dict[str, Timing]]]) -> list[str]:
     ]
 
 
+SMALL_DATABASE = "agentforge_bench_small"
+
+
+def beside_small(create_app) -> list[tuple[int, dict[str, Timing]]]:
+    """The small size (a fresh database grown to 10k trials and seeded) and the bench database as it is, each
+    VACUUM ANALYZEd and measured once to warm up, then measured one after the other; the small database dropped."""
+    from bench import run
+
+    large_name = os.environ["AGENTFORGE_DATABASE"]
+    os.environ["AGENTFORGE_DATABASE"] = SMALL_DATABASE
+    try:
+        run.fresh_database()
+        small_app = create_app()
+        small = small_app.extensions["agentforge_db"]
+        run.grow_to(small, run.SMALL)
+    finally:
+        os.environ["AGENTFORGE_DATABASE"] = large_name
+    large_app = create_app()
+    large = large_app.extensions["agentforge_db"]
+    for app, database in ((small_app, small), (large_app, large)):
+        run.vacuum_analyze(database)
+        measure_all(app, database)  # seeds the small one; VACUUM ANALYZE again over its rows
+        run.vacuum_analyze(database)
+    measured = [measure_all(small_app, small), measure_all(large_app, large)]
+    small.engine.dispose()
+    from db.cluster import drop_embedded_database, start_embedded_cluster
+
+    drop_embedded_database(start_embedded_cluster(small_app.config["AGENTFORGE_DATA_DIR"]), SMALL_DATABASE)
+    return measured
+
+
 def main() -> None:
     """Seed (once) and measure on the bench database as it is, or with `--sizes 10k,1M` on a fresh one grown to each
     size in turn (bench.run's growth, VACUUM ANALYZE before each measurement); rewrite the section of
@@ -246,9 +279,28 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--sizes", help="grow a fresh bench database to each of these sizes (10k,1M) and measure")
+    parser.add_argument(
+        "--beside-small",
+        action="store_true",
+        help=f"measure the bench database as it is (a large size grown before) beside a fresh one of 10k trials "
+        f"({SMALL_DATABASE}), one after the other in one run",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
-    if not args.sizes:
+    if args.beside_small:
+        measured = beside_small(create_app)
+        lines = [
+            *size_section(measured),
+            "",
+            f"`python -m bench.datasets --beside-small` ({time.perf_counter() - started:.0f} s): the bench database as "
+            f"`make bench SIZE=10M` or `--sizes` left it, beside a fresh one of {measured[0][0]:,} trials in the "
+            "measured organization, each measured in turn in one run.",
+            "",
+            "| target | measured | |",
+            "|---|---|---|",
+            *target_rows(measured[0][1], measured[-1][1]),
+        ]
+    elif not args.sizes:
         app = create_app()
         trials, timings = measure_all(app, app.extensions["agentforge_db"])
         lines = section(trials, timings, started)
