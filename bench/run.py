@@ -30,6 +30,7 @@ from bench import harbor_trial as harbor_trial_bench
 from bench import load as load_bench
 from bench import pages, recording
 from bench import plans as plans_bench
+from bench import review_queue as review_queue_bench
 from bench import sandbox as sandbox_bench
 from bench import search as search_bench
 from bench import storage as storage_bench
@@ -235,6 +236,7 @@ def main() -> None:
     ensure_members(database, org_id, members)
     loaded = load_bench.run_load(members, BENCH_PASSWORD, load_urls)
     diffed = trial_diff_bench.measure_diff(app, database)
+    queue_trials, queued = review_queue_bench.measure(app, database)
     attacked = uploads_bench.measure(database)
 
     worst_p95 = max(t.p95 for t in large.values())
@@ -319,6 +321,7 @@ def main() -> None:
         f"{mark(loaded.errors == 0)} |",
         *uploads_bench.target_rows(attacked),
         *datasets_bench.target_rows(first.datasets, last.datasets),
+        *review_queue_bench.target_rows(queue_trials, queued),
         "",
         "## Pages and API endpoints",
         "",
@@ -382,6 +385,7 @@ def main() -> None:
         "",
         *datasets_bench.size_section([(size.trials, size.datasets) for size in measured]),
         "",
+        *review_queue_bench.section(queue_trials, queued),
         *storage_bench.section([size.stored for size in measured]),
         *sandbox_bench.section(sandbox_bench.measure()),
         *harbor_trial_bench.section(harbor_trial_bench.measure()),
