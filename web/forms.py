@@ -33,7 +33,7 @@ from domain.vocabulary import RESETS, ROLES
 from web.dataset_drafts import MAX_DRAFT_CHARS
 from web.fields import BoundedText, Follows, PageForm, SubmissionKeyField, UUIDField, WholeNumberField
 
-ROLE = Follows(one_of(*ROLES), "role")
+ROLE = Follows(one_of(*ROLES), "Role")
 TOKEN_NAME = "Give the token a name of 1 to 200 characters."
 
 
