@@ -79,11 +79,10 @@ class NewAccountForm(PageForm):
     name = StringField(default="", filters=[str.strip])
     password = PasswordField(
         validators=[
-            EqualTo("password_confirmation", "The two passwords differ."),
-            Length(min=MIN_PASSWORD_LENGTH, message=f"Password must be at least {MIN_PASSWORD_LENGTH} characters."),
+            Length(min=MIN_PASSWORD_LENGTH, message=f"Password must be at least {MIN_PASSWORD_LENGTH} characters.")
         ]
     )
-    password_confirmation = PasswordField()
+    password_confirmation = PasswordField(validators=[EqualTo("password", "The two passwords differ.")])
 
 
 class StartRunForm(PageForm):

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import csrf_token_from
 from tests.factories import make_catalog
-from tests.helpers import attr, one, parse, table_counts, texts
+from tests.helpers import attr, invitation_link, one, parse, table_counts, texts
 from tests.integration.datasets.test_dataset_runs import NOVICE, dataset_version, evaluator
 
 API_WORDS = ("must be text", "without NUL", "not ''", "attemptCount", "an integer", "role must")
@@ -116,6 +117,26 @@ def test_the_invitation_form_shows_every_refusal_at_once(owner_api, count_rows):
     assert links[1] == ("role", "Choose a role: one of owner, member, viewer.")
     shape = refused(owner_api, "/settings/members", {"email": "not an email", "role": "member"}, count_rows)
     assert shape == [("email", "Enter the new member's email address, like name@example.com, not 'not an email'.")]
+
+
+def test_the_new_account_form_of_an_invitation_shows_every_refusal_at_once(app, owner_api, count_rows):
+    invited = owner_api.post("/settings/members", data={"email": "new@acme.test", "role": "member"})
+    link = invitation_link(invited.text)
+    stranger = app.test_client()
+    page = stranger.get(link).text
+    assert parse(page).select(".error-summary, [aria-invalid]") == []
+    data = {"csrf_token": csrf_token_from(page), "name": "Nia", "password": "short", "password_confirmation": "other"}
+    before = table_counts(count_rows, owner_api.org), count_rows("users")
+    answer = stranger.post(link, data=data)
+    assert answer.status_code == 422
+    assert (table_counts(count_rows, owner_api.org), count_rows("users")) == before
+    links = summary(answer.text)
+    assert links == [
+        ("password", "Password must be at least 8 characters."),
+        ("password_confirmation", "The two passwords differ."),
+    ]
+    assert_each_link_names_its_input(answer.text, links)
+    assert attr(one(answer.text, "#name"), "value") == "Nia"
 
 
 def test_the_token_form_refuses_a_name_in_place(api, count_rows):
