@@ -13,8 +13,8 @@ from flask_login import current_user
 from domain.triage import LABEL_PALETTE
 from domain.vocabulary import REVIEW_STATES
 from queries.attempts import other_attempts
-from queries.review_queue import live_claim
 from queries.exports import EXPORT_KINDS, excluded_rollouts
+from queries.review_queue import live_claim
 from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
 from queries.triage import list_labels, trial_triage
 from queries.trials import (

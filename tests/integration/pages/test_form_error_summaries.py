@@ -52,10 +52,10 @@ def refused(api, url: str, data: dict, count_rows, status: int = 422) -> list[tu
 def fields_of(html: str, form_selector: str) -> dict[str, str]:
     """The named inputs of one form of a page with their values (selects: the selected option)."""
     form = one(html, form_selector)
-    values = {attr(i, "name"): i.get("value", "") for i in form.select("input[name]")}
+    values = {attr(i, "name"): str(i.get("value", "")) for i in form.select("input[name]")}
     for select in form.select("select[name]"):
         chosen = select.select_one("option[selected]")
-        values[attr(select, "name")] = chosen.get("value", "") if chosen else ""
+        values[attr(select, "name")] = str(chosen.get("value", "")) if chosen else ""
     return values
 
 
