@@ -365,9 +365,9 @@ def test_another_users_or_organizations_queue_trial_or_label_is_404_and_nothing_
 @pytest.mark.parametrize(
     ("fields", "said"),
     [
-        ({"decision": "maybe"}, "Decision must be one of reviewed, excluded"),
+        ({"decision": "maybe"}, "Choose a decision: one of reviewed, excluded."),
         ({"label_id": ["not-a-uuid"]}, "label_id must be label UUIDs"),
-        ({"reason": "x" * 1001, "decision": "excluded"}, "Reason must be a reason of at most 1000 characters"),
+        ({"reason": "x" * 1001, "decision": "excluded"}, "Reason must be at most 1000 characters."),
     ],
 )
 def test_malformed_decisions_are_refused_and_write_nothing(reviewer, member, count_rows, fields, said):
