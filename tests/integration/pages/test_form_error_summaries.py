@@ -141,8 +141,8 @@ def test_the_new_account_form_of_an_invitation_shows_every_refusal_at_once(app, 
 
 def test_the_token_form_refuses_a_name_in_place(api, count_rows):
     links = refused(api, "/settings/tokens", {"name": "x" * 201}, count_rows)
-    assert links == [("token-name", "Give the token a name of 1 to 200 characters.")]
-    assert attr(one(api.post("/settings/tokens", data={"name": "x" * 201}).text, "#token-name"), "value") == "x" * 201
+    assert links == [("name", "Give the token a name of 1 to 200 characters.")]
+    assert attr(one(api.post("/settings/tokens", data={"name": "x" * 201}).text, "#name"), "value") == "x" * 201
 
 
 @pytest.mark.parametrize("url", ["/datasets", "/dataset-runs", "/settings/labels", "/settings/tokens"])
