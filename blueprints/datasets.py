@@ -161,6 +161,7 @@ def _show_page(
     *,
     preview: Preview | None = None,
     error: str | None = None,
+    refusals: list[tuple[str | None, str]] | None = None,
     unseen: bool = False,
     status: int = 200,
 ):
@@ -168,17 +169,21 @@ def _show_page(
     board = leaderboard_context(session, dataset, shown)
     if board["board"] is None and shown is not None:
         abort(404, description=f"{dataset.name} has no version {shown}.")
+    choices = version_choices(session, CHOICES + 1)
+    if not choices:  # no form is drawn, so a refusal links to no input
+        refusals = [(None, message) for _, message in refusals or []]
     return render(
         "datasets/show.html",
         "new_version",
         status=status,
         **board,
         versions=dataset_versions(session, dataset.id),
-        choices=version_choices(session, CHOICES + 1),
+        choices=choices,
         most_choices=CHOICES,
         form=form,
         preview=preview,
         error=error,
+        refusals=refusals or [],
         unseen=unseen,
     )
 
@@ -213,7 +218,7 @@ def build_version(dataset_id: uuid.UUID):
     summary = _dataset_or_404(session, dataset_id)
     form = DatasetDraftForm()
     if not form.validate():
-        return _show_page(session, summary, form, error=form.error, status=422)
+        return _show_page(session, summary, form, refusals=form.summary({"action": None}), status=422)
     draft: str = form.draft.data
     try:
         if form.action.data == "add":
@@ -228,7 +233,7 @@ def build_version(dataset_id: uuid.UUID):
         if form.action.data == "save" and form.previewed.data == tasks_sha256(tasks):
             return _save(session, dataset_id, tasks)
     except DatasetRefused as refused:
-        return _show_page(session, summary, form, error=_words(refused), status=422)
+        return _show_page(session, summary, form, refusals=[(_input_of(refused, form), _words(refused))], status=422)
     preview = _preview(session, dataset_id, tasks)
     form.previewed.data = preview.sha256
     unseen = form.action.data == "save"  # a list saved as it was never previewed: shown first, nothing written
@@ -246,6 +251,13 @@ def _save(session: Session, dataset_id: uuid.UUID, tasks: list[TaskInput]):
     else:
         flash(f"These {len(tasks)} tasks are already v{number} of {name}: nothing new was saved.")
     return redirect_after_write(url_for("datasets.version", dataset_id=dataset_id, number=number))
+
+
+def _input_of(refused: DatasetRefused, form: DatasetDraftForm) -> str:
+    """The id of the input a refusal is about: the add fieldset's version, N or world seeds, else the task list."""
+    if refused.field == ADDED:
+        return "world_seeds" if form.world_seeds.data else "count"
+    return {"N": "count", "Environment version": "environment_version_id"}.get(refused.field, "draft")
 
 
 def _words(refused: DatasetRefused) -> str:

@@ -28,7 +28,9 @@ def _offer(token: str) -> InvitationOffer:
     return offer
 
 
-def _page(offer: InvitationOffer, token: str, status: int = 200, error: str | None = None):
+def _page(
+    offer: InvitationOffer, token: str, status: int = 200, error: str | None = None, form: NewAccountForm | None = None
+):
     user = current_user.user if current_user.is_authenticated else None
     return render(
         "invitations/accept.html",
@@ -37,6 +39,7 @@ def _page(offer: InvitationOffer, token: str, status: int = 200, error: str | No
         token=token,
         logged_in_email=user.email if user else None,
         error=error,
+        form=form or NewAccountForm(formdata=None),
     )
 
 
@@ -80,15 +83,16 @@ def create_account(token: str):
     offer = _offer(token)
     form = NewAccountForm()
     if not form.validate():
-        return _page(offer, token, 422, form.error)
+        return _page(offer, token, 422, form=form)
     password = form.password.data
     with get_database().session() as db, db.begin():
         try:
             email = accept_with_new_account(db, token, password, form.name.data)
         except AccountExists as error:
             return _page(offer, token, 422, str(error))
-        except AccountError as error:
-            return _page(offer, token, 422, f"{str(error).capitalize()}.")
+        except AccountError as error:  # the password's rule (the form checked it too)
+            form.password.errors.append(f"{str(error).capitalize()}.")
+            return _page(offer, token, 422, form=form)
         if email is None:
             abort(404, description=DEAD_LINK)
         attempt = reserve_login_attempt(db, email, request.remote_addr)  # the throttle still counts this login

@@ -73,14 +73,15 @@ def add():
     require_role("owner")
     form = InviteForm()
     if not form.validate():
-        return _page(422, form.error, form)
+        return _page(422, form=form)
     email, role = form.email.data, form.role.data
     session = request_session()
     try:
         _, token = invite(session, g.org_id, email, role, current_user.user.id)
-    except AccountError as error:
+    except AccountError:  # the email's shape (the role was checked by the form)
         session.rollback()
-        return _page(422, str(error), form)
+        form.email.errors.append(f"Enter the new member's email address, like name@example.com, not {email!r}.")
+        return _page(422, form=form)
     session.commit()
     link = external_url("invitations.show", token=token)
     flash(f"Invited {email.lower()} as {role}. Send them the link below; it works once, for 7 days.")
@@ -123,7 +124,7 @@ def _confirmed() -> bool:
     return request.form.get("confirm") == "yes"
 
 
-def _tokens_page(status: int = 200, new_token: str | None = None, error: str | None = None):
+def _tokens_page(status: int = 200, new_token: str | None = None, form: TokenForm | None = None):
     is_owner = g.membership.role == "owner"
     return render(
         "settings/tokens.html",
@@ -132,7 +133,7 @@ def _tokens_page(status: int = 200, new_token: str | None = None, error: str | N
         org_tokens=list_org_tokens(request_session()) if is_owner else [],
         is_owner=is_owner,
         new_token=new_token,
-        error=error,
+        form=form or TokenForm(formdata=None),
     )
 
 
@@ -147,7 +148,7 @@ def create_token_view():
     """Create a token; it is shown on this page once and never again."""
     form = TokenForm()
     if not form.validate():
-        return _tokens_page(422, error=form.error)
+        return _tokens_page(422, form=form)
     session = request_session()
     _, token = create_token(session, g.org_id, current_user.user.id, form.name.data)
     session.commit()

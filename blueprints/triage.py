@@ -18,6 +18,7 @@ from domain.triage import LABEL_PALETTE
 from domain.vocabulary import LABEL_COLORS
 from queries.triage import list_labels
 from web.database import request_session
+from web.fields import in_page_words
 from web.forms import LabelForm, NoteForm, ReviewForm, TrialLabelForm
 from web.htmx import redirect_after_write, render
 from web.params import parse_uuid
@@ -57,14 +58,15 @@ def create_label_view():
             label = create_label(
                 session, current_reviewer(), form.name.data, form.color.data or "gray", form.description.data
             )
-        except DomainError as error:
+        except DomainError as error:  # a name taken, or like one taken: said under the name, in the page's words
             session.rollback()
-            return _labels_page(error.status, str(error), form)
+            form.name.errors.append(in_page_words(str(error), "name"))
+            return _labels_page(error.status, form=form)
         name = label.name
         session.commit()
         flash(f"Label {name} added.")
         return redirect_after_write(url_for("triage.labels"))
-    return _labels_page(422, form.error, form)
+    return _labels_page(422, form=form)
 
 
 @bp.post("/settings/labels/<uuid:label_id>/delete")

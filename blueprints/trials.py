@@ -8,11 +8,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, abort, flash, g, request, url_for
+from flask_login import current_user
 
 from domain.triage import LABEL_PALETTE
 from domain.vocabulary import REVIEW_STATES
 from queries.attempts import other_attempts
 from queries.exports import EXPORT_KINDS, excluded_rollouts
+from queries.review_queue import live_claim
 from queries.search import SEARCH_QUERY_CHARS, snippets, trial_marks
 from queries.triage import list_labels, trial_triage
 from queries.trials import (
@@ -128,7 +130,8 @@ def _matches(trial_id: uuid.UUID) -> Matches | None:
 
 
 def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | None = None):
-    """The trial page (`status` and the refusal of a triage change, when one was refused: the panel says why)."""
+    """The trial page (`status` and the refusal of a triage change, when one was refused: the panel says why); while
+    another reviewer's queue holds the trial, who and until when (the claimant does not see it)."""
     session = request_session()
     detail = trial_detail(session, trial_id)
     triage = trial_triage(session, trial_id)
@@ -138,8 +141,10 @@ def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | No
     marks = trial_marks(session, trial_id, q)
     if detail.reward is None or detail.reward < 1:
         reached(g.org_id, OPENED_FAILED_TRIAL)
+    claim = live_claim(session, trial_id)  # another reviewer's queue holds it: the page says who, and until when
     return render(
         "trials/show.html",
+        held_by=claim if claim is not None and claim.user_id != current_user.user.id else None,
         status=status,
         trial=detail,
         usage=step_usage(detail.steps),

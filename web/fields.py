@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from flask import request
@@ -31,7 +33,38 @@ class Follows:
         try:
             field.data = self.rule.apply_text(value) if isinstance(value, str) else self.rule.apply(value)
         except Refused as refused:
-            raise StopValidation(f"{self.label} {refused.says}.") from None
+            empty = value is None or (isinstance(value, str) and not value.strip())
+            raise StopValidation(rule_in_page_words(self.label, refused.says, empty)) from None
+
+
+_NOT_VALUE = re.compile(r", not (?:'.*'|\".*\"|None|-?[0-9][0-9.e+-]*|True|False)$", re.DOTALL)
+_TEXT = re.compile(r"must be (?:text|an? [a-z ]+) of (1 to|at most) ([0-9]+) characters without NUL")
+_WHOLE = re.compile(r"must be an integer from (\S+) to (\S+)")
+
+
+def _article(words: str) -> str:
+    return ("an " if words[:1].lower() in "aeiou" else "a ") + words
+
+
+def rule_in_page_words(label: str, says: str, empty: bool) -> str:
+    """A rule's refusal under the input labelled `label`, in the page's words: not the API's ("Attempt count must be
+    an integer from 1 to 8, not '0'" → "Attempt count must be a whole number from 1 to 8."; nothing entered → "Enter
+    a name."); the value is in the input already, and NUL is not typed. `says` follows the field's name."""
+    words = label if label[1:2].isupper() else label[:1].lower() + label[1:]
+    says = _NOT_VALUE.sub("", says.strip())
+    text, whole = _TEXT.fullmatch(says), _WHOLE.fullmatch(says)
+    if text and not empty:
+        return f"{label} must be at most {text.group(2)} characters."
+    if text:
+        return f"Enter {_article(words)} of 1 to {text.group(2)} characters."
+    if whole:
+        low, high = whole.groups()
+        return f"{'Enter' if empty else label + ' must be'} a whole number from {low} to {high}."
+    if says.startswith("must be one of "):
+        return f"Choose {_article(words)}: {says.removeprefix('must be ')}."
+    if empty:
+        return f"Enter {_article(words)}."
+    return f"{label} {says}."
 
 
 class PageForm(FlaskForm):
@@ -49,6 +82,22 @@ class PageForm(FlaskForm):
     def error(self) -> str | None:
         """The first message of the first field that has one, fields in the order the class declares them."""
         return next((errors[0] for errors in self.errors.values() if errors), None)
+
+    def summary(self, ids: Mapping[str, str | None] | None = None) -> list[tuple[str | None, str]]:
+        """Every refused field's first message with the id of its input (the field's own, or `ids[name]` when the
+        page names the input otherwise, None for a button's value), fields in the order the class declares them:
+        the lines of the page's error summary (templates/macros.html error_summary)."""
+        ids = ids or {}
+        return [(ids.get(field.name, field.id), field.errors[0]) for field in self if field.errors]
+
+
+def in_page_words(message: str, field: str) -> str:
+    """A write's refusal about one input as the page says it under that input: without the API's leading
+    "<field>: " and as a sentence ("name: a label named 'x' already exists" becomes "A label named 'x' already
+    exists.")."""
+    text = message.removeprefix(f"{field}: ").strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else f"{text}."
 
 
 class BoundedText(StringField):

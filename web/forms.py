@@ -33,7 +33,7 @@ from domain.vocabulary import RESETS, ROLES
 from web.dataset_drafts import MAX_DRAFT_CHARS
 from web.fields import BoundedText, Follows, PageForm, SubmissionKeyField, UUIDField, WholeNumberField
 
-ROLE = Follows(one_of(*ROLES), "role")
+ROLE = Follows(one_of(*ROLES), "Role")
 TOKEN_NAME = "Give the token a name of 1 to 200 characters."
 
 
@@ -79,11 +79,10 @@ class NewAccountForm(PageForm):
     name = StringField(default="", filters=[str.strip])
     password = PasswordField(
         validators=[
-            EqualTo("password_confirmation", "The two passwords differ."),
-            Length(min=MIN_PASSWORD_LENGTH, message=f"Password must be at least {MIN_PASSWORD_LENGTH} characters."),
+            Length(min=MIN_PASSWORD_LENGTH, message=f"Password must be at least {MIN_PASSWORD_LENGTH} characters.")
         ]
     )
-    password_confirmation = PasswordField()
+    password_confirmation = PasswordField(validators=[EqualTo("password", "The two passwords differ.")])
 
 
 class StartRunForm(PageForm):

@@ -34,7 +34,7 @@ def test_a_member_adds_three_tasks_of_a_version_previews_their_text_and_saves_th
     assert "No datasets yet." in page.locator(".empty-state").inner_text()
 
     page.click("#dataset-form button[type=submit]")  # no name
-    assert page.locator("#dataset-name-error").inner_text().startswith("Name must be text of 1 to 200 characters")
+    assert "Enter a name of 1 to 200 characters." in page.locator("#dataset-name-error").inner_text()
     page.fill("#dataset-name", "shop-3")
     page.fill("#dataset-description", "three shop tasks")
     page.click("#dataset-form button[type=submit]")

@@ -178,6 +178,41 @@ def test_the_error_summary_takes_focus_and_its_links_move_focus_to_the_fields(
         context.close()
 
 
+@pytest.mark.parametrize("javascript", [True, False])
+def test_a_refused_start_run_form_focuses_its_summary_whose_links_move_focus_to_the_fields(
+    live_server,  # noqa: F811
+    database,
+    make_member,
+    javascript,
+):
+    from tests.factories import make_catalog
+
+    member = make_member("ann@newco.test", "NewCo", "member")
+    catalog = make_catalog(database, member.org.id, {"kind": "scripted"}, attempt_count=1)
+    with chromium() as browser:
+        context = browser.new_context(java_script_enabled=javascript, viewport={"width": 1440, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        log_in(page, live_server, member.email, member.password)
+        page.goto(f"{live_server}/environments/{catalog.environment_id}")
+        # a version no longer offered (the page was open while it went) and an attemptCount out of range
+        page.evaluate("document.querySelector('#environment_version_id').add(new Option('gone', '', true, true))")
+        page.fill("#attempt_count", "0")
+        page.click("#start-run button[type=submit]")  # htmx swaps the form in place; without JavaScript, a page
+        page.wait_for_selector("#error-summary")
+        page.wait_for_function("document.activeElement && document.activeElement.id === 'error-summary'")
+        assert page.locator("#error-summary a").all_inner_texts() == [
+            "Choose an environment version.",
+            "Attempt count must be a whole number from 1 to 8.",
+        ]
+        for index, field in enumerate(["environment_version_id", "attempt_count"]):
+            page.locator("#error-summary a").nth(index).click()
+            page.wait_for_function("id => document.activeElement && document.activeElement.id === id", arg=field)
+            assert page.locator(f"#{field}").get_attribute("aria-invalid") == "true"
+        shot(page, f"45-start-run-summary-{'js' if javascript else 'no-js'}")
+        context.close()
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", [1440, 390])
 def test_refused_forms_pass_axe_and_fit_the_width(live_server, database, make_member, width, scheme):  # noqa: F811

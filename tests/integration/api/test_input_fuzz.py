@@ -163,4 +163,4 @@ def test_an_attempt_count_that_is_not_ascii_digits_redraws_the_form_with_422(own
     client, token, ids = owner_session
     form = {**valid_request(ids)["/environments/{env}/runs"], "attempt_count": count, "csrf_token": token}
     response = client.post(f"/environments/{ids['env']}/runs", data=form)
-    assert response.status_code == 422 and "Attempt count must be an integer from 1 to 8" in response.text
+    assert response.status_code == 422 and "Attempt count must be a whole number from 1 to 8." in response.text

@@ -365,9 +365,9 @@ def test_another_users_or_organizations_queue_trial_or_label_is_404_and_nothing_
 @pytest.mark.parametrize(
     ("fields", "said"),
     [
-        ({"decision": "maybe"}, "Decision must be one of reviewed, excluded"),
+        ({"decision": "maybe"}, "Choose a decision: one of reviewed, excluded."),
         ({"label_id": ["not-a-uuid"]}, "label_id must be label UUIDs"),
-        ({"reason": "x" * 1001, "decision": "excluded"}, "Reason must be a reason of at most 1000 characters"),
+        ({"reason": "x" * 1001, "decision": "excluded"}, "Reason must be at most 1000 characters."),
     ],
 )
 def test_malformed_decisions_are_refused_and_write_nothing(reviewer, member, count_rows, fields, said):
@@ -378,3 +378,32 @@ def test_malformed_decisions_are_refused_and_write_nothing(reviewer, member, cou
     assert response.status_code in (400, 422)
     assert said in response.text
     assert table_counts(count_rows, member.org.id) == before
+
+
+def test_the_trial_page_says_who_holds_the_trial_to_other_members_only(
+    app, reviewer, make_member, database, member, count_rows
+):
+    bob = ApiClient(app.test_client(), make_member("bob@acme.test", member.org, "member"))
+    queue, _ = start(reviewer)
+    trial = shown_trial(reviewer.get(f"/queue/{queue}/1").text)  # ann has it open
+    before = table_counts(count_rows, member.org.id)
+    seen = bob.get(f"/trials/{trial}")
+    assert seen.status_code == 200
+    notice = " ".join(one(seen.text, "#claim-notice").get_text().split())
+    until = re.search(r"until (\d\d:\d\d) UTC", notice)
+    assert notice.startswith("Being reviewed by ann@acme.test until") and until, notice
+    with database.admin_session(member.org.id) as session:
+        held_until = session.execute(text("SELECT claimed_until FROM review_claims")).scalar_one()
+    assert until.group(1) == f"{held_until:%H:%M}"
+    assert parse(reviewer.get(f"/trials/{trial}").text).select("#claim-notice, .claim-notice") == []  # not to ann
+    assert table_counts(count_rows, member.org.id) == before  # reading the page claims nothing
+    other = shown_trial(reviewer.get(f"/queue/{queue}/2").text)
+    assert parse(bob.get(f"/trials/{other}").text).select("#claim-notice")  # each trial she opened is held
+    # another organization still sees neither the trial nor its claim
+    eve = ApiClient(app.test_client(), make_member("eve@globex.test", "Globex", "member"))
+    hidden = eve.get(f"/trials/{trial}")
+    assert hidden.status_code == 404 and "ann@acme.test" not in hidden.text
+    # the claim lapses: the page no longer says it
+    with database.admin_session(member.org.id) as session, session.begin():
+        session.execute(text("UPDATE review_claims SET claimed_until = now() - interval '1 second'"))
+    assert parse(bob.get(f"/trials/{trial}").text).select("#claim-notice, .claim-notice") == []

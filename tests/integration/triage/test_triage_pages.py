@@ -49,12 +49,12 @@ def test_the_label_set_page_adds_lists_and_deletes_labels(api, database, member)
 @pytest.mark.parametrize(
     ("fields", "status", "said"),
     [
-        ({"name": ""}, 422, "Name must be a name of 1 to 64 characters"),
+        ({"name": ""}, 422, "Enter a name."),
         ({"name": "x" * 65}, 422, "Name must be a name of 1 to 64 characters"),
         ({"name": "tab\there"}, 422, "without control characters"),
         ({"name": "\ufe50x"}, 422, "also in its normal form"),  # NFKC makes the small comma a comma
-        ({"name": "Flaky"}, 409, "a label named 'flaky' already exists"),
-        ({"name": "fine", "color": "chartreuse"}, 422, "Colour must be one of gray"),
+        ({"name": "Flaky"}, 409, "A label named 'flaky' already exists"),
+        ({"name": "fine", "color": "chartreuse"}, 422, "Choose a colour: one of gray"),
     ],
 )
 def test_bad_labels_re_render_with_the_reason_and_write_nothing(api, member, count_rows, fields, status, said):
@@ -62,7 +62,7 @@ def test_bad_labels_re_render_with_the_reason_and_write_nothing(api, member, cou
     before = table_counts(count_rows, member.org.id)
     response = form_post(api, "/settings/labels", **{"color": "gray", **fields})
     assert response.status_code == status
-    assert said in one(response.text, "p.error[role=alert]").get_text()
+    assert said in one(response.text, ".error-summary li").get_text()
     assert table_counts(count_rows, member.org.id) == before
 
 
