@@ -241,3 +241,13 @@ def sqlstate(error: DBAPIError) -> str | None:
     """The SQLSTATE PostgreSQL answered with, under SQLAlchemy's wrapper of psycopg's error."""
     assert isinstance(error.orig, psycopg.Error), error
     return error.orig.sqlstate
+
+
+def error_summary_links(html: str) -> list[tuple[str, str]]:
+    """A refused form's error summary (the GOV.UK pattern: focusable and focused, an alert with its heading): its
+    links as (target id, text)."""
+    page = parse(html)
+    box = one(page, "div.error-summary#error-summary[tabindex='-1'][autofocus]")
+    assert one(box, "[role=alert] h2").get_text() == "There is a problem"
+    assert attr(box, "aria-labelledby") == attr(one(box, "h2"), "id")
+    return [(attr(a, "href").removeprefix("#"), a.get_text()) for a in box.select("li a")]

@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from models import EnvironmentVersion
 from queries.environments import runnable_spec
-from tests.helpers import attr, one, parse, texts
+from tests.helpers import attr, error_summary_links, one, parse, texts
 
 
 def form_post(api, url: str, data: dict, **kwargs):
@@ -394,15 +394,6 @@ def test_plain_vars_are_name_value_lines_shown_as_they_are(api, count_rows):
     assert one(again, "#f-spec-vars").get_text() == "GIT_AUTHOR_NAME=tester\nMODE=a=b"
 
 
-def summary(html: str) -> list[tuple[str, str]]:
-    """The error summary's links: (target id, text). It is the GOV.UK pattern: focusable, an alert, a heading."""
-    page = parse(html)
-    box = one(page, "div.error-summary#error-summary[tabindex='-1'][autofocus]")
-    assert one(box, "[role=alert] h2").get_text() == "There is a problem"
-    assert attr(box, "aria-labelledby") == attr(one(box, "h2"), "id")
-    return [(attr(a, "href").removeprefix("#"), a.get_text()) for a in box.select("li a")]
-
-
 def assert_each_link_names_its_input(html: str, links: list[tuple[str, str]]) -> None:
     """Every link of the summary leads to an input (or group) marked invalid, whose own message it repeats."""
     page = parse(html)
@@ -429,7 +420,7 @@ def test_every_refusal_of_the_evaluator_form_is_shown_at_once_in_the_pages_words
     }
     answer = form_post(api, "/evaluators/new?template=scripted", data)
     assert answer.status_code == 422
-    links = summary(answer.text)
+    links = error_summary_links(answer.text)
     assert links == [
         ("f-name", "Enter a name of 1 to 200 characters"),
         ("f-attemptCount", "Attempt count must be a whole number from 1 to 8"),
@@ -459,7 +450,7 @@ def test_every_refusal_of_the_environment_form_is_shown_at_once_at_every_level(a
     )
     answer = form_post(api, "/environments/new?template=mcp", data)
     assert answer.status_code == 422
-    links = summary(answer.text)
+    links = error_summary_links(answer.text)
     assert links == [
         ("f-name", "Enter a name of 1 to 200 characters"),
         ("f-spec-command", "Enter a command, one item per line"),
@@ -476,8 +467,8 @@ def test_every_refusal_of_the_environment_form_is_shown_at_once_at_every_level(a
     assert (count_rows("environments", api.org), count_rows("environment_versions", api.org)) == (0, 0)
     # A verifier with neither a tool nor a command is the group's refusal, linked to the group.
     no_verifier = form_post(api, "/environments/new?template=mcp", environment_form("git", **{"spec.command": "srv"}))
-    assert summary(no_verifier.text) == [("f-spec-verifier", "Fill in the verifier: a tool or a command")]
-    assert_each_link_names_its_input(no_verifier.text, summary(no_verifier.text))
+    assert error_summary_links(no_verifier.text) == [("f-spec-verifier", "Fill in the verifier: a tool or a command")]
+    assert_each_link_names_its_input(no_verifier.text, error_summary_links(no_verifier.text))
 
 
 @pytest.mark.bad_input
@@ -487,7 +478,7 @@ def test_a_new_versions_refusals_are_shown_at_once(api, count_rows):
     inputs = {"spec.params.skus": "50", "spec.params.customers": "many", "action": "save"}
     answer = form_post(api, url, {"submission_key": str(uuid.uuid4()), "source": "fields", **inputs})
     assert answer.status_code == 422
-    assert summary(answer.text) == [
+    assert error_summary_links(answer.text) == [
         ("f-spec-params-skus", "SKUs must be a whole number from 3 to 20"),
         ("f-spec-params-customers", "Customers must be a whole number from 2 to 12"),
     ]
@@ -511,7 +502,7 @@ def test_a_taken_name_is_said_in_the_pages_words(api, count_rows):
     assert form_post(api, "/evaluators/new", evaluator_form("novice")).status_code == 303
     again = form_post(api, "/evaluators/new", {**evaluator_form("novice"), "attemptCount": "0"})
     assert again.status_code == 422
-    assert summary(again.text) == [
+    assert error_summary_links(again.text) == [
         ("f-name", "An evaluator configuration named 'novice' already exists: choose another name"),
         ("f-attemptCount", "Attempt count must be a whole number from 1 to 8"),
     ]

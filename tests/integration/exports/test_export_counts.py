@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -20,9 +19,10 @@ from sqlalchemy import text
 from domain.outcome import TrialOutcome
 from queries.training_formats import CLOSING_TURN
 from tests.conftest import ApiClient
-from tests.factories import make_catalog, record_rewards, typed_steps, writable_copy
+from tests.factories import make_catalog, record_rewards, writable_copy
 from tests.helpers import attr, one, parse
 from tests.integration.exports.test_training_rows import assert_message_shape, render_everywhere
+from tests.integration.exports.test_training_rows import outcome as training_outcome
 from tests.paths import TESTS
 
 STEPS = [
@@ -35,16 +35,7 @@ NO_AGENT_TURN = "X-Rows-Without-Agent-Turn"
 
 
 def outcome(reward: float, steps: list) -> TrialOutcome:
-    return TrialOutcome(
-        status="succeeded" if reward == 1 else "failed",
-        reward=reward,
-        failure_category=None if reward == 1 else "wrong_quantity",
-        stages={"stage_inventory": reward},
-        steps=typed_steps(steps),
-        log="opened admin-console",
-        started_at=datetime.now(UTC),
-        task=TASK,
-    )
+    return training_outcome(reward, TASK, steps)
 
 
 def record(database, catalog, rewards: list[float], without_steps: tuple[int, ...] = ()) -> list[str]:

@@ -8,19 +8,10 @@ import pytest
 
 from tests.conftest import csrf_token_from
 from tests.factories import make_catalog
-from tests.helpers import attr, invitation_link, one, parse, table_counts, texts
+from tests.helpers import attr, error_summary_links, invitation_link, one, parse, table_counts, texts
 from tests.integration.datasets.test_dataset_runs import NOVICE, dataset_version, evaluator
 
 API_WORDS = ("must be text", "without NUL", "not ''", "attemptCount", "an integer", "role must")
-
-
-def summary(html: str) -> list[tuple[str, str]]:
-    """The error summary's links: (target id, text). It is focusable, takes focus, is an alert with a heading."""
-    page = parse(html)
-    box = one(page, "div.error-summary#error-summary[tabindex='-1'][autofocus]")
-    assert one(box, "[role=alert] h2").get_text() == "There is a problem"
-    assert attr(box, "aria-labelledby") == attr(one(box, "h2"), "id")
-    return [(attr(a, "href").removeprefix("#"), a.get_text()) for a in box.select("li a")]
 
 
 def assert_each_link_names_its_input(html: str, links: list[tuple[str, str]]) -> None:
@@ -44,7 +35,7 @@ def refused(api, url: str, data: dict, count_rows, status: int = 422) -> list[tu
         answer = api.post(url, data=data, headers=headers)
         assert answer.status_code == status, answer.text[:500]
         assert table_counts(count_rows, api.org) == before
-    links = summary(answer.text)
+    links = error_summary_links(answer.text)
     assert_each_link_names_its_input(answer.text, links)
     return links
 
@@ -130,7 +121,7 @@ def test_the_new_account_form_of_an_invitation_shows_every_refusal_at_once(app, 
     answer = stranger.post(link, data=data)
     assert answer.status_code == 422
     assert (table_counts(count_rows, owner_api.org), count_rows("users")) == before
-    links = summary(answer.text)
+    links = error_summary_links(answer.text)
     assert links == [
         ("password", "Password must be at least 8 characters."),
         ("password_confirmation", "The two passwords differ."),
