@@ -20,6 +20,7 @@ from db.migrate import migrate
 from db.session import Database
 from db.urls import DEFAULT_DATABASE, resolve_urls
 from domain.errors import DomainError
+from domain.install import instance_folder, shipped_folder
 from domain.limits import DEFAULT_MAX_EXPENSIVE_REQUESTS, DEFAULT_MAX_RUNS_PER_ORG, max_trial_timeout_s
 from domain.secret_env import create_once, load_secrets_key
 from web import database, security
@@ -31,7 +32,12 @@ from web.urls import external_url_helpers, trusted_hosts
 
 def create_app(test_config: dict | None = None) -> Flask:
     """Build the app: config from the environment (or `test_config`), database, blueprints, CSRF, errors."""
-    app = Flask(__name__, instance_path=str(Path(__file__).parent / "instance"))
+    app = Flask(
+        __name__,
+        instance_path=str(instance_folder()),
+        template_folder=str(shipped_folder("templates")),
+        static_folder=str(shipped_folder("static")),
+    )
     app.config.from_mapping(
         DATABASE_URL=os.environ.get("DATABASE_URL"),
         ADMIN_DATABASE_URL=os.environ.get("ADMIN_DATABASE_URL"),

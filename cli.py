@@ -1,11 +1,13 @@
 """The `flask --app app …` commands: init-db, create-org, create-user, add-member, invite, create-token,
 import-harbor, import-harbor-task, import-harbor-dataset, demo, worker. Registered by the app factory (as flaskr's
 db.py registers init-db); bad input prints one `Error:` line and exits 1 without writing anything. `main` is the
-`agentforge` console script: the same commands (and Flask's own: run, shell, routes) as one program.
+`agentforge` console script: the same commands (and Flask's own: run, shell, routes) as one program, with `serve`
+(the dashboard under gunicorn), which builds no app of its own: each gunicorn worker process builds one.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from pathlib import Path
@@ -15,6 +17,7 @@ from urllib.parse import urlsplit
 import click
 from flask import Flask, url_for
 from flask.cli import FlaskGroup
+from gunicorn.app.base import BaseApplication
 from sqlalchemy import func, select
 
 from db.migrate import migrate
@@ -292,15 +295,54 @@ def register_commands(app: Flask) -> None:
         click.echo(f"Worker stopped after {processed} runs.")
 
 
+class Dashboard(BaseApplication):
+    """gunicorn serving the app: each worker process builds its own with create_app after the fork, so no database
+    connection or embedded-cluster handle is shared between processes."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+        super().__init__()
+
+    def load_config(self) -> None:
+        for name, value in self.settings.items():
+            self.cfg.set(name, value)
+
+    def load(self) -> Flask:
+        from app import create_app  # app imports this module for register_commands
+
+        return create_app()
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
+@click.option("--port", default=5000, type=click.IntRange(1, 65535), show_default=True, help="Port to listen on.")
+@click.option(
+    "--workers",
+    default=2 * (os.cpu_count() or 1),
+    type=click.IntRange(1, 256),
+    show_default="2 per CPU",
+    help="Web processes.",
+)
+@click.option("--threads", default=8, type=click.IntRange(1, 256), show_default=True, help="Requests per process.")
+def serve(host: str, port: int, workers: int, threads: int) -> None:
+    """Serve the dashboard and the API with gunicorn on HOST:PORT until SIGTERM/SIGINT (requests in hand finish)."""
+    bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    # No control socket: gunicorn's default path is one per user, which a second server on the machine would take.
+    Dashboard({"bind": [bind], "workers": workers, "threads": threads, "control_socket_disable": True}).run()
+
+
 def main() -> None:
-    """`agentforge …`: what `flask --app app …` does (`agentforge init-db`, `agentforge run`, `agentforge worker`)."""
+    """`agentforge …`: what `flask --app app …` does (`agentforge init-db`, `agentforge worker`), and `serve`."""
     from app import create_app  # app imports this module for register_commands
 
-    FlaskGroup(
+    group = FlaskGroup(
         name="agentforge",
         create_app=create_app,
-        help="AgentForge: the dashboard (run), the worker (worker) and the administration commands.",
-    ).main(prog_name="agentforge")
+        help="AgentForge: the dashboard (serve; run is Flask's development server), the worker (worker) and the "
+        "administration commands.",
+    )
+    group.add_command(serve)
+    group.main(prog_name="agentforge")
 
 
 def _fail(message: str) -> NoReturn:

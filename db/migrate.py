@@ -1,14 +1,15 @@
-"""The schema: alembic's migrations (migrations/) brought to the newest revision as the owner role."""
+"""The schema: alembic's migrations (migrations/, the checkout's or the installed wheel's) brought to the newest
+revision as the owner role."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from db.urls import DatabaseUrls, runtime_role_of, sqlalchemy_url
+from domain.install import shipped_folder
 
 if TYPE_CHECKING:
     from domain.secret_env import SecretsKey
@@ -29,7 +30,7 @@ def migrate(urls: DatabaseUrls, secrets_key: SecretsKey | None = None) -> None:
         with engine.begin() as conn:
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATIONS_LOCK})
             cfg = Config()
-            cfg.set_main_option("script_location", str(Path(__file__).parent.parent / "migrations"))
+            cfg.set_main_option("script_location", str(shipped_folder("migrations")))
             cfg.attributes["connection"] = conn
             cfg.attributes["runtime_role"] = runtime_role_of(urls)
             cfg.attributes["secrets_key"] = secrets_key

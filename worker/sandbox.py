@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from domain.install import instance_folder
 from domain.limits import LIMITS, MIB, describe, resolve_limits
 from worker import cgroups, disk, seccomp
 from worker.cgroups import Cgroup, Hierarchy
@@ -131,14 +132,14 @@ class SandboxSettings:
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> SandboxSettings:
         """Read AGENTFORGE_SANDBOX (bwrap | none), AGENTFORGE_SANDBOX_PATHS, AGENTFORGE_SANDBOX_DENY,
-        AGENTFORGE_HARBOR_CACHE_MB and the paths to hide (instance, data); ValueError names a bad value."""
+        AGENTFORGE_HARBOR_CACHE_MB and the paths to hide (the instance folder, data); ValueError names a bad value."""
         environ = dict(os.environ if environ is None else environ)
         mode = environ.get("AGENTFORGE_SANDBOX", "bwrap") or "bwrap"
         if mode not in MODES:
             raise ValueError(f"AGENTFORGE_SANDBOX must be one of {', '.join(MODES)}, not {mode!r}")
         # The state directory holds every sandbox's workspace and every Harbor task's tests: never shown, wherever
         # it is (under a private /tmp it is not shown anyway).
-        hidden = [ROOT / "instance", ROOT / ".git", ROOT / ".env", Path(default_state_dir())]
+        hidden = [instance_folder(environ), ROOT / ".git", ROOT / ".env", Path(default_state_dir())]
         if environ.get("AGENTFORGE_DATA_DIR"):  # the cluster, and its role passwords beside it
             data_dir = Path(environ["AGENTFORGE_DATA_DIR"]).expanduser().resolve()
             hidden += [data_dir, data_dir.with_name(data_dir.name + "-passwords")]

@@ -1,5 +1,6 @@
 """Packaging: pyproject.toml's [project] pins what requirements.txt pins, installs and checks every package of the
-tree, and its `agentforge` script is `flask --app app …` under its own name."""
+tree (and the folders the app reads, as agentforge_resources), and its `agentforge` script is `flask --app app …`
+under its own name, with `serve`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from app import create_app
+from domain.install import RESOURCES
 from tests.conftest import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -19,6 +22,7 @@ NOT_INSTALLED = ("tests", "bench")  # the checkout's own tools: the test suite a
 PROJECT_COMMANDS = {"init-db", "create-org", "create-user", "add-member", "invite", "create-token", "import-harbor"}
 PROJECT_COMMANDS |= {"demo", "worker"}
 FLASK_COMMANDS = {"run", "shell", "routes"}
+SCRIPT_COMMANDS = {"serve"}  # the console script's own (gunicorn), beside the app's and Flask's
 
 
 def pinned(requirements: Path) -> list[str]:
@@ -55,7 +59,14 @@ def test_pyproject_dependencies_are_requirements_txt():
 def test_every_package_is_installed_typed_linted_and_type_checked():
     setuptools = PYPROJECT["tool"]["setuptools"]
     packages = packages_in_tree()
-    assert sorted(setuptools["packages"]) == packages
+    shipped = {name for name in setuptools["packages"] if name.split(".")[0] == RESOURCES.name}  # folders, not code
+    assert sorted(set(setuptools["packages"]) - shipped) == packages
+    assert {setuptools["package-dir"][name] for name in shipped} == {
+        "templates",
+        "static",
+        "migrations",
+        "migrations/versions",
+    }
     assert sorted(setuptools["py-modules"]) == ["app", "cli"]
     top_level = sorted({package.split(".")[0] for package in packages})
     assert [name for name in top_level if not (ROOT / name / "py.typed").is_file()] == []
@@ -88,4 +99,17 @@ def test_agentforge_help_lists_the_app_commands(database_urls, tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Usage: agentforge ")
     listed = {line.split()[0] for line in result.stdout.split("\nCommands:\n", 1)[1].splitlines() if line.strip()}
-    assert listed >= PROJECT_COMMANDS | FLASK_COMMANDS, result.stdout
+    assert listed >= PROJECT_COMMANDS | FLASK_COMMANDS | SCRIPT_COMMANDS, result.stdout
+
+
+def test_the_instance_folder_the_operator_names_holds_the_generated_keys(database_urls, tmp_path, monkeypatch):
+    instance = tmp_path / "agentforge-instance"
+    monkeypatch.setenv("AGENTFORGE_INSTANCE_DIR", str(instance))
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    monkeypatch.delenv("AGENTFORGE_SECRETS_KEY", raising=False)
+    urls = {"DATABASE_URL": database_urls.runtime, "ADMIN_DATABASE_URL": database_urls.admin}
+    app = create_app({**urls, "MIGRATE_ON_START": False})
+    app.extensions["agentforge_db"].dispose()
+    assert app.instance_path == str(instance)
+    assert app.config["SECRET_KEY"] == (instance / "secret_key").read_text()
+    assert (instance / "secrets_key").is_file()

@@ -381,6 +381,14 @@ def test_a_data_directory_anywhere_in_the_checkout_is_hidden_with_its_passwords(
     assert {str(data_dir), str(ROOT / "var" / "pgdata-passwords"), str(ROOT / "instance")} <= set(settings.hidden)
 
 
+def test_the_instance_folder_the_operator_names_is_hidden(tmp_path):
+    # An install keeps its keys and the embedded cluster's passwords where AGENTFORGE_INSTANCE_DIR says (say inside
+    # the virtualenv the sandbox shows read-only): hidden there, not at the checkout's instance/.
+    instance = tmp_path / "agentforge-instance"
+    settings = SandboxSettings.from_environ({"AGENTFORGE_INSTANCE_DIR": str(instance)})
+    assert str(instance.resolve()) in settings.hidden
+
+
 @pytest.mark.slow  # copies the checkout and runs a trial in a process of its own
 @needs_bwrap
 def test_a_checkout_whose_virtualenv_is_a_symlink_runs_sandboxed_agents(tmp_path):
