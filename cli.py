@@ -326,7 +326,8 @@ class Dashboard(BaseApplication):
 @click.option("--threads", default=8, type=click.IntRange(1, 256), show_default=True, help="Requests per process.")
 def serve(host: str, port: int, workers: int, threads: int) -> None:
     """Serve the dashboard and the API with gunicorn on HOST:PORT until SIGTERM/SIGINT (requests in hand finish)."""
-    bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    address = host.strip("[]")  # an IPv6 address, bracketed or not
+    bind = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
     # No control socket: gunicorn's default path is one per user, which a second server on the machine would take.
     Dashboard({"bind": [bind], "workers": workers, "threads": threads, "control_socket_disable": True}).run()
 
