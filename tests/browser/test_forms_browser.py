@@ -237,6 +237,9 @@ def test_refused_forms_pass_axe_and_fit_the_width(live_server, database, make_me
             assert not violations, f"the refused {state} form at {width} px, {scheme}:\n{describe(violations)}"
 
 
+NEEDS_A_REASON = "Enter a reason to exclude the trial: what makes it unfit for training."
+
+
 def summary_focused_and_linked(page, summary_id: str, links: list[tuple[str, str]]) -> None:
     """After a refused submit the focus is on the error summary `summary_id`; its links say `links` (input id,
     message) and each moves the focus to its input, which is marked invalid."""
@@ -257,8 +260,6 @@ def test_a_refused_review_decision_or_exclusion_focuses_its_summary_whose_links_
     make_member,
     javascript,
 ):
-    from web.forms import NEEDS_A_REASON
-
     member = member_with_failures(database, make_member, 6)
     failed = api_ids(ApiClient(app.test_client(), member), "rewardBand=failed")
     with chromium() as browser:
