@@ -34,7 +34,7 @@ from queries.datasets import (
     versions_named,
 )
 from web.database import request_session
-from web.dataset_drafts import ADDED, draft_of, draft_tasks, line_of, note, read_draft, seed_runs
+from web.dataset_drafts import ADDED, DraftRefused, draft_of, draft_tasks, line_of, note, read_draft, seed_runs
 from web.forms import DatasetDraftForm, DatasetForm
 from web.htmx import redirect_after_write, render
 from web.params import page_number, query_int, query_value
@@ -232,8 +232,9 @@ def build_version(dataset_id: uuid.UUID):
             check_tasks(session, tasks)
         if form.action.data == "save" and form.previewed.data == tasks_sha256(tasks):
             return _save(session, dataset_id, tasks)
-    except DatasetRefused as refused:
-        return _show_page(session, summary, form, refusals=[(_input_of(refused, form), _words(refused))], status=422)
+    except DatasetRefused as refused:  # every line that cannot be read, or the list's one refusal
+        every = refused.refusals if isinstance(refused, DraftRefused) else [refused]
+        return _show_page(session, summary, form, refusals=[(_input_of(r, form), _words(r)) for r in every], status=422)
     preview = _preview(session, dataset_id, tasks)
     form.previewed.data = preview.sha256
     unseen = form.action.data == "save"  # a list saved as it was never previewed: shown first, nothing written

@@ -4,9 +4,10 @@ the next trial; `u` undoes the newest decision; `p`/`n` walk the queue whatever 
 has open is skipped by every other reviewer's queue for ten minutes (domain.review_queue.CLAIM_MINUTES), and a
 decision on it from another queue is refused meanwhile (409).
 
-Members and owners review (viewers: 403). A refused decision re-renders the trial with the reason (422 or 409) and
-writes nothing; a queue, trial or label that is not the reviewer's answers 404, nothing written. Each request is
-one transaction: the decision, the claim on the trial shown next and the reads of its page.
+Members and owners review (viewers: 403). A refused decision re-renders the trial (422 or 409) with every refusal at
+once in the error summary at the top, each under its input, in the page's words, and writes nothing; a queue, trial
+or label that is not the reviewer's answers 404, nothing written. Each request is one transaction: the decision, the
+claim on the trial shown next and the reads of its page.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from queries.review_queue import (
 from queries.triage import trial_triage
 from queries.trials import explorer_choices, matching_ids, trial_detail
 from web.database import request_session
+from web.fields import in_page_words
 from web.htmx import redirect_after_write, render, wants_fragment
 from web.params import given_args
 from web.review_queue import DecisionForm, queue_filters, remember_reason, remembered_reason
@@ -120,12 +122,24 @@ def show(queue_id: uuid.UUID, position: int):
     return _committed(queue_page(_queue(queue_id), position))
 
 
+# The decision form's fields the panel draws no input of its own for (a button's value, hidden fields, a label's
+# checkbox, which a page never sends refused): their refusals link to nothing.
+UNLINKED = {"decision": None, "label_id": None, "shown_label_id": None, "shown_category": None}
+
+
 def queue_page(
-    queue: QueueRow, position: int, *, status: int = 200, error: str | None = None, said: str | None = None
+    queue: QueueRow,
+    position: int,
+    *,
+    status: int = 200,
+    form: DecisionForm | None = None,
+    error: str | None = None,
+    said: str | None = None,
 ) -> Response:
     """The page (or, for htmx, the #queue fragment) of the queue's trial at `position`, claimed for the reviewer
-    when nobody else holds it (the caller commits); `error` a refused decision's reason, `said` what the last
-    action did."""
+    when nobody else holds it (the caller commits); a refused decision's `form` (drawn as it was sent, each
+    refusal under its input) or `error` (a refusal no input holds), both in the error summary at the top; `said`
+    what the last action did."""
     session, reviewer = request_session(), current_reviewer()
     trial_id, mine = claim_at(session, reviewer, queue.id, position)
     if trial_id is None:
@@ -156,7 +170,8 @@ def queue_page(
         palette=LABEL_PALETTE,
         held_by=held_by,
         claim_minutes=CLAIM_MINUTES,
-        error=error,
+        form=form,
+        summary=(form.summary(UNLINKED) if form else []) + ([(None, error)] if error else []),
         said=said,
         fragment=wants_fragment(),
         list_url=_list_url(queue),
@@ -190,18 +205,20 @@ def decide_view(queue_id: uuid.UUID, trial_id: uuid.UUID):
     if position is None:
         abort(404, description=f"No trial {trial_id} in this review queue.")
     form = DecisionForm()
-    if not form.validate():
-        return _committed(queue_page(queue, position, status=422, error=form.error))
-    decision, refused = form.decision_input(lambda: failure_categories(session))
+    decision = form.decision_input(lambda: failure_categories(session))
     if decision is None:
-        return _committed(queue_page(queue, position, status=422, error=refused))
+        return _committed(queue_page(queue, position, status=422, form=form))
     try:
         decide(session, reviewer, queue.id, trial_id, decision)
     except DomainError as error:
         session.rollback()
         if error.status == 404:
             abort(404, description=str(error))
-        return _committed(queue_page(queue, position, status=error.status, error=str(error)))
+        field = getattr(error, "field", "")  # a rule of the write about one input: said under it
+        if field in form:
+            form[field].errors.append(in_page_words(str(error), field))
+            return _committed(queue_page(queue, position, status=error.status, form=form))
+        return _committed(queue_page(queue, position, status=error.status, form=form, error=str(error)))
     if decision.state == "excluded":
         remember_reason(reviewer.org_id, decision.reason)
     following = open_position(session, queue.id, reviewer.user_id, position, still=_still_matching(queue))

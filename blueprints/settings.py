@@ -11,7 +11,7 @@ from queries.accounts import list_members
 from queries.invitations import list_pending_invitations
 from queries.tokens import list_org_tokens, list_tokens
 from web.database import request_session
-from web.fields import PageForm
+from web.fields import PageForm, in_page_words
 from web.forms import InviteForm, RoleForm, TokenForm
 from web.htmx import redirect_after_write, render
 from web.urls import external_url
@@ -23,8 +23,13 @@ bp = Blueprint("settings", __name__, url_prefix="/settings")
 
 
 def _page(
-    status: int = 200, error: str | None = None, form: InviteForm | None = None, invitation_link: str | None = None
+    status: int = 200,
+    refusals: list[tuple[str | None, str]] | None = None,
+    form: InviteForm | None = None,
+    invitation_link: str | None = None,
 ):
+    """The members page; `refusals` a refused role change's or removal's lines of the error summary at its top
+    (the invitation form's own summary is drawn above that form, from `form`)."""
     can_manage = g.membership.role == "owner"
     members = list_members(request_session())
     return render(
@@ -36,7 +41,7 @@ def _page(
         invitations=list_pending_invitations(request_session()) if can_manage else [],
         roles=ROLES,
         can_manage=can_manage,
-        error=error,
+        refusals=refusals or [],
         form=form or InviteForm(formdata=None),
         invitation_link=invitation_link,
     )
@@ -48,18 +53,19 @@ def members():
     return _page()
 
 
-def _write(action, success: str, form: PageForm | None = None):
-    """Run an owner's change; invalid input or a refused change re-renders the page with the reason (422) and
-    writes nothing."""
+def _write(action, success: str, form: PageForm | None = None, ids: dict[str, str | None] | None = None):
+    """Run an owner's change; invalid input or a refused change (the last owner demoted or removed, your own
+    membership changed unconfirmed) re-renders the page with the error summary at its top (422; a form's refusal
+    linked to its input, `ids`) and writes nothing."""
     require_role("owner")
     if form is not None and not form.validate():
-        return _page(422, form.error)
+        return _page(422, form.summary(ids))
     session = request_session()
     try:
         action(session)
     except AccountError as error:
         session.rollback()
-        return _page(422, str(error))
+        return _page(422, [(None, in_page_words(str(error), ""))])
     except LookupError as error:
         abort(404, description=str(error))
     session.commit()
@@ -109,6 +115,7 @@ def set_role(membership_id: uuid.UUID):
         lambda s: change_role(s, membership_id, role, acting_user_id=me, confirmed=confirmed),
         f"Role changed to {role}.",
         form,
+        {"role": f"role-{membership_id}"},
     )
 
 

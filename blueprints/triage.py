@@ -1,6 +1,7 @@
 """Triage pages: the organization's label set (/settings/labels), and on the trial page its labels, review state,
 human failure category and notes. Members and owners write; viewers read (403). A refused change re-renders the
-page with the reason (422) and writes nothing; every change is audited (writes.triage)."""
+page (422, nothing written) with every refusal of the form at once: an error summary at the top of the review
+panel, each message under its input, in the page's words; every change is audited (writes.triage)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from flask import Blueprint, abort, flash, request, url_for
 from sqlalchemy.orm import Session
 
 from blueprints.auth import current_reviewer, require_role
-from blueprints.trials import diff_of_request, diff_review_answer, trial_page
+from blueprints.trials import TriageRefusal, diff_of_request, diff_review_answer, trial_page
 from domain.errors import DomainError, NotFoundInOrg
 from domain.triage import LABEL_PALETTE
 from domain.vocabulary import LABEL_COLORS
 from queries.triage import list_labels
 from web.database import request_session
-from web.fields import in_page_words
+from web.fields import PageForm, in_page_words
 from web.forms import LabelForm, NoteForm, ReviewForm, TrialLabelForm
 from web.htmx import redirect_after_write, render
 from web.params import parse_uuid
@@ -83,9 +84,18 @@ def delete_label_view(label_id: uuid.UUID):
     return redirect_after_write(url_for("triage.labels"))
 
 
-def _change(trial_id: uuid.UUID, change: Callable[[Session], Any], done: str, anchor: str = "triage"):
-    """Make a change to the trial's triage; a refusal re-renders the trial page with the reason and writes nothing.
-    A form sent from the trial diff (diffA, diffB) is answered there (blueprints.trials.diff_review_answer)."""
+def _change(
+    trial_id: uuid.UUID,
+    change: Callable[[Session], Any],
+    done: str,
+    anchor: str = "triage",
+    *,
+    form: PageForm | None = None,
+    form_id: str = "",
+):
+    """Make a change to the trial's triage; a refusal re-renders the trial page with it (under the input of the field
+    it names, else in the error summary alone, in the page's words) and writes nothing. A form sent from the trial
+    diff (diffA, diffB) is answered there (blueprints.trials.diff_review_answer)."""
     require_role("member")
     session = request_session()
     from_diff = diff_of_request(trial_id) is not None
@@ -95,9 +105,13 @@ def _change(trial_id: uuid.UUID, change: Callable[[Session], Any], done: str, an
         session.rollback()
         if error.status == 404:
             abort(404, description=str(error))
-        if from_diff:
-            return diff_review_answer(trial_id, status=error.status, error=str(error))
-        return trial_page(trial_id, status=error.status, triage_error=str(error))
+        field = getattr(error, "field", "")
+        if form is not None and field in form:
+            form[field].errors.append(in_page_words(str(error), field))
+            refusal = TriageRefusal(form_id, form)
+        else:
+            refusal = TriageRefusal(form_id, form, (in_page_words(str(error), field),))
+        return _refused_answer(trial_id, error.status, refusal)
     session.commit()
     if from_diff:
         return diff_review_answer(trial_id, message=done)
@@ -107,11 +121,17 @@ def _change(trial_id: uuid.UUID, change: Callable[[Session], Any], done: str, an
     return redirect_after_write(url_for("trials.show", trial_id=trial_id, **carried, _anchor=anchor))
 
 
-def _refused(trial_id: uuid.UUID, form: Any):
-    require_role("member")
+def _refused_answer(trial_id: uuid.UUID, status: int, refusal: TriageRefusal):
+    """A refused triage form answered where it was sent from: the trial diff, or the trial page."""
     if diff_of_request(trial_id) is not None:
-        return diff_review_answer(trial_id, status=422, error=form.error)
-    return trial_page(trial_id, status=422, triage_error=form.error)
+        return diff_review_answer(trial_id, status=status, refusal=refusal)
+    return trial_page(trial_id, status=status, refusal=refusal)
+
+
+def _refused(trial_id: uuid.UUID, form: PageForm, form_id: str):
+    """A form its own rules refused: every refusal at once, 422."""
+    require_role("member")
+    return _refused_answer(trial_id, 422, TriageRefusal(form_id, form))
 
 
 @bp.post("/trials/<uuid:trial_id>/labels")
@@ -120,9 +140,15 @@ def add_label(trial_id: uuid.UUID):
     form = TrialLabelForm()
     label_id = form.label_id.data if form.validate() else None
     if label_id is None:
-        return _refused(trial_id, form)
+        return _refused(trial_id, form, "add-label")
     add = [label_id]
-    return _change(trial_id, lambda s: change_labels(s, current_reviewer(), trial_id, add=add), "Label added.")
+    return _change(
+        trial_id,
+        lambda s: change_labels(s, current_reviewer(), trial_id, add=add),
+        "Label added.",
+        form=form,
+        form_id="add-label",
+    )
 
 
 @bp.post("/trials/<uuid:trial_id>/labels/<uuid:label_id>/remove")
@@ -137,13 +163,15 @@ def review(trial_id: uuid.UUID):
     """Set the review state (excluded needs a reason) and the human failure category (blank: the verifier's)."""
     form = ReviewForm()
     if not form.validate():
-        return _refused(trial_id, form)
+        return _refused(trial_id, form, "review-form")
     state, reason, category = form.review_state.data, form.reason.data, form.human_category.data or None
     said = {"reviewed": "Marked reviewed.", "excluded": "Excluded from training exports.", "unreviewed": "Saved."}
     return _change(
         trial_id,
         lambda s: set_review(s, current_reviewer(), trial_id, state=state, reason=reason, human_category=category),
         said[state],
+        form=form,
+        form_id="review-form",
     )
 
 
@@ -152,9 +180,16 @@ def add_note_view(trial_id: uuid.UUID):
     """Add a plain-text note to the trial, or to one of its steps."""
     form = NoteForm()
     if not form.validate():
-        return _refused(trial_id, form)
+        return _refused(trial_id, form, "add-note")
     body, step = form.body.data, form.step.data
-    return _change(trial_id, lambda s: add_note(s, current_reviewer(), trial_id, body, step), "Note added.", "notes")
+    return _change(
+        trial_id,
+        lambda s: add_note(s, current_reviewer(), trial_id, body, step),
+        "Note added.",
+        "notes",
+        form=form,
+        form_id="add-note",
+    )
 
 
 @bp.post("/trials/<uuid:trial_id>/notes/<uuid:note_id>")
@@ -162,17 +197,28 @@ def edit_note_view(trial_id: uuid.UUID, note_id: uuid.UUID):
     """Change a note's text (its author or an owner)."""
     form = NoteForm()
     if not form.validate():
-        return _refused(trial_id, form)
+        return _refused(trial_id, form, f"note-{note_id}")
     body = form.body.data
     return _change(
-        trial_id, lambda s: edit_note(s, current_reviewer(), trial_id, note_id, body), "Note saved.", "notes"
+        trial_id,
+        lambda s: edit_note(s, current_reviewer(), trial_id, note_id, body),
+        "Note saved.",
+        "notes",
+        form=form,
+        form_id=f"note-{note_id}",
     )
 
 
 @bp.post("/trials/<uuid:trial_id>/notes/<uuid:note_id>/delete")
 def delete_note_view(trial_id: uuid.UUID, note_id: uuid.UUID):
     """Delete a note (its author or an owner)."""
-    return _change(trial_id, lambda s: delete_note(s, current_reviewer(), trial_id, note_id), "Note deleted.", "notes")
+    return _change(
+        trial_id,
+        lambda s: delete_note(s, current_reviewer(), trial_id, note_id),
+        "Note deleted.",
+        "notes",
+        form_id=f"note-{note_id}",
+    )
 
 
 BULK_MOST = 200  # trials one bulk action may change (the explorer shows 50 a page)

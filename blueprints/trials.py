@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -33,6 +34,7 @@ from web.checklist import OPENED_FAILED_TRIAL, reached
 from web.database import request_session
 from web.elsewhere import abort_not_here
 from web.export_options import export_options
+from web.fields import PageForm
 from web.htmx import redirect_after_write, render
 from web.limits import expensive, searching
 from web.params import given_args, parse_uuid, query_text
@@ -129,8 +131,26 @@ def _matches(trial_id: uuid.UUID) -> Matches | None:
     )
 
 
-def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | None = None):
-    """The trial page (`status` and the refusal of a triage change, when one was refused: the panel says why); while
+@dataclass(frozen=True)
+class TriageRefusal:
+    """A refused triage form of a trial: which of its forms (`form_id`: the trial page's add-label, review-form,
+    add-note or note-<id>, a note's edit form; on the diff the side's), the form with each refusal at its field
+    (None for a form that is only a button), and the refusals no field holds, in the page's words."""
+
+    form_id: str
+    form: PageForm | None = None
+    others: tuple[str, ...] = ()
+
+    def summary(self, ids: Mapping[str, str | None]) -> list[tuple[str | None, str]]:
+        """The error summary's lines: each refused field's message linked to its input (`ids`: the page's id of
+        each field's input, None where the page draws none), then the others, linked to nothing."""
+        lines = self.form.summary({item.name: ids.get(item.name) for item in self.form}) if self.form else []
+        return lines + [(None, message) for message in self.others]
+
+
+def trial_page(trial_id: uuid.UUID, *, status: int = 200, refusal: TriageRefusal | None = None):
+    """The trial page (`status` and the refusal of a triage change, when one was refused: the review panel starts
+    with its error summary, each message also under its input, the refused form open with what was sent); while
     another reviewer's queue holds the trial, who and until when (the claimant does not see it)."""
     session = request_session()
     detail = trial_detail(session, trial_id)
@@ -142,6 +162,20 @@ def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | No
     if detail.reward is None or detail.reward < 1:
         reached(g.org_id, OPENED_FAILED_TRIAL)
     claim = live_claim(session, trial_id)  # another reviewer's queue holds it: the page says who, and until when
+    label_set = list_labels(session)
+    on = {label.id for label in triage.labels}
+    summary: list[tuple[str | None, str]] = []
+    if refusal is not None:
+        edited = refusal.form_id.removeprefix("note-")
+        ids = {
+            "label_id": "label_id" if any(label.id not in on for label in label_set) else None,
+            "review_state": "review_state",
+            "reason": "reason",
+            "human_category": "human_category",
+            "body": f"note-body-{edited}" if refusal.form_id.startswith("note-") else "note-body",
+            "step": "note-step" if detail.steps and refusal.form_id == "add-note" else None,
+        }
+        summary = refusal.summary(ids)
     return render(
         "trials/show.html",
         held_by=claim if claim is not None and claim.user_id != current_user.user.id else None,
@@ -154,11 +188,12 @@ def trial_page(trial_id: uuid.UUID, *, status: int = 200, triage_error: str | No
         transcript=transcript(detail.steps, imported=detail.imported, offered=detail.offered_tools),
         log=log_view(detail.log, imported=detail.imported),
         triage=triage,
-        label_set=list_labels(session),
+        label_set=label_set,
         palette=LABEL_PALETTE,
         review_states=REVIEW_STATES,
         can_triage=g.membership.role != "viewer",
-        triage_error=triage_error,
+        refusal=refusal,
+        triage_summary=summary,
         matches=_matches(trial_id),
     )
 
@@ -255,7 +290,9 @@ def diff():
     return diff_page(query.a, query.b)
 
 
-def diff_page(a_id: uuid.UUID, b_id: uuid.UUID, *, status: int = 200, side: str = "", triage_error: str = ""):
+def diff_page(
+    a_id: uuid.UUID, b_id: uuid.UUID, *, status: int = 200, side: str = "", refusal: TriageRefusal | None = None
+):
     """The trial diff of `a_id` and `b_id` (`status`, and the refusal of a triage change on `side`, when a plain form
     posted from it was refused)."""
     session = request_session()
@@ -265,9 +302,10 @@ def diff_page(a_id: uuid.UUID, b_id: uuid.UUID, *, status: int = 200, side: str 
             abort(404, description=f"No trial {trial_id} in this organization.")
     assert a is not None and b is not None
     labels = list_labels(session)
-    reviews = [_diff_review(side_name, trial, a_id, b_id, labels) for side_name, trial in (("A", a), ("B", b))]
-    if triage_error:
-        reviews = [replace(r, error=triage_error) if r.side == side else r for r in reviews]
+    reviews = [
+        _diff_review(side_name, trial, a_id, b_id, labels, refusal=refusal if side_name == side else None)
+        for side_name, trial in (("A", a), ("B", b))
+    ]
     return render(
         "trials/diff.html", status=status, a=a, b=b, view=diff_view(a, b), reviews=reviews, palette=LABEL_PALETTE
     )
@@ -275,8 +313,9 @@ def diff_page(a_id: uuid.UUID, b_id: uuid.UUID, *, status: int = 200, side: str 
 
 @dataclass(frozen=True)
 class DiffReview:
-    """One side's review panel on the trial diff: its trial's triage, the labels it can still get, and the diff its
-    forms answer to (`diff_args`: diffA and diffB)."""
+    """One side's review panel on the trial diff: its trial's triage, the labels it can still get, the diff its
+    forms answer to (`diff_args`: diffA and diffB), what the last change did, and a refused form (`refusal`, with
+    its error summary's lines in `summary`)."""
 
     side: str
     trial: Any
@@ -285,25 +324,42 @@ class DiffReview:
     diff_args: dict[str, str]
     can_triage: bool
     message: str = ""
-    error: str = ""
+    refusal: TriageRefusal | None = None
+    summary: list[tuple[str | None, str]] = field(default_factory=list)
 
 
 def _diff_review(
-    side: str, trial: Any, a_id: uuid.UUID, b_id: uuid.UUID, labels: list[Any] | None = None, **said: str
+    side: str,
+    trial: Any,
+    a_id: uuid.UUID,
+    b_id: uuid.UUID,
+    labels: list[Any] | None = None,
+    *,
+    message: str = "",
+    refusal: TriageRefusal | None = None,
 ) -> DiffReview:
     session = request_session()
     triage = trial_triage(session, trial.id)
     if triage is None:
         abort_not_here("trial", trial.id, f"No trial {trial.id} in this organization.")
     on = {label.id for label in triage.labels}
+    unused = [label for label in (list_labels(session) if labels is None else labels) if label.id not in on]
+    s = side.lower()
+    ids = {  # the side's inputs (its exclude form is drawn while the trial is not excluded)
+        "label_id": f"diff-label-{s}" if unused else None,
+        "body": f"diff-note-{s}",
+        "reason": f"diff-reason-{s}" if triage.review_state != "excluded" else None,
+    }
     return DiffReview(
         side,
         trial,
         triage,
-        [label for label in (list_labels(session) if labels is None else labels) if label.id not in on],
+        unused,
         {"diffA": str(a_id), "diffB": str(b_id)},
         g.membership.role != "viewer",
-        **said,
+        message,
+        refusal,
+        refusal.summary(ids) if refusal else [],
     )
 
 
@@ -316,19 +372,22 @@ def diff_of_request(trial_id: uuid.UUID) -> tuple[uuid.UUID, uuid.UUID, str] | N
     return a, b, "A" if trial_id == a else "B"
 
 
-def diff_review_answer(trial_id: uuid.UUID, *, status: int = 200, message: str = "", error: str = ""):
+def diff_review_answer(
+    trial_id: uuid.UUID, *, status: int = 200, message: str = "", refusal: TriageRefusal | None = None
+):
     """The answer to a triage form sent from the trial diff: for htmx, that side's review panel again with what
-    happened (in place); for a plain form, the diff page (after a change, by a redirect to it, at the panel)."""
+    happened (in place: a refusal's error summary at its top); for a plain form, the diff page (after a change, by
+    a redirect to it, at the panel)."""
     a, b, side = diff_of_request(trial_id) or abort(400, description="diffA and diffB name no trial diff of it.")
     if request.headers.get("HX-Request") != "true":
-        if error:
-            return diff_page(a, b, status=status, side=side, triage_error=error)
+        if refusal is not None:
+            return diff_page(a, b, status=status, side=side, refusal=refusal)
         flash(message)
         return redirect_after_write(url_for("trials.diff", a=a, b=b, _anchor=f"review-{side.lower()}"))
     trial = trial_detail(request_session(), trial_id)
     if trial is None:
         abort_not_here("trial", trial_id, f"No trial {trial_id} in this organization.")
-    review = _diff_review(side, trial, a, b, message=message, error=error)
+    review = _diff_review(side, trial, a, b, message=message, refusal=refusal)
     return render(
         "trials/diff_review.html", "diff_review", status=status, review=review, palette=LABEL_PALETTE, oob=True
     )

@@ -52,6 +52,12 @@ REVIEW_STATE = one_of(*REVIEW_STATES)
 REASON = text(REASON_CHARS, what="a reason")
 
 
+def lacks_a_reason(state: str, reason: str) -> bool:
+    """Whether a review excludes its trial without a reason (what makes it unfit for training), which no door
+    accepts."""
+    return state == "excluded" and not reason.strip()
+
+
 @dataclass(frozen=True)
 class Swatch:
     """How a label of one colour is drawn: its chip's background and text, 6:1 or better (WCAG AA asks 4.5:1), the

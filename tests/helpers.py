@@ -243,11 +243,27 @@ def sqlstate(error: DBAPIError) -> str | None:
     return error.orig.sqlstate
 
 
-def error_summary_links(html: str) -> list[tuple[str, str]]:
-    """A refused form's error summary (the GOV.UK pattern: focusable and focused, an alert with its heading): its
-    links as (target id, text)."""
-    page = parse(html)
-    box = one(page, "div.error-summary#error-summary[tabindex='-1'][autofocus]")
+def _error_summary(html: str, summary_id: str) -> Tag:
+    """A refused form's error summary (the GOV.UK pattern: focusable and focused, an alert with its heading)."""
+    box = one(parse(html), f"div.error-summary#{summary_id}[tabindex='-1'][autofocus]")
     assert one(box, "[role=alert] h2").get_text() == "There is a problem"
     assert attr(box, "aria-labelledby") == attr(one(box, "h2"), "id")
+    return box
+
+
+def error_summary_links(html: str, summary_id: str = "error-summary") -> list[tuple[str, str]]:
+    """A refused form's error summary (the GOV.UK pattern: focusable and focused, an alert with its heading): its
+    links as (target id, text)."""
+    box = _error_summary(html, summary_id)
     return [(attr(a, "href").removeprefix("#"), a.get_text()) for a in box.select("li a")]
+
+
+def error_summary_lines(html: str, summary_id: str = "error-summary") -> list[tuple[str | None, str]]:
+    """Every line of a refused form's error summary as (the id its link leads to, or None for a refusal no input
+    holds, its text)."""
+    box = _error_summary(html, summary_id)
+    lines: list[tuple[str | None, str]] = []
+    for item in box.select("li"):
+        link = item.select_one("a")
+        lines.append((attr(link, "href").removeprefix("#") if link else None, " ".join(item.get_text().split())))
+    return lines

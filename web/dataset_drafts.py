@@ -4,8 +4,9 @@ server.
 One line per run of tasks: `<environment version id> <world seeds>  # <environment> v<n>`. World seeds are written
 `1..50` (1 through 50), `3, 9, 27`, or both (`1..5, 9`), in the order the tasks take; a Harbor-task version's line
 has none (it is one task by itself). What follows `#` is the page's note of what the version is, and is not read.
-The lines become the tasks an API request would list (domain.datasets.TaskInput), each refusal naming its line, so
-writes.datasets refuses the page's draft with the rules and words it refuses the API's body with.
+The lines become the tasks an API request would list (domain.datasets.TaskInput), each refusal naming its line (every
+line that cannot be read at once), so writes.datasets refuses the page's draft with the rules and words it refuses
+the API's body with.
 """
 
 from __future__ import annotations
@@ -72,11 +73,31 @@ def read_line(text: str, label: str) -> DraftLine | None:
     return DraftLine(label, version_id, seed_runs(seeds[0], label) if seeds else None)
 
 
+class DraftRefused(DatasetRefused):
+    """Every line of a draft that cannot be read, in order (`refusals`, each naming its line); as a DatasetRefused it
+    is the first of them."""
+
+    def __init__(self, refusals: list[DatasetRefused]) -> None:
+        super().__init__(refusals[0].field, refusals[0].says, refusals[0].status)
+        self.refusals = refusals
+
+
 def read_draft(draft: str, added: str = "") -> list[DraftLine]:
-    """The draft's lines, `added` (the line being added, named "The tasks to add") last; DatasetRefused for a line
-    that cannot be read or more than MAX_DATASET_TASKS tasks in all."""
+    """The draft's lines, `added` (the line being added, named "The tasks to add") last; DraftRefused naming every
+    line that cannot be read, else DatasetRefused for more than MAX_DATASET_TASKS tasks in all."""
     numbered = [(f"Line {number}", text) for number, text in enumerate(draft.splitlines(), start=1)]
-    lines = [line for label, text in [*numbered, (ADDED, added)] if (line := read_line(text, label)) is not None]
+    lines: list[DraftLine] = []
+    refusals: list[DatasetRefused] = []
+    for label, text in [*numbered, (ADDED, added)]:
+        try:
+            line = read_line(text, label)
+        except DatasetRefused as refused:
+            refusals.append(refused)
+            continue
+        if line is not None:
+            lines.append(line)
+    if refusals:
+        raise DraftRefused(refusals)
     total = sum(line.count for line in lines)
     if total > MAX_DATASET_TASKS:
         raise DatasetRefused(DRAFT, f"holds {total} tasks; a dataset version holds 1 to {MAX_DATASET_TASKS}")

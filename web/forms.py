@@ -7,11 +7,13 @@ check is all it needs. Every form carries the hidden CSRF input through `csrf_fi
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Flask
 from flask_wtf.csrf import generate_csrf
 from markupsafe import Markup
 from wtforms import EmailField, HiddenField, PasswordField, StringField
-from wtforms.validators import DataRequired, EqualTo, Length, Optional
+from wtforms.validators import DataRequired, EqualTo, Length, Optional, StopValidation
 
 from domain.accounts import MIN_PASSWORD_LENGTH
 from domain.datasets import DATASET_DESCRIPTION, DATASET_NAME, TASK_COUNT
@@ -28,6 +30,7 @@ from domain.triage import (
     REASON,
     REASON_CHARS,
     REVIEW_STATE,
+    lacks_a_reason,
 )
 from domain.vocabulary import RESETS, ROLES
 from web.dataset_drafts import MAX_DRAFT_CHARS
@@ -35,6 +38,20 @@ from web.fields import BoundedText, Follows, PageForm, SubmissionKeyField, UUIDF
 
 ROLE = Follows(one_of(*ROLES), "Role")
 TOKEN_NAME = "Give the token a name of 1 to 200 characters."
+NEEDS_A_REASON = "Enter a reason to exclude the trial: what makes it unfit for training."
+
+
+class ReasonToExclude:
+    """The validator of a reason field beside a review state (`state`, the form's field that says it): excluding
+    needs a reason (domain.triage.lacks_a_reason, the write's rule), said under the reason in the page's words, so
+    the page shows it beside the form's other refusals instead of after them."""
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+    def __call__(self, form: Any, field: Any) -> None:
+        if lacks_a_reason(str(form[self.state].data or ""), field.data or ""):
+            raise StopValidation(NEEDS_A_REASON)
 
 
 class LoginForm(PageForm):
@@ -128,11 +145,11 @@ class TrialLabelForm(PageForm):
 
 
 class ReviewForm(PageForm):
-    """A trial's review state (excluded needs a reason: writes.triage answers 422) and human failure category
+    """A trial's review state (excluded needs a reason, as writes.triage also says) and human failure category
     (blank: the verifier's)."""
 
     review_state = BoundedText(20, validators=[Follows(REVIEW_STATE, "Review state")], default="unreviewed")
-    reason = BoundedText(REASON_CHARS * 2, validators=[Follows(REASON, "Reason")])
+    reason = BoundedText(REASON_CHARS * 2, validators=[Follows(REASON, "Reason"), ReasonToExclude("review_state")])
     human_category = BoundedText(200, validators=[Optional(), Follows(HUMAN_CATEGORY, "Human category")])
 
 

@@ -15,7 +15,8 @@ from domain.review_queue import DECISIONS, NEW_CATEGORY, category_choice
 from domain.rules import one_of
 from domain.triage import HUMAN_CATEGORY, REASON, REASON_CHARS
 from queries.filters import TrialFilters
-from web.fields import BoundedText, Follows, PageForm
+from web.fields import BoundedText, Follows, PageForm, in_page_words
+from web.forms import ReasonToExclude
 from web.params import parse_uuid
 from web.trial_filters import FILTER_PARAMS, TrialListQuery
 from web.validation import Invalid, parse
@@ -42,41 +43,44 @@ class UUIDListField(Field):
 
 
 class DecisionForm(PageForm):
-    """A decision on the queue's trial: reviewed or excluded (with a reason: writes.triage answers 422 without
-    one), the labels ticked (`label_id`) beside those the panel showed on (`shown_label_id`), and the human category
-    picked (`human_category`: blank for the verifier's, one of the organization's, or NEW_CATEGORY with
-    `new_category`) beside the one it showed (`shown_category`)."""
+    """A decision on the queue's trial: reviewed or excluded (with a reason), the labels ticked (`label_id`) beside
+    those the panel showed on (`shown_label_id`), and the human category picked (`human_category`: blank for the
+    verifier's, one of the organization's, or NEW_CATEGORY with `new_category`) beside the one it showed
+    (`shown_category`). Fields in the panel's order, so its error summary lists them as the panel shows them."""
 
     decision = BoundedText(20, validators=[Follows(one_of(*DECISIONS), "Decision")])
-    reason = BoundedText(REASON_CHARS * 2, validators=[Follows(REASON, "Reason")])
     label_id = UUIDListField(default=())
     shown_label_id = UUIDListField(default=())
     human_category = BoundedText(200)
     new_category = BoundedText(200)
     shown_category = BoundedText(200)
+    reason = BoundedText(REASON_CHARS * 2, validators=[Follows(REASON, "Reason"), ReasonToExclude("decision")])
 
-    def decision_input(self, known_categories: Callable[[], list[str]]) -> tuple[DecisionInput | None, str | None]:
-        """The decision as writes.review_queue takes it, or the refusal of its category (field: message);
-        `known_categories` gives the organization's categories (read only when the category changes)."""
+    def decision_input(self, known_categories: Callable[[], list[str]]) -> DecisionInput | None:
+        """The decision as writes.review_queue takes it, or None when the form's rules or its category refuse it:
+        every refusal at once, each at its field in the page's words; `known_categories` gives the organization's
+        categories (read only when the category changes)."""
+        valid = self.validate()
         chosen, shown = self.human_category.data, self.shown_category.data
         category: Any = UNCHANGED
         if chosen == NEW_CATEGORY or chosen != shown:
             picked, refused = category_choice(
                 chosen, self.new_category.data, shown, known_categories(), valid=HUMAN_CATEGORY.check
             )
-            if refused:
-                return None, refused
+            if refused:  # "<field>: why", the field being human_category or new_category
+                field = refused.split(":", 1)[0]
+                self[field].errors.append(in_page_words(refused, field))
+                return None
             category = picked
+        if not valid:
+            return None
         ticked, shown_on = set(self.label_id.data or ()), set(self.shown_label_id.data or ())
-        return (
-            DecisionInput(
-                state=self.decision.data,
-                reason=self.reason.data,
-                add_labels=tuple(sorted(ticked - shown_on)),
-                remove_labels=tuple(sorted(shown_on - ticked)),
-                human_category=category,
-            ),
-            None,
+        return DecisionInput(
+            state=self.decision.data,
+            reason=self.reason.data,
+            add_labels=tuple(sorted(ticked - shown_on)),
+            remove_labels=tuple(sorted(shown_on - ticked)),
+            human_category=category,
         )
 
 

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from domain.errors import Forbidden, NameTaken, NotFoundInOrg, TriageRefused
 from domain.rules import look_alike, normal_name
-from domain.triage import NOTE_CHARS, effective_category
+from domain.triage import NOTE_CHARS, effective_category, lacks_a_reason
 from domain.vocabulary import ReviewState
 from models.base import new_id
 from models.triage import Label, TrialAuditEntry, TrialLabel, TrialNote, TrialReview
@@ -246,7 +246,7 @@ def set_review(
     old = (review.review_state, review.reason, review.human_category) if review else ("unreviewed", "", None)
     new_state = old[0] if state is UNCHANGED else state
     new_reason = (old[1] if reason is UNCHANGED else reason or "") if new_state == "excluded" else ""
-    if new_state == "excluded" and not new_reason.strip():
+    if lacks_a_reason(new_state, new_reason):
         raise TriageRefused(
             "reason: excluding a trial needs a reason (what makes it unfit for training)", field="reason"
         )

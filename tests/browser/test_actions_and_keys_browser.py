@@ -2,7 +2,9 @@
 suite's organization of demo-like data:
 
 * the message a page shows after an action (a label added to a trial, a bulk review from the explorer, a label
-  created, a token created, logging out) passes axe-core at 1440 and 390 px, light and dark, and fits the phone;
+  created, a token created, logging out) and the error summary of a refused form (the trial page's review, a trial
+  diff's note, the review queue's decision, a member's role, a task list with bad lines) pass axe-core at 1440 and
+  390 px, light and dark, and fit the phone;
 * every page opened with all of its panels (each <details>, the trial page's list of keys) fits a 390 px phone:
   a wide table scrolls inside its own region (the trial's History table made the page 467 px wide);
 * `/` puts the cursor in the search field, on the explorer and from any other page (unless typing in a field, or
@@ -92,6 +94,45 @@ def test_messages_after_actions_pass_axe(pages, browser, base_url, site):  # noq
     page.click("text=Create token")
     page.wait_for_selector("#new-token")
     problems += problems_after_action(page, "token-created")
+
+    # refused forms: every refusal at once in the error summary, which takes the focus
+    page.goto(base_url + site.paths["trial-repeats"])
+    page.click("#review-edit > summary")
+    page.check("#review-form input[name=review_state][value=excluded]")
+    page.fill("#reason", "")
+    page.fill("#human_category", "no such!")
+    page.click("#review-form button[type=submit]")
+    page.wait_for_selector("#error-summary:focus")
+    problems += problems_after_action(page, "trial-review-refused")
+
+    page.goto(base_url + site.paths["trial-diff"])
+    page.fill("#diff-note-b", " ")
+    page.click("#review-b-body form:has(#diff-note-b) button[type=submit]")  # swapped in place
+    page.wait_for_selector("#error-summary-b:focus")
+    problems += problems_after_action(page, "trial-diff-note-refused")
+
+    page.goto(base_url + "/trials?rewardBand=failed")
+    page.click("form.queue-start button")
+    page.wait_for_url(re.compile(r".*/queue/[0-9a-f-]+/\d+$"))
+    page.select_option("#human_category", "+new")
+    page.fill("#new_category", "gave up")
+    page.fill("#reason", "")
+    page.click("#decide-excluded")  # swapped in place
+    page.wait_for_selector("#error-summary:focus")
+    problems += problems_after_action(page, "queue-decision-refused")
+
+    page.goto(base_url + site.paths["members"])  # a role no page offers (the menu changed meanwhile): refused
+    page.evaluate("() => { document.querySelector('select[id^=role-] option:checked').value = 'admin'; }")
+    page.locator("form[action$='/role'] button[type=submit]").first.click()
+    page.wait_for_selector("#error-summary:focus")
+    problems += problems_after_action(page, "member-role-refused")
+
+    page.goto(base_url + site.paths["dataset-draft"])
+    page.fill("#draft", "shop 1\nnot-a-version 2\n")
+    page.click("#version-form button[value=preview]")  # swapped in place
+    page.wait_for_selector("#error-summary:focus")
+    assert page.locator("#error-summary li").count() == 2
+    problems += problems_after_action(page, "dataset-draft-refused")
 
     context = browser.new_context()  # logging out here leaves the module's owner logged in
     visitor = context.new_page()

@@ -235,3 +235,77 @@ def test_refused_forms_pass_axe_and_fit_the_width(live_server, database, make_me
             assert measured["scrollWidth"] <= measured["innerWidth"], f"{state}: {measured['wide']}"
             violations = axe_violations(page)
             assert not violations, f"the refused {state} form at {width} px, {scheme}:\n{describe(violations)}"
+
+
+NEEDS_A_REASON = "Enter a reason to exclude the trial: what makes it unfit for training."
+
+
+def summary_focused_and_linked(page, summary_id: str, links: list[tuple[str, str]]) -> None:
+    """After a refused submit the focus is on the error summary `summary_id`; its links say `links` (input id,
+    message) and each moves the focus to its input, which is marked invalid."""
+    page.wait_for_selector(f"#{summary_id}")
+    page.wait_for_function("id => document.activeElement && document.activeElement.id === id", arg=summary_id)
+    assert page.locator(f"#{summary_id} a").all_inner_texts() == [message for _, message in links]
+    for index, (field, _) in enumerate(links):
+        page.locator(f"#{summary_id} a").nth(index).click()
+        page.wait_for_function("id => document.activeElement && document.activeElement.id === id", arg=field)
+        assert page.locator(f"#{field}").get_attribute("aria-invalid") == "true"
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+def test_a_refused_review_decision_or_exclusion_focuses_its_summary_whose_links_lead_to_the_inputs(
+    live_server,  # noqa: F811
+    app,
+    database,
+    make_member,
+    javascript,
+):
+    member = member_with_failures(database, make_member, 6)
+    failed = api_ids(ApiClient(app.test_client(), member), "rewardBand=failed")
+    with chromium() as browser:
+        context = browser.new_context(java_script_enabled=javascript, viewport={"width": 1440, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        log_in(page, live_server, member.email, member.password)
+
+        # the trial page's review form (a plain post): an exclusion without a reason, a category that is none
+        page.goto(f"{live_server}/trials/{failed[0]}")
+        page.click("#review-edit > summary")
+        page.check("#review-form input[name=review_state][value=excluded]")
+        page.fill("#reason", "")
+        page.fill("#human_category", "no such!")
+        page.click("#review-form button[type=submit]")
+        summary_focused_and_linked(
+            page,
+            "error-summary",
+            [
+                ("reason", NEEDS_A_REASON),
+                ("human_category", "Human category must be a failure category of 1 to 64 letters, digits, _, . or -."),
+            ],
+        )
+        shot(page, f"46-trial-review-refused-{'js' if javascript else 'no-js'}")
+
+        # the review queue's decision (htmx swaps the queue): a new category that cannot be one, no reason
+        page.goto(f"{live_server}/trials?rewardBand=failed")
+        page.click("form.queue-start button")
+        page.wait_for_url(re.compile(rf"{live_server}/queue/[0-9a-f-]+/\d+$"))
+        page.select_option("#human_category", "+new")
+        page.fill("#new_category", "gave up")
+        page.fill("#reason", "")
+        page.click("#decide-excluded")
+        summary_focused_and_linked(
+            page,
+            "error-summary",
+            [
+                ("new_category", "A new category must be 1 to 64 letters, digits, _, . or -, not 'gave up'."),
+                ("reason", NEEDS_A_REASON),
+            ],
+        )
+        shot(page, f"46-queue-decision-refused-{'js' if javascript else 'no-js'}")
+
+        # a side of the trial diff (htmx swaps the side's body; without JavaScript the diff comes back whole)
+        page.goto(f"{live_server}/trials/diff?a={failed[1]}&b={failed[2]}")
+        page.fill("#diff-reason-b", " ")
+        page.click("#review-b-body form:has(#diff-reason-b) button[type=submit]")
+        summary_focused_and_linked(page, "error-summary-b", [("diff-reason-b", NEEDS_A_REASON)])
+        context.close()

@@ -15,7 +15,17 @@ from sqlalchemy import text
 
 from tests.conftest import ApiClient
 from tests.factories import finish_runs, make_catalog
-from tests.helpers import api_ids, attr, is_fragment, is_whole_page, one, parse, table_counts, texts
+from tests.helpers import (
+    api_ids,
+    attr,
+    error_summary_lines,
+    is_fragment,
+    is_whole_page,
+    one,
+    parse,
+    table_counts,
+    texts,
+)
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 FAILED = "reviewState=unreviewed&rewardBand=failed"
@@ -96,6 +106,11 @@ def triage_rows(database, org_id, trial: str) -> dict[str, Any]:
         }
 
 
+def summary(page: str) -> str:
+    """What the error summary at the top of a refused decision's page says."""
+    return " ".join(message for _, message in error_summary_lines(page))
+
+
 def label_key(page: str, name: str) -> str:
     """The label id whose checkbox carries `name`."""
     for box in parse(page).select("form#decision input[name=label_id]"):
@@ -167,7 +182,7 @@ def test_exclude_needs_a_reason_and_the_session_remembers_it(reviewer, database,
     before = table_counts(count_rows, member.org.id)
     refused = decide(reviewer, queue, page, "excluded", reason="  ")
     assert refused.status_code == 422
-    assert "excluding a trial needs a reason" in one(refused.text, "#queue-error").get_text()
+    assert summary(refused.text) == "Enter a reason to exclude the trial: what makes it unfit for training."
     assert shown_trial(refused.text) == listed[0]
     assert table_counts(count_rows, member.org.id) == before
     excluded = decide(reviewer, queue, page, "excluded", reason="the verifier crashed")
@@ -187,13 +202,13 @@ def test_the_human_category_comes_from_the_organizations_or_an_explicit_new_one(
     before = table_counts(count_rows, member.org.id)
     typo = decide(reviewer, queue, page, human_category="verifier_crash")
     assert typo.status_code == 422
-    said = one(typo.text, "#queue-error").get_text()
+    said = summary(typo.text)
     assert "'verifier_crash' is not one of the organization's failure categories" in said
     same = decide(reviewer, queue, page, human_category="+new", new_category="Gave_Up")
-    assert same.status_code == 422 and "the category 'gave_up' exists" in one(same.text, "#queue-error").get_text()
+    assert same.status_code == 422 and "The category 'gave_up' exists" in summary(same.text)
     bad = decide(reviewer, queue, page, human_category="+new", new_category="verifier crash")
     assert bad.status_code == 422
-    assert "a new category must be 1 to 64 letters" in one(bad.text, "#queue-error").get_text()
+    assert "A new category must be 1 to 64 letters" in summary(bad.text)
     assert table_counts(count_rows, member.org.id) == before
     made = decide(reviewer, queue, page, human_category="+new", new_category="verifier_crash")
     assert made.status_code == 200
@@ -234,7 +249,7 @@ def test_undo_restores_the_trials_triage_exactly(reviewer, database, member, cou
     assert undo(reviewer, queue).status_code == 200
     assert triage_rows(database, member.org.id, listed[0])["review"] == UNREVIEWED
     nothing = undo(reviewer, queue)
-    assert nothing.status_code == 409 and "Nothing to undo" in one(nothing.text, "#queue-error").get_text()
+    assert nothing.status_code == 409 and "Nothing to undo" in summary(nothing.text)
 
 
 def test_undo_refuses_to_lose_a_change_made_since(reviewer, database, member, count_rows):
@@ -306,7 +321,7 @@ def test_a_trial_one_reviewer_has_open_is_skipped_by_another(app, reviewer, make
     assert one(held.text, "#decide-reviewed").has_attr("disabled")
     before = table_counts(count_rows, member.org.id)
     refused = decide(bob, bob_queue, held.text)
-    assert refused.status_code == 409 and "being reviewed by ann@acme.test" in one(refused.text, "#queue-error").text
+    assert refused.status_code == 409 and "being reviewed by ann@acme.test" in summary(refused.text)
     assert table_counts(count_rows, member.org.id) == before
     # bob's trial 2 is skipped by ann's next decision, and by her n
     ann_page = reviewer.get(f"/queue/{ann_queue}/1").text

@@ -12,7 +12,8 @@ from sqlalchemy import text
 
 from tests.conftest import ApiClient
 from tests.factories import finish_runs, make_catalog
-from tests.helpers import TABLES, attr, one, parse, table_counts, texts
+from tests.helpers import TABLES, attr, error_summary_links, one, parse, table_counts, texts
+from web.forms import NEEDS_A_REASON
 
 NOVICE = {"kind": "scripted", "skill": 0.3}
 
@@ -92,9 +93,11 @@ def test_a_reviewer_labels_reviews_and_annotates_a_trial(api, database, member, 
 def test_excluding_without_a_reason_and_an_overlong_note_answer_422_and_write_nothing(api, member, trial, count_rows):
     before = table_counts(count_rows, member.org.id)
     excluded = form_post(api, f"/trials/{trial}/review", review_state="excluded", reason="  ")
-    assert excluded.status_code == 422 and "needs a reason" in one(excluded.text, "#triage .error").get_text()
+    assert excluded.status_code == 422
+    assert error_summary_links(excluded.text) == [("reason", NEEDS_A_REASON)]
     long = form_post(api, f"/trials/{trial}/notes", body="x" * 10_001)
-    assert long.status_code == 422 and "at most 10000 characters" in one(long.text, "#triage .error").get_text()
+    assert long.status_code == 422
+    assert error_summary_links(long.text) == [("note-body", "A note holds at most 10000 characters, not 10001.")]
     api_long = api.post(f"/api/v1/trials/{trial}/notes", {"body": "x" * 10_001})
     assert api_long.status_code == 422 and api_long.json["error"] == "invalid body"
     api_excluded = api.client.patch(

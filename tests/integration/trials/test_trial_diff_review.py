@@ -13,8 +13,9 @@ from sqlalchemy import text
 from domain.trajectory import tool_step
 from tests.conftest import ApiClient
 from tests.factories import make_catalog
-from tests.helpers import attr, is_fragment, is_whole_page, one, parse, texts
+from tests.helpers import attr, error_summary_links, is_fragment, is_whole_page, one, parse, texts
 from tests.integration.trials.test_trial_diff import NOVICE, diff_url, record_run, restock
+from web.forms import NEEDS_A_REASON
 
 HTMX = {"HX-Request": "true"}
 
@@ -110,7 +111,7 @@ def test_an_exclusion_without_a_reason_is_refused_in_place_and_writes_nothing(ap
     a, b = trials
     refused = submit(api, a, b, "b", "reason", "  ")
     assert refused.status_code == 422 and is_fragment(refused.text)
-    assert "excluding a trial needs a reason" in one(refused.text, '.error[role="alert"]').get_text()
+    assert error_summary_links(refused.text, "error-summary-b") == [("diff-reason-b", NEEDS_A_REASON)]
     assert one(refused.text, "#review-b-said").get_text() == ""
     assert review_row(database, member.org.id, b) is None
 
@@ -124,8 +125,10 @@ def test_a_plain_form_comes_back_to_the_diff_at_its_side(api, database, member, 
     assert "Note added." in back.text and "1 (newest: compare with A)" in " ".join(back.text.split())
     refused = submit(api, a, b, "a", "reason", "", htmx=False)
     assert refused.status_code == 422 and is_whole_page(refused.text)
-    assert "needs a reason" in one(one(refused.text, "#review-a"), '.error[role="alert"]').get_text()
-    assert parse(refused.text).select('#review-b .error[role="alert"]') == []
+    assert error_summary_links(str(one(refused.text, "#review-a")), "error-summary-a") == [
+        ("diff-reason-a", NEEDS_A_REASON)
+    ]
+    assert parse(refused.text).select("#review-b .error-summary, #review-b .error") == []
     assert review_row(database, member.org.id, a) is None
 
 
