@@ -183,6 +183,9 @@ def number_from(low: float, high: float, *, above: bool = False, says: str | Non
 
 
 REWARD = number_from(0, 1)  # a reward or a stage value: 0 (nothing) to 1 (success)
+# A number another harness wrote, before its own mapping holds it to a band (a Harbor verifier's reward: any finite
+# number, held to 0..1); a file's text is read as a query string's ("0.5").
+FINITE = Rule("must be a finite number", _number, from_text=decimal_text)
 LARGEST_BIGINT = 2**63 - 1  # PostgreSQL's bigint
 
 
@@ -231,6 +234,11 @@ def look_alike(text: str) -> str:
 
 NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold NUL characters
 NAME_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"  # some text besides spaces, no NUL
+NAME_CHARS = 200  # the longest name a tenant gives anything (its columns hold no more)
+# The name of what a tenant names and picks by name (an organization, an environment, an evaluator configuration, a
+# dataset, a token): 1 to 200 characters besides the spaces around them, which are dropped; no NUL. The one rule of
+# the API, the page forms, ingest and the CLI.
+NAME = text(NAME_CHARS, required=True)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 
 
@@ -274,6 +282,12 @@ def stage_key(chars: int) -> Rule:
         lambda v: isinstance(v, str) and bool(pattern.fullmatch(v)),
         {"pattern": f"^{pattern.pattern}$"},
     )
+
+
+STAGE_KEY_CHARS = 100  # the longest stage_* key a trial keeps (its rollup and trial_stages rows hold no more)
+# A stage key, wherever one comes from (a filter, an ingest line, a verifier, a Harbor reward key): stage_ and 1 to 94
+# characters more, no comma (a filter lists keys with commas) and no NUL; stage_ in lowercase.
+STAGE_KEY = stage_key(STAGE_KEY_CHARS)
 
 
 def stage_keys(chars: int, most: int) -> Rule:
