@@ -239,6 +239,10 @@ NAME_CHARS = 200  # the longest name a tenant gives anything (its columns hold n
 # dataset, a token): 1 to 200 characters besides the spaces around them, which are dropped; no NUL. The one rule of
 # the API, the page forms, ingest and the CLI.
 NAME = text(NAME_CHARS, required=True)
+FAILURE_CATEGORY_CHARS = 64  # the longest failure_category a trial keeps
+# A trial's failure category as an ingest line or a filter gives it: at most 64 characters, held stripped, no NUL
+# (a reviewer's own category is domain.triage's HUMAN_CATEGORY, a narrower rule of the same length).
+FAILURE_CATEGORY = text(FAILURE_CATEGORY_CHARS)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 
 
@@ -290,9 +294,9 @@ STAGE_KEY_CHARS = 100  # the longest stage_* key a trial keeps (its rollup and t
 STAGE_KEY = stage_key(STAGE_KEY_CHARS)
 
 
-def stage_keys(chars: int, most: int) -> Rule:
-    """Up to `most` comma-separated stage_* keys (a query string's `stage_a,stage_b`), held as a tuple."""
-    one = stage_key(chars)
+def stage_keys(most: int) -> Rule:
+    """Up to `most` comma-separated STAGE_KEYs (a query string's `stage_a,stage_b`), held as a tuple."""
+    one = STAGE_KEY
     key = one.schema["pattern"][1:-1]
 
     def keys(value: Any) -> tuple[str, ...]:

@@ -21,13 +21,12 @@ from sqlalchemy.orm import Session
 from db.session import secrets_key_of
 from domain.errors import SpecError
 from domain.outcome import (
-    FAILURE_CATEGORY_CHARS,
     LOG_CAP_CHARS,
     VERIFIER_EXPLANATION,
     TrialOutcome,
     truncate_keep_end,
 )
-from domain.rules import MOMENT, NAME, REWARD, STAGE_KEY, Refused, integer_from
+from domain.rules import FAILURE_CATEGORY, MOMENT, NAME, REWARD, STAGE_KEY, Refused, integer_from
 from domain.secret_env import hidden_env_names, resubmitted_mask
 from domain.specs import spec_sha256, validate_spec
 from domain.trajectory import Content, Step, command_text, step, structured
@@ -80,7 +79,7 @@ class IngestTrial(BaseModel):
     attempt: Annotated[int, integer_from(1, MAX_ATTEMPTS)]
     reward: Annotated[float | None, REWARD] = None
     stages: dict[str, float] = Field(default_factory=dict)
-    failureCategory: str | None = Field(default=None, max_length=FAILURE_CATEGORY_CHARS)
+    failureCategory: Annotated[str | None, FAILURE_CATEGORY] = None
     log: str = ""
     task: str = ""
     seed: Annotated[int, integer_from(-(2**31), 2**31 - 1)] = 0

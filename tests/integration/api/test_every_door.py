@@ -330,3 +330,45 @@ REWARDS = [
 def test_a_reward_is_held_alike_by_every_door(acme_api, database, runner, tmp_path, case, value, held):
     # was: import-harbor stored NaN as reward 0 and took the string "0.5" that ingest refuses
     assert tuple(door(acme_api, database, runner, tmp_path, value) for door in REWARD_DOORS) == held
+
+
+# Failure categories: given by an ingest line, looked for by the failureCategory filter (Harbor's is its exception
+# type in snake_case, never text a user writes)
+
+CATEGORIES = [
+    ("plain", "wrong_answer", "wrong_answer"),
+    ("spaces around", "  wrong_answer  ", "wrong_answer"),
+    ("NUL", "wrong\x00answer", REFUSED),
+    ("64 characters", "c" * 64, "c" * 64),
+    ("65 characters", "c" * 65, REFUSED),
+]
+
+
+def category_filtered(url: str):
+    def door(api, database, value):
+        answer = api.get(url, query_string={"failureCategory": value})
+        assert answer.status_code in (200, 400), answer.status_code
+        return REFUSED if answer.status_code == 400 else value.strip()
+
+    door.__name__ = f"category_filter_of_{url}"
+    return door
+
+
+def category_by_ingest(api, database, value):
+    answer = import_ndjson(api, ndjson(line("x-1", 1, 0.5, failureCategory=value)))
+    assert answer.status_code in (201, 400), answer.status_code
+    with database.session(api.org.id) as session:
+        stored = list(session.scalars(text("SELECT failure_category FROM evaluation_trials")))
+    return outcome(answer.status_code == 201, stored)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    "door",
+    [category_filtered("/api/v1/trials"), category_filtered("/trials"), category_by_ingest],
+    ids=lambda door: door.__name__,
+)
+@pytest.mark.parametrize(("case", "value", "held"), CATEGORIES, ids=[case for case, _, _ in CATEGORIES])
+def test_a_failure_category_is_held_alike_by_every_door(acme_api, database, door, case, value, held):
+    # was: ingest stored "  wrong_answer  " (which the filter, reading "wrong_answer", never finds) and took a NUL
+    assert door(acme_api, database, value) == held
