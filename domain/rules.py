@@ -16,6 +16,10 @@ The policies, one each:
 * moment: a date (2026-05-01) or date and time (2026-05-01T12:00, with an offset; UTC without one);
 * text: a string without NUL (PostgreSQL text cannot hold one) of at most `limit` characters, stripped;
 * choice: one of a vocabulary (the refusal lists it, and `valid` carries it);
+* a tenant's name (NAME: an organization, environment, evaluator configuration, dataset, token): text of 1 to 200
+  characters, held stripped; a stage key (STAGE_KEY): stage_ and 1 to 94 characters more, no comma, no NUL; a reward
+  or stage value (REWARD): a number from 0 to 1; a failure category (FAILURE_CATEGORY): text of at most 64
+  characters. The API, the page forms, ingest (NDJSON and Harbor jobs) and the CLI each hold these fields to them;
 * name (of a thing tenants name and others pick by name, such as a label): stored and shown in its normal form
   (`normal_name`: NFKC, no format characters, case-folded), so `flaky`, `FLAKY` and `flaky` with a zero-width space
   are one name; two names that look alike share a `look_alike` key (UTS #39's confusable skeleton, whatever the
