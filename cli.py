@@ -22,10 +22,10 @@ from sqlalchemy import func, select
 
 from db.migrate import migrate
 from db.session import Database
-from domain.datasets import DatasetRefused
+from domain.datasets import DATASET_NAME, DatasetRefused
 from domain.harbor_dataset import MAX_DATASET_UPLOAD_BYTES
 from domain.harbor_task import TaskRefused, read_task_archive
-from domain.rules import Refused, Rule, one_of, text
+from domain.rules import NAME, Refused, Rule, one_of
 from domain.vocabulary import ROLES
 from importers.harbor import MISSING_INSTRUCTION, read_harbor
 from importers.harbor_task import folder_archive
@@ -44,6 +44,14 @@ from writes.invitations import invite
 from writes.tokens import create_token
 
 
+def _follow(rule: Rule, label: str, value: Any) -> Any:
+    """What `rule` holds of `value`, or its refusal as the command's one `Error:` line (exit 1)."""
+    try:
+        return rule.apply(value)
+    except Refused as refused:
+        raise click.ClickException(f"{label} {refused.says}") from None
+
+
 class RuleChoice(click.Choice):
     """click.Choice of a domain.rules choice (its help lists the vocabulary); a refusal is the rule's one line and
     exit 1, like every other bad input of these commands."""
@@ -53,15 +61,24 @@ class RuleChoice(click.Choice):
         self.rule, self.label = rule, label
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            return self.rule.apply(value)
-        except Refused as refused:
-            raise click.ClickException(f"{self.label} {refused.says}") from None
+        return _follow(self.rule, self.label, value)
+
+
+class RuleText(click.ParamType):
+    """An argument or option held to a domain.rules rule, as the API and the page forms hold the field: the value
+    the rule gives (a name stripped), or the rule's refusal as one line and exit 1."""
+
+    name = "text"
+
+    def __init__(self, rule: Rule, label: str) -> None:
+        self.rule, self.label = rule, label
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return _follow(self.rule, self.label, value)
 
 
 ROLE = RuleChoice(one_of(*ROLES), "role")
 SERVING_URL_FILE = "serving-url"  # instance/serving-url: the address `make run` serves on, written while it runs
-DATASET_NAME = text(200, required=True)  # as POST /api/v1/datasets holds a name
 
 
 def register_commands(app: Flask) -> None:
@@ -151,7 +168,7 @@ def register_commands(app: Flask) -> None:
     @app.cli.command("create-token")
     @click.argument("email")
     @click.option("--org", "org_name", required=True, help="Organization the token is bound to.")
-    @click.option("--name", default="cli", help="A name to recognise the token by.")
+    @click.option("--name", type=RuleText(NAME, "--name"), default="cli", help="A name to recognise the token by.")
     def create_token_command(email: str, org_name: str, name: str) -> None:
         """Create an API token for EMAIL in ORG; the token alone is printed on the last line."""
         org = _existing_org(database(), org_name)
@@ -211,6 +228,7 @@ def register_commands(app: Flask) -> None:
     @click.option(
         "--environment",
         "environment_name",
+        type=RuleText(NAME, "--environment"),
         required=True,
         help="The environment it becomes a version of (made if new).",
     )
@@ -239,22 +257,25 @@ def register_commands(app: Flask) -> None:
     @app.cli.command("import-harbor-dataset")
     @click.argument("path", type=click.Path(path_type=Path, file_okay=False, exists=True))
     @click.option("--org", "org_name", required=True, help="Organization the environments and dataset belong to.")
-    @click.option("--dataset", "dataset_name", required=True, help="The dataset it becomes a version of (made if new).")
+    @click.option(
+        "--dataset",
+        "dataset_name",
+        type=RuleText(DATASET_NAME, "--dataset"),
+        required=True,
+        help="The dataset it becomes a version of (made if new).",
+    )
     def import_harbor_dataset_command(path: Path, org_name: str, dataset_name: str) -> None:
         """Make a folder of Harbor task folders (what `harbor run -p` takes) one environment per task folder, named
         after it, and a version of the dataset holding them in folder order; the same files again are the same
         versions. Nothing is written when anything is refused."""
         org = _existing_org(database(), org_name)
         try:
-            name = DATASET_NAME.apply(dataset_name)
             data = folder_archive(path, MAX_DATASET_UPLOAD_BYTES)
             with database().session(org.id) as session, session.begin():
-                dataset = session.scalar(select(Dataset).where(Dataset.name == name))
+                dataset = session.scalar(select(Dataset).where(Dataset.name == dataset_name))
                 if dataset is None:
-                    dataset = create_dataset(session, org.id, name)
+                    dataset = create_dataset(session, org.id, dataset_name)
                 said = _imported(dataset.name, import_harbor_dataset(session, dataset, data))
-        except Refused as refused:
-            _fail(f"--dataset {refused.says}")
         except (TaskRefused, DatasetRefused) as refused:
             _fail(str(refused))
         for line, err in said:  # printed once written: a refusal prints its one line and nothing else

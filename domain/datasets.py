@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from domain.rules import UUID_RULE, Refused, integer_from, text
+from domain.rules import NAME, UUID_RULE, Refused, integer_from, text
 from domain.worlds import builtin_task
 
 MAX_DATASET_TASKS = 10_000
@@ -27,7 +27,7 @@ TASK_TEXT_CHARS = 300  # the start of its task's text a dataset run keeps per ta
 # What a dataset run retries: trials the environment or the agent's infrastructure ended (a crashed agent program,
 # an unreachable model, a world that could not start or score), never a failure the verifier scored.
 INFRASTRUCTURE_ERRORS = ("environment_error", "agent_error")
-DATASET_NAME = text(200, required=True)  # unique in the organization (the API answers 409, the page 422)
+DATASET_NAME = NAME  # unique in the organization (the API answers 409, the page 422)
 DATASET_DESCRIPTION = text(2000)
 SEED_SPACE = 2**31  # world seeds are 0 .. 2**31 - 1, the range evaluation runs draw theirs from
 WORLD_SEED = integer_from(0, SEED_SPACE - 1)

@@ -36,7 +36,7 @@ from domain.harbor_task import (
     not_a_file,
     tar_entries,
 )
-from domain.rules import Refused, text
+from domain.rules import NAME, NAME_CHARS, Refused
 
 MB = 1024 * 1024
 MAX_DATASET_TREE_BYTES = 256 * MB  # the files of every task together, uncompressed
@@ -48,7 +48,7 @@ MAX_DATASET_UPLOAD_BYTES = 64 * MB  # an upload as sent
 MAX_DATASET_ENTRIES = 100_000
 DATASET_OVER_SIZE = f"the dataset is over {MAX_DATASET_TREE_BYTES // MB} MB uncompressed"
 NO_TASK = "a sub-folder holding instruction.md and tests/test.sh"
-FOLDER_NAME = text(200, required=True)  # a task folder names its environment, as an environment's name is held
+FOLDER_NAME = NAME  # a task folder names its environment, as an environment's name is held
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,8 @@ class _Survey:
         if group is None:
             if len(self.tops) >= MAX_DATASET_TASKS:
                 raise _too_many("")
-            if len(name) > 200 and self.many:  # a task folder (the tops are), and not worth holding
-                raise TaskRefused(name[:200], NAME_SAYS)
+            if len(name) > NAME_CHARS and self.many:  # a task folder (the tops are), and not worth holding
+                raise TaskRefused(name[:NAME_CHARS], NAME_SAYS)
             group = self.tops[name] = _Group()
         group.bytes += size
         group.entries += 1
@@ -189,8 +189,8 @@ class _Survey:
     def _child(self, top: str, name: str, path: str, size: int) -> None:
         if _hidden(name):
             return
-        if len(name) > 200:  # cannot name an environment, and not worth holding: refused if it is a task folder
-            self.long_child = self.long_child or f"{top}/{name[:200]}"
+        if len(name) > NAME_CHARS:  # cannot name an environment, and not worth holding: refused if it is a task folder
+            self.long_child = self.long_child or f"{top}/{name[:NAME_CHARS]}"
             return
         group = self.children.get(name)
         if group is None:
@@ -243,7 +243,9 @@ class _Survey:
         return DatasetLayout(root, tuple(sorted(names)))
 
 
-NAME_SAYS = "cannot name an environment: a task folder's name is 1 to 200 characters, without a space at either end"
+NAME_SAYS = (
+    f"cannot name an environment: a task folder's name is 1 to {NAME_CHARS} characters, without a space at either end"
+)
 
 
 def _names_an_environment(name: str) -> bool:

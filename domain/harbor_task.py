@@ -36,7 +36,7 @@ import dockerfile
 
 from domain.json_depth import MAX_JSON_DEPTH
 from domain.limits import ceilings, max_trial_timeout_s
-from domain.outcome import STAGE_KEY_CHARS
+from domain.rules import STAGE_KEY
 
 MAX_TREE_BYTES = 16 * 1024 * 1024  # the files of one task, uncompressed
 # The upload's tar, uncompressed (its files, headers and padding), is read up to the task's size and one tar block
@@ -720,8 +720,9 @@ def read_rewards(reward_json: bytes | None, reward_txt: bytes | None) -> tuple[f
             raise ValueError('reward.json has no numeric "reward"')
         if not all(math.isfinite(v) for v in (reward, *numbers.values())):
             raise ValueError("reward.json holds a number that is not finite")
-        if long := next((k for k in numbers if len(f"stage_{k}") > STAGE_KEY_CHARS), None):
-            raise ValueError(f"reward.json has a key of more than {STAGE_KEY_CHARS - 6} characters ({long[:40]}…)")
+        if (bad := next((k for k in numbers if not STAGE_KEY.check(f"stage_{k}")), None)) is not None:
+            shown = f"{bad[:40]}…" if len(bad) > 40 else bad
+            raise ValueError(f"reward.json has a key that makes no stage key ({shown!r}): stage_<key> {STAGE_KEY.says}")
         return unit(reward), {f"stage_{k}": unit(v) for k, v in numbers.items()}
     if reward_txt is not None:
         try:

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+# where the trial's columns and checks find them
+from domain.rules import FAILURE_CATEGORY_CHARS as FAILURE_CATEGORY_CHARS
+from domain.rules import STAGE_KEY_CHARS as STAGE_KEY_CHARS
 from domain.vocabulary import TrialStatus
 
 if TYPE_CHECKING:  # domain.trajectory caps with this module's rules
@@ -22,8 +25,6 @@ OBSERVATION_CAP_CHARS = 16 * 1024  # a 9 KB JSON observation stays whole, so the
 EXPLANATION_CAP_CHARS = 2 * 1024  # what a verifier says of one stage (or of the trial), the end kept
 EXPLANATIONS_KEY = "explanations"  # where a trial's metrics keep them, beside its stage_* values
 VERIFIER_EXPLANATION = "verifier"  # the explanation of the trial as a whole (Harbor's verifier output)
-STAGE_KEY_CHARS = 100  # the longest stage_* key a trial keeps (its rollup and trial_stages rows hold no more)
-FAILURE_CATEGORY_CHARS = 64  # the longest failure_category a trial keeps
 
 
 def truncate(text: str, cap: int, what: str) -> str:

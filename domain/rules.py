@@ -16,6 +16,10 @@ The policies, one each:
 * moment: a date (2026-05-01) or date and time (2026-05-01T12:00, with an offset; UTC without one);
 * text: a string without NUL (PostgreSQL text cannot hold one) of at most `limit` characters, stripped;
 * choice: one of a vocabulary (the refusal lists it, and `valid` carries it);
+* a tenant's name (NAME: an organization, environment, evaluator configuration, dataset, token): text of 1 to 200
+  characters, held stripped; a stage key (STAGE_KEY): stage_ and 1 to 94 characters more, no comma, no NUL; a reward
+  or stage value (REWARD): a number from 0 to 1; a failure category (FAILURE_CATEGORY): text of at most 64
+  characters. The API, the page forms, ingest (NDJSON and Harbor jobs) and the CLI each hold these fields to them;
 * name (of a thing tenants name and others pick by name, such as a label): stored and shown in its normal form
   (`normal_name`: NFKC, no format characters, case-folded), so `flaky`, `FLAKY` and `flaky` with a zero-width space
   are one name; two names that look alike share a `look_alike` key (UTS #39's confusable skeleton, whatever the
@@ -183,6 +187,9 @@ def number_from(low: float, high: float, *, above: bool = False, says: str | Non
 
 
 REWARD = number_from(0, 1)  # a reward or a stage value: 0 (nothing) to 1 (success)
+# A number another harness wrote, before its own mapping holds it to a band (a Harbor verifier's reward: any finite
+# number, held to 0..1); a file's text is read as a query string's ("0.5").
+FINITE = Rule("must be a finite number", _number, from_text=decimal_text)
 LARGEST_BIGINT = 2**63 - 1  # PostgreSQL's bigint
 
 
@@ -231,6 +238,15 @@ def look_alike(text: str) -> str:
 
 NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold NUL characters
 NAME_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"  # some text besides spaces, no NUL
+NAME_CHARS = 200  # the longest name a tenant gives anything (its columns hold no more)
+# The name of what a tenant names and picks by name (an organization, an environment, an evaluator configuration, a
+# dataset, a token): 1 to 200 characters besides the spaces around them, which are dropped; no NUL. The one rule of
+# the API, the page forms, ingest and the CLI.
+NAME = text(NAME_CHARS, required=True)
+FAILURE_CATEGORY_CHARS = 64  # the longest failure_category a trial keeps
+# A trial's failure category as an ingest line or a filter gives it: at most 64 characters, held stripped, no NUL
+# (a reviewer's own category is domain.triage's HUMAN_CATEGORY, a narrower rule of the same length).
+FAILURE_CATEGORY = text(FAILURE_CATEGORY_CHARS)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 
 
@@ -276,9 +292,15 @@ def stage_key(chars: int) -> Rule:
     )
 
 
-def stage_keys(chars: int, most: int) -> Rule:
-    """Up to `most` comma-separated stage_* keys (a query string's `stage_a,stage_b`), held as a tuple."""
-    one = stage_key(chars)
+STAGE_KEY_CHARS = 100  # the longest stage_* key a trial keeps (its rollup and trial_stages rows hold no more)
+# A stage key, wherever one comes from (a filter, an ingest line, a verifier, a Harbor reward key): stage_ and 1 to 94
+# characters more, no comma (a filter lists keys with commas) and no NUL; stage_ in lowercase.
+STAGE_KEY = stage_key(STAGE_KEY_CHARS)
+
+
+def stage_keys(most: int) -> Rule:
+    """Up to `most` comma-separated STAGE_KEYs (a query string's `stage_a,stage_b`), held as a tuple."""
+    one = STAGE_KEY
     key = one.schema["pattern"][1:-1]
 
     def keys(value: Any) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from domain.rules import NO_NUL, Rule, normal_name, one_of, text
+from domain.rules import FAILURE_CATEGORY_CHARS, NO_NUL, Rule, normal_name, one_of, text
 from domain.vocabulary import LABEL_COLORS, REVIEW_STATES
 
 LABEL_NAME_CHARS = 64
@@ -85,10 +85,11 @@ def effective_category(verifier: str | None, human: str | None) -> str | None:
     return human or verifier
 
 
+_HUMAN_CATEGORY = f"[A-Za-z0-9_.-]{{1,{FAILURE_CATEGORY_CHARS}}}"
 HUMAN_CATEGORY = Rule(
-    "must be a failure category of 1 to 64 letters, digits, _, . or -",
-    lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", v) is not None,
-    {"pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+    f"must be a failure category of 1 to {FAILURE_CATEGORY_CHARS} letters, digits, _, . or -",
+    lambda v: isinstance(v, str) and re.fullmatch(_HUMAN_CATEGORY, v) is not None,
+    {"pattern": f"^{_HUMAN_CATEGORY}$"},
 )
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from domain.harbor_task import unit
 from domain.json_depth import TooDeep, loads
 from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, truncate
+from domain.rules import FINITE, Refused
 from domain.vocabulary import MAX_ATTEMPTS
 from importers.ingest import IngestError, ParsedTrial, parse_trial
 
@@ -38,6 +39,7 @@ INSTRUCTION_READ_BYTES = 64 * 1024
 TASK_CAP_CHARS = 16 * 1024
 # terminus-2 puts the task's instruction into its first prompt between these two lines
 TERMINUS_TASK = re.compile(r"\nTask Description:\n(.*?)\n\nCurrent terminal state:", re.DOTALL)
+QUOTED = re.compile(r", not (?:'.*'|\".*\"|-?[0-9][0-9.e+-]*|True|False|None)$", re.DOTALL)  # a refusal's value
 
 
 def snake_case(name: str) -> str:
@@ -127,17 +129,16 @@ def _reward_file(files: HarborFiles, trial_dir: Path) -> float | None:
         value = value.get("reward") if isinstance(value, dict) else value
         return _number(files, reward_json, value)
     if files.exists(reward_txt):
-        return _number(files, reward_txt, files.read_text(reward_txt).strip())
+        return _number(files, reward_txt, files.read_text(reward_txt), text=True)
     return None
 
 
-def _number(files: HarborFiles, path: Path, value: Any) -> float:
-    """`value` as a reward, or an error naming `path` (the value itself is not repeated: it is file content)."""
-    if isinstance(value, bool):
-        raise IngestError(0, files.name(path), "does not hold a number as its reward")
+def _number(files: HarborFiles, path: Path, value: Any, *, text: bool = False) -> float:
+    """`value` (a JSON value, or a file's `text`) as a reward by domain.rules' FINITE, or an error naming `path` (the
+    value itself is not repeated: it is file content). A string in JSON is no number, as in an ingest line."""
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        return float(FINITE.apply_text(value.strip()) if text else FINITE.apply(value))
+    except Refused:
         raise IngestError(0, files.name(path), "does not hold a number as its reward") from None
 
 
@@ -242,7 +243,11 @@ def harbor_line(
     rewards = dict(((result.get("verifier_result") or {}).get("rewards")) or {})
     reward = rewards.pop("reward", None)
     reward = _reward_file(files, trial_dir) if reward is None else _number(files, result_file, reward)
-    numeric = {k: float(v) for k, v in rewards.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    numeric = {
+        k: _number(files, result_file, v)
+        for k, v in rewards.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
     stages = {(k if k.startswith("stage_") else f"stage_{k}"): unit(v) for k, v in numeric.items()}
     stages = {**_step_stages(result), **stages}  # a multi-step task's per-step rewards are its partial credit
     if reward is None and stages:
@@ -272,7 +277,7 @@ def harbor_line(
         "log": _log(files, trial_dir, result),
         "explanations": _verifier_output(files, trial_dir),
         "task": _instruction(result, trajectory, _task_roots(files.job, config, tasks)),
-        "agent": f"{agent.get('name', 'harbor-agent')}{f' ({model})' if model else ''}"[:200],
+        "agent": f"{agent.get('name', 'harbor-agent')}{f' ({model})' if model else ''}",
         "trajectory": trajectory,
         **{key: result[name] for key, name in TIMES.items() if isinstance(result.get(name), str)},
         "_trial_name": result.get("trial_name") or trial_dir.name,
@@ -364,8 +369,8 @@ def read_harbor_job(
             trial_dir = line.pop("_trial_dir")
             try:
                 parsed.append(parse_trial(line, len(parsed) + 1))
-            except IngestError as error:
-                raise IngestError(0, f"{trial_dir} ({error.field})", error.detail) from None
+            except IngestError as error:  # said without the value the rule quotes: it is file content
+                raise IngestError(0, f"{trial_dir} ({error.field})", QUOTED.sub("", error.detail)) from None
     return parsed
 
 

@@ -21,14 +21,12 @@ from sqlalchemy.orm import Session
 from db.session import secrets_key_of
 from domain.errors import SpecError
 from domain.outcome import (
-    FAILURE_CATEGORY_CHARS,
     LOG_CAP_CHARS,
-    STAGE_KEY_CHARS,
     VERIFIER_EXPLANATION,
     TrialOutcome,
     truncate_keep_end,
 )
-from domain.rules import MOMENT, REWARD, integer_from
+from domain.rules import FAILURE_CATEGORY, MOMENT, NAME, REWARD, STAGE_KEY, Refused, integer_from
 from domain.secret_env import hidden_env_names, resubmitted_mask
 from domain.specs import spec_sha256, validate_spec
 from domain.trajectory import Content, Step, command_text, step, structured
@@ -47,15 +45,17 @@ class IngestError(ValueError):
 
 
 # Strict, like every JSON body: a string is never a number ("3" is refused), while an integer follows
-# domain.rules' one integer policy (3.0 is 3); times are domain.rules' moments.
+# domain.rules' one integer policy (3.0 is 3); times are domain.rules' moments, names its names (stripped, 1 to 200
+# characters), rewards and stages its rewards and stage keys.
 STRICT = ConfigDict(extra="forbid", strict=True)
+Name = Annotated[str, NAME]
 
 
 class IngestEnvironment(BaseModel):
     """The environment a trial ran in: found by name, its version found by spec hash (or created)."""
 
     model_config = STRICT
-    name: str = Field(min_length=1, max_length=200)
+    name: Name
     spec: dict[str, Any]
 
 
@@ -79,11 +79,11 @@ class IngestTrial(BaseModel):
     attempt: Annotated[int, integer_from(1, MAX_ATTEMPTS)]
     reward: Annotated[float | None, REWARD] = None
     stages: dict[str, float] = Field(default_factory=dict)
-    failureCategory: str | None = Field(default=None, max_length=FAILURE_CATEGORY_CHARS)
+    failureCategory: Annotated[str | None, FAILURE_CATEGORY] = None
     log: str = ""
     task: str = ""
     seed: Annotated[int, integer_from(-(2**31), 2**31 - 1)] = 0
-    agent: str = Field(default="imported", min_length=1, max_length=200)
+    agent: Name = "imported"
     trajectory: dict[str, Any] | list[Any] | None = None
     # What the verifier said: a stage key → its words on that stage, "verifier" → on the trial as a whole
     explanations: dict[str, str] = Field(default_factory=dict)
@@ -94,7 +94,7 @@ class IngestTrial(BaseModel):
     @classmethod
     def _explained_keys(cls, explanations: dict[str, str]) -> dict[str, str]:
         for key in explanations:
-            if not (key.startswith("stage_") or key == VERIFIER_EXPLANATION) or len(key) > 100:
+            if not (STAGE_KEY.check(key) or key == VERIFIER_EXPLANATION):
                 raise ValueError(f"explanations are keyed by a stage_* key or {VERIFIER_EXPLANATION!r}, not {key!r}")
         return explanations
 
@@ -102,10 +102,14 @@ class IngestTrial(BaseModel):
     @classmethod
     def _stage_keys(cls, stages: dict[str, float]) -> dict[str, float]:
         for key, value in stages.items():
-            if not key.startswith("stage_") or len(key) > STAGE_KEY_CHARS:
-                raise ValueError(f"stage keys start with stage_ (at most {STAGE_KEY_CHARS} characters), not {key!r}")
-            if not 0 <= value <= 1:
-                raise ValueError(f"{key} must be between 0 and 1, not {value!r}")
+            try:
+                STAGE_KEY.apply(key)
+            except Refused as refused:
+                raise ValueError(f"a key {refused.says}") from None
+            try:
+                REWARD.apply(value)
+            except Refused as refused:
+                raise ValueError(f"{key} {refused.says}") from None
         return stages
 
 

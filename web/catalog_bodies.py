@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 from domain.agents import AGENT_JSON_SCHEMA, validate_agent
 from domain.errors import AgentConfigError, SpecError
 from domain.limits import DEFAULT_MAX_TRIAL_TIMEOUT_S
-from domain.rules import LARGEST_BIGINT, Refused, integer_from, number_from, text
+from domain.rules import LARGEST_BIGINT, NAME, Refused, integer_from, number_from, text
 from domain.scoring import ATTEMPT_COUNT
 from domain.specs import SPEC_JSON_SCHEMA, validate_spec
 from web.validation import REPORT_MISSING, ApiModel
@@ -48,7 +48,7 @@ def _agent(value: Any) -> dict[str, Any]:
 
 Spec = Annotated[dict[str, Any], BeforeValidator(_spec), WithJsonSchema(SPEC_JSON_SCHEMA)]
 Agent = Annotated[dict[str, Any], BeforeValidator(_agent), WithJsonSchema(AGENT_JSON_SCHEMA)]
-Name = Annotated[str, text(200, required=True)]
+Name = Annotated[str, NAME]
 
 
 class EnvironmentCreate(ApiModel):

@@ -20,10 +20,10 @@ from web.params import bounded_text, parse_int, parse_uuid
 class Follows:
     """A WTForms validator from a domain.rules rule: the posted value read as a query-string value is (the API's
     and the query strings' rule, word for word); `data` becomes what the rule gives, a refusal reads
-    "<label> <what the rule says>."."""
+    "<label> <what the rule says>." (or `message`, when the page has its own sentence for every refusal)."""
 
-    def __init__(self, rule: Rule, label: str) -> None:
-        self.rule, self.label = rule, label
+    def __init__(self, rule: Rule, label: str, message: str | None = None) -> None:
+        self.rule, self.label, self.message = rule, label, message
         # The rule's bounds as the field's flags, for the page's min/max attributes and its label (1 to 8).
         bounds = {"min": rule.schema.get("minimum"), "max": rule.schema.get("maximum")}
         self.field_flags = {flag: value for flag, value in bounds.items() if value is not None}
@@ -34,7 +34,7 @@ class Follows:
             field.data = self.rule.apply_text(value) if isinstance(value, str) else self.rule.apply(value)
         except Refused as refused:
             empty = value is None or (isinstance(value, str) and not value.strip())
-            raise StopValidation(rule_in_page_words(self.label, refused.says, empty)) from None
+            raise StopValidation(self.message or rule_in_page_words(self.label, refused.says, empty)) from None
 
 
 _NOT_VALUE = re.compile(r", not (?:'.*'|\".*\"|None|-?[0-9][0-9.e+-]*|True|False)$", re.DOTALL)

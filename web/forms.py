@@ -17,7 +17,7 @@ from wtforms.validators import DataRequired, EqualTo, Length, Optional, StopVali
 
 from domain.accounts import MIN_PASSWORD_LENGTH
 from domain.datasets import DATASET_DESCRIPTION, DATASET_NAME, TASK_COUNT
-from domain.rules import one_of
+from domain.rules import NAME, NAME_CHARS, one_of
 from domain.scoring import ATTEMPT_COUNT
 from domain.triage import (
     HUMAN_CATEGORY,
@@ -37,7 +37,7 @@ from web.dataset_drafts import MAX_DRAFT_CHARS
 from web.fields import BoundedText, Follows, PageForm, SubmissionKeyField, UUIDField, WholeNumberField
 
 ROLE = Follows(one_of(*ROLES), "Role")
-TOKEN_NAME = "Give the token a name of 1 to 200 characters."
+TOKEN_NAME = f"Give the token a name of 1 to {NAME_CHARS} characters."
 NEEDS_A_REASON = "Enter a reason to exclude the trial: what makes it unfit for training."
 
 
@@ -87,7 +87,7 @@ class RoleForm(PageForm):
 class TokenForm(PageForm):
     """A new API token's name."""
 
-    name = BoundedText(1000, validators=[DataRequired(TOKEN_NAME), Length(max=200, message=TOKEN_NAME)])
+    name = BoundedText(NAME_CHARS * 5, validators=[Follows(NAME, "Name", TOKEN_NAME)])  # NAME, as create-token holds it
 
 
 class NewAccountForm(PageForm):

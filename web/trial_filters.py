@@ -17,8 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema, create_model
 
-from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
-from domain.rules import MOMENT, REWARD, UUID_RULE, Rule, hex_key, one_of, stage_keys, text
+from domain.rules import FAILURE_CATEGORY, MOMENT, REWARD, UUID_RULE, Rule, hex_key, one_of, stage_keys, text
 from domain.triage import HUMAN_CATEGORY, LABEL_NAMES, REVIEW_STATE
 from domain.vocabulary import REVIEW_STATES, TRIAL_STATUSES, ReviewState, TrialStatus
 from queries.filters import MAX_STAGE_FILTERS, REWARD_BANDS, TRIAL_SOURCES, RewardBand, TrialFilters, TrialSource
@@ -127,7 +126,7 @@ def _stage_keys(label: str, placeholder: str) -> Control:
 LabelNames = Annotated[tuple[str, ...], WithJsonSchema({"type": "string"})]
 StageKeys = Annotated[tuple[str, ...], WithJsonSchema({"type": "string"})]
 REWARD_INPUT = (("min", "0"), ("max", "1"), ("step", "any"), ("size", "5"))
-STAGE_KEYS = stage_keys(STAGE_KEY_CHARS, MAX_STAGE_FILTERS)
+STAGE_KEYS = stage_keys(MAX_STAGE_FILTERS)
 
 SEARCH_HELP = (
     "Full-text search over the task, tool names, commands and arguments, observations, agent messages and the log: "
@@ -181,7 +180,7 @@ TRIAL_FILTERS = (
                 Control("Reward from", "number", REWARD_INPUT)),
     TrialFilter("maxReward", float, REWARD, "Reward at most", "reward ≤ {}",
                 Control("Reward to", "number", REWARD_INPUT)),
-    TrialFilter("failureCategory", str, text(FAILURE_CATEGORY_CHARS), "The trial's failure category", "category: {}",
+    TrialFilter("failureCategory", str, FAILURE_CATEGORY, "The trial's failure category", "category: {}",
                 Control("Category", "select", options=_categories)),
     TrialFilter("stagePassed", StageKeys, STAGE_KEYS, PASSED_HELP, "{} passed",
                 _stage_keys("Stages passed", "stage_inventory"), listed=True),

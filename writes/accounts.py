@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from werkzeug.security import generate_password_hash
 
 from domain.accounts import EMAIL, MIN_PASSWORD_LENGTH, slugify, token_digest
+from domain.rules import NAME, Refused
 from domain.vocabulary import ROLES
 from models.accounts import Membership, Organization, User
 from models.base import new_id
@@ -47,10 +48,12 @@ class AccountError(ValueError):
 
 
 def create_organization(session: Session, name: str) -> Organization:
-    """Add an organization named `name`; raise AccountError when the name is empty or taken."""
-    name = name.strip()
-    if not name:
-        raise AccountError("organization name must not be empty")
+    """Add an organization named `name` (domain.rules' NAME: held stripped); raise AccountError when the name breaks
+    the rule or is taken."""
+    try:
+        name = NAME.apply(name)
+    except Refused as refused:
+        raise AccountError(f"organization name {refused.says}") from None
     if session.scalar(select(Organization.id).where(func.lower(Organization.name) == name.lower())):
         raise AccountError(f"organization {name!r} already exists")
     org = Organization(id=new_id(), name=name, slug=slugify(name))

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from db.session import rows_changed
 from domain.accounts import token_digest
+from domain.rules import NAME
 from models.base import new_id
 from models.tokens import ApiToken
 
@@ -17,14 +18,15 @@ TOKEN_PREFIX = "afk_"
 
 
 def create_token(session: Session, org_id: uuid.UUID, user_id: uuid.UUID, name: str) -> tuple[ApiToken, str]:
-    """Create a token for the user in the organization; return the row and the token (shown this once only)."""
+    """Create a token for the user in the organization; return the row and the token (shown this once only). Its
+    name follows domain.rules' NAME (held stripped; Refused otherwise: the form and the CLI refuse it first)."""
     secret = secrets.token_urlsafe(32)
     token = f"{TOKEN_PREFIX}{secret}"
     row = ApiToken(
         organization_id=org_id,
         id=new_id(),
         user_id=user_id,
-        name=name.strip()[:200] or "token",
+        name=NAME.apply(name),
         prefix=token[: len(TOKEN_PREFIX) + 6],
         token_sha256=token_digest(token),
     )

@@ -86,7 +86,10 @@ def test_rewards_a_verifier_wrote(json_body, txt_body, expected):
         (None, b"passed", "reward.txt does not hold a number"),
         (None, b"nan", "reward.txt holds a number that is not finite"),
         (b'{"reward": NaN}', None, "reward.json holds a number that is not finite"),
-        (b'{"reward": 1, "' + b"k" * 95 + b'": 1}', None, "reward.json has a key of more than 94 characters"),
+        (b'{"reward": 1, "' + b"k" * 95 + b'": 1}', None, "reward.json has a key that makes no stage key ('kkkk"),
+        # was: stored as stage_a,b and stage_, keys the stagePassed filter refuses
+        (b'{"reward": 1, "a,b": 1}', None, "reward.json has a key that makes no stage key ('a,b'): stage_<key> must"),
+        (b'{"reward": 1, "": 1}', None, "reward.json has a key that makes no stage key (''): stage_<key> must"),
         (b'{"reward": 1, "pad": "' + b"x" * 40_000 + b'"}', None, "reward.json is over 32 KB"),
         (None, b"1" + b" " * 40_000, "reward.txt is over 32 KB"),
     ],

@@ -26,8 +26,8 @@ from mcp import ClientSession
 
 from domain.json_depth import TooDeep, loads
 from domain.limits import describe
-from domain.outcome import FAILURE_CATEGORY_CHARS, STAGE_KEY_CHARS
-from domain.rules import program_environment
+from domain.outcome import FAILURE_CATEGORY_CHARS
+from domain.rules import REWARD, STAGE_KEY, program_environment
 from domain.specs import STARTUP_TIMEOUT_S
 from domain.trajectory import Content, Step, content_text, environment_step
 from domain.trial_log import LogEntry, ProgramOutput
@@ -310,10 +310,11 @@ class MCPEnvironment:
         if values.get("log"):
             self.log.append(ProgramOutput("verifier", self.masker.text(str(values["log"]))))
         stages = {k: float(v) for k, v in values.items() if k.startswith("stage_")}
-        if not stages or not all(0 <= v <= 1 for v in stages.values()):
+        if not stages or not all(REWARD.check(v) for v in stages.values()):
             raise ValueError("the verifier gave no stage_* values between 0 and 1")
-        if any(len(key) > STAGE_KEY_CHARS for key in stages):
-            raise ValueError(f"the verifier gave a stage key of more than {STAGE_KEY_CHARS} characters")
+        if (bad := next((key for key in stages if not STAGE_KEY.check(key)), None)) is not None:
+            shown = f"{bad[:40]}…" if len(bad) > 40 else bad
+            raise ValueError(f"the verifier's stage key {shown!r} {STAGE_KEY.says}")
         return stages
 
     def explain(self) -> dict[str, str]:

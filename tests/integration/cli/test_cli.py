@@ -41,7 +41,7 @@ def test_create_user_prompts_for_the_password(runner, auth):
     ("args", "message"),
     [
         (["create-org", "acme rl"], "organization 'acme rl' already exists"),
-        (["create-org", "  "], "organization name must not be empty"),
+        (["create-org", "  "], "organization name must be text of 1 to 200 characters without NUL"),
         (["create-user", "ann@acme.test", "--org", "Acme RL", "--password", "long-enough"], "already exists"),
         (["create-user", "new@acme.test", "--org", "Nowhere", "--password", "long-enough"], "no organization named"),
         (

@@ -165,7 +165,12 @@ def verifier_printing(printed: dict) -> dict:
 @pytest.mark.parametrize(
     ("printed", "said"),
     [
-        ({LONG_KEY: 1, "stage_ok": 1}, "the verifier gave a stage key of more than 100 characters"),
+        ({LONG_KEY: 1, "stage_ok": 1}, f"the verifier's stage key {LONG_KEY[:40] + '…'!r} must be a stage key"),
+        # was: stored, a key the stagePassed filter refuses (a filter lists keys with commas)
+        (
+            {"stage_a,b": 1, "stage_ok": 1},
+            "the verifier's stage key 'stage_a,b' must be a stage key (stage_…, at most 100 characters)",
+        ),
         (
             {"stage_ok": 0, "failure_category": "x" * 65},
             "the verifier's failure_category is not text of 1 to 64 characters",
