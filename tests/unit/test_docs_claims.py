@@ -135,8 +135,9 @@ def test_the_configuration_table_holds_every_variable_the_code_reads_and_nothing
     (table,) = listed("environment-variables")
     make_variables = set(MAKE_VARIABLE.findall((ROOT / "Makefile").read_text()))  # PORT: read by `make run`
     documented, read = set(table.names), read_variables()
-    assert not read - documented, f"{table.where}: read by the code, not in the table"
-    assert not documented - read - make_variables, f"{table.where}: in the table, read by nothing"
+    assert not read - documented, f"{table.where}: read by the code, not in the table: {sorted(read - documented)}"
+    unread = documented - read - make_variables
+    assert not unread, f"{table.where}: in the table, read by nothing: {sorted(unread)}"
 
 
 def test_the_variables_a_program_gets_are_the_ones_the_pages_list():
