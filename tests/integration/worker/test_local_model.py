@@ -127,12 +127,13 @@ def test_the_readmes_local_model_example_runs_and_its_trials_show_the_models_cal
     """The README's "evaluate a local model in five minutes", read from README.md and run as it is written there."""
     ran = run_readme_lines(readme_example()[1], runner, app.test_client(), {"MODEL_URL": local_model})
     run = json.loads(ran["_"])
-    assert run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True) == 1
+    # At least one claim: on a loaded machine a lease can lapse between heartbeats and the run be claimed again.
+    assert run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True) >= 1
 
     browser = app.test_client()
     user = re.search(r"create-user (\S+) .*--password '([^']+)'", "\n".join(readme_example()[1]))
     assert user, "the README's example makes no user with a password"
-    assert AuthActions(browser).login(*user.groups()).status_code == 302  # "Log in as me@lab.test"
+    assert AuthActions(browser).login(*user.groups()).status_code == 303  # "Log in as me@lab.test"
     finished = browser.get(f"/api/v1/evaluation-runs/{run['id']}").json
     assert finished["status"] == "completed" and len(finished["trials"]) == run["attemptCount"], finished
     categories = {t["failureCategory"] for t in finished["trials"]}
