@@ -57,9 +57,10 @@ lint: $(VENV)/.dev
 test: lint sandbox .venv-mcp-servers/.installed
 	$(BIN)/pytest
 
-# The inner loop: every test that starts no process, on two cores (a database per pytest-xdist worker). It keeps
-# bytecode and pytest's rewritten test modules in __pycache__ even where the shell sets PYTHONDONTWRITEBYTECODE:
-# compiling and rewriting some 400 modules again costs each worker about 5 s of every run.
+# The inner loop: every test not marked slow (docs/testing.md says which short-lived processes it still starts), on
+# two cores (a database per pytest-xdist worker). It keeps bytecode and pytest's rewritten test modules in
+# __pycache__ even where the shell sets PYTHONDONTWRITEBYTECODE: compiling and rewriting some 400 modules again costs
+# each worker about 5 s of every run.
 fast: $(VENV)/.dev
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n 2 -m "not slow" -p no:schemathesis
 

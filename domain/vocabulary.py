@@ -31,6 +31,20 @@ LoopFailure = Literal[
 ]
 LOOP_FAILURES: tuple[LoopFailure, ...] = get_args(LoopFailure)
 
+# What a built-in world's final state shows went wrong (worker/environments/admin_console.py and support_desk.py
+# diagnose them), and what a verifier's end gives when it names no category of its own: a score below 1
+# (task_incomplete) or no score at all (verifier_failed: a Harbor task's tests wrote no reward).
+AdminConsoleFailure = Literal["wrong_item", "wrong_customer", "wrong_quantity", "insufficient_stock"]
+SupportDeskFailure = Literal["wrong_ticket", "wrong_team", "wrong_priority", "missing_reference"]
+VerifierFailure = Literal["task_incomplete", "verifier_failed"]
+# Every category this worker gives (an MCP verifier may name one of its own, and imported trials keep theirs).
+FAILURE_CATEGORIES: tuple[str, ...] = (
+    *LOOP_FAILURES,
+    *get_args(AdminConsoleFailure),
+    *get_args(SupportDeskFailure),
+    *get_args(VerifierFailure),
+)
+
 MIN_ATTEMPTS, MAX_ATTEMPTS = 1, 8  # attemptCount: independent trials per run
 
 # What a member's visits leave on the first-run checklist (web/checklist.py, kept per member by migration 0043): it

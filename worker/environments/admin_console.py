@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.vocabulary import AdminConsoleFailure, LoopFailure
 from domain.worlds import Task, draw_shop
 from worker.environments.base import Environment, ToolError, ToolSpec, require_int
 
@@ -145,7 +146,7 @@ class AdminConsole(Environment):
             + (f" ({world.failed_checkouts} checkout refused)" if world.failed_checkouts else ""),
         }
 
-    def diagnose(self) -> str:
+    def diagnose(self) -> AdminConsoleFailure | LoopFailure:
         """wrong_item, wrong_customer, wrong_quantity, insufficient_stock, tool_error or gave_up, from the final
         state: a wrong SKU restocked or ordered is wrong_item; the right SKU ordered for another customer is
         wrong_customer."""

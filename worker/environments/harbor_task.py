@@ -23,12 +23,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from domain.harbor_task import APP, MAX_REWARD_FILE_BYTES, read_rewards
 from domain.outcome import VERIFIER_EXPLANATION
 from domain.trajectory import Content, Step
 from domain.trial_log import LogEntry, ProgramOutput
+from domain.vocabulary import VerifierFailure
 from worker.environments.base import Task, ToolError
 from worker.harbor_tasks import built_app, copy_app, copy_files, have_tree, onto_disk_of, task_dir
 from worker.masking import Masker
@@ -97,7 +98,9 @@ class HarborTaskEnvironment:
         self.agent_timeout_s = float(spec["agentTimeoutS"])
         self._reward: float | None = None
         self._explanation = ""
-        self._failed: str | None = None  # the category the verifier's end gives (verifier_failed, timeout)
+        self._failed: VerifierFailure | Literal["timeout"] | None = (
+            None  # the category the verifier's end gives (verifier_failed, timeout)
+        )
         self._binds: tuple[Bind, ...] = ()
         self._party: Party | None = None
         self._tree: Path | None = None
@@ -204,7 +207,7 @@ class HarborTaskEnvironment:
     def explain(self) -> dict[str, str]:
         return {VERIFIER_EXPLANATION: self._explanation} if self._explanation else {}
 
-    def diagnose(self) -> str:
+    def diagnose(self) -> VerifierFailure | Literal["timeout"]:
         return self._failed or "task_incomplete"
 
     def note(self, line: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from domain.vocabulary import LoopFailure, SupportDeskFailure
 from domain.worlds import PRIORITIES, TEAMS, Task, draw_desk
 from worker.environments.base import Environment, ToolError, ToolSpec
 
@@ -117,7 +118,7 @@ class SupportDesk(Environment):
             else f"{len(replies)} repl{'y' if len(replies) == 1 else 'ies'} sent, none quoting {goal['reference']}",
         }
 
-    def diagnose(self) -> str:
+    def diagnose(self) -> SupportDeskFailure | LoopFailure:
         """wrong_ticket, wrong_priority, wrong_team, missing_reference, tool_error or gave_up."""
         goal = self.goal
         touched = [t for t in self.tickets.values() if t.id != goal["ticket_id"] and (t.team or t.replies)]

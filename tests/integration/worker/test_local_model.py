@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -21,10 +21,11 @@ import pytest
 from atif import Step as AtifStep
 
 from queries.training_formats import _atif_step
+from tests.conftest import AuthActions
 from tests.helpers import one, parse
 from tests.integration.mcp.test_mcp import git_spec
 from tests.openai_server import host_address
-from tests.paths import ROOT
+from tests.readme_example import readme_example, readme_server, run_readme_lines
 from worker.agents.openai_program import names_a_parse_error
 from worker.loop import WorkerSettings, run_workers
 from worker.sandbox import SandboxSettings
@@ -32,17 +33,17 @@ from worker.trial import run_trial
 
 pytestmark = pytest.mark.slow  # a model server, MCP servers and agent processes
 
-SERVE = ROOT / "examples" / "local-model" / "serve.py"
 MODEL = "smollm2-135m-instruct"
 
 
 @pytest.fixture(scope="module")
 def local_model(tmp_path_factory) -> Iterator[str]:
-    """llama.cpp serving the model on this host's address (a networked sandbox cannot reach 127.0.0.1): its base URL."""
+    """llama.cpp serving the model on this host's address (a networked sandbox cannot reach 127.0.0.1), started by
+    the README's command on a free port: its base URL."""
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with open(log, "w") as stderr:
         server = subprocess.Popen(
-            [sys.executable, str(SERVE), "--host", host_address(), "--port", "0"],
+            [*readme_server(), "--host", host_address(), "--port", "0"],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -122,27 +123,21 @@ def test_a_tool_call_cut_off_by_max_tokens_is_kept_as_text_and_the_history_sent_
     assert status == 200, body
 
 
-def test_the_readmes_local_model_example_runs_and_its_trials_show_the_models_calls(local_model, api, database):
-    """The README's "evaluate a local model in five minutes", through the same API calls."""
-    environment = api.post("/api/v1/environments", {"name": "admin console"}).json
-    version = api.post(
-        f"/api/v1/environments/{environment['id']}/versions",
-        {"spec": {"kind": "builtin", "environment": "admin-console", "params": {}}},
-    ).json
-    config = api.post(
-        "/api/v1/evaluator-configs",
-        {"name": "SmolLM2 135M", "attemptCount": 3, "maxSteps": 4, "agent": agent(local_model, maxTokens=96)},
-    ).json
-    run = api.post(
-        "/api/v1/evaluation-runs", {"environmentVersionId": version["id"], "evaluatorConfigId": config["id"]}
-    ).json
-    assert run["attemptCount"] == 3, run
-    assert run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True) == 1
+def test_the_readmes_local_model_example_runs_and_its_trials_show_the_models_calls(local_model, app, runner, database):
+    """The README's "evaluate a local model in five minutes", read from README.md and run as it is written there."""
+    ran = run_readme_lines(readme_example()[1], runner, app.test_client(), {"MODEL_URL": local_model})
+    run = json.loads(ran["_"])
+    # At least one claim: on a loaded machine a lease can lapse between heartbeats and the run be claimed again.
+    assert run_workers(database, WorkerSettings(), threading.Event(), concurrency=1, until_idle=True) >= 1
 
-    finished = api.get(f"/api/v1/evaluation-runs/{run['id']}").json
-    assert finished["status"] == "completed" and len(finished["trials"]) == 3, finished
+    browser = app.test_client()
+    user = re.search(r"create-user (\S+) .*--password '([^']+)'", "\n".join(readme_example()[1]))
+    assert user, "the README's example makes no user with a password"
+    assert AuthActions(browser).login(*user.groups()).status_code == 303  # "Log in as me@lab.test"
+    finished = browser.get(f"/api/v1/evaluation-runs/{run['id']}").json
+    assert finished["status"] == "completed" and len(finished["trials"]) == run["attemptCount"], finished
     categories = {t["failureCategory"] for t in finished["trials"]}
     assert not categories & {"agent_error", "environment_error", "timeout"}, finished  # the model ran; it may fail
-    page = parse(api.get(f"/trials/{finished['trials'][0]['id']}").text)
+    page = parse(browser.get(f"/trials/{finished['trials'][0]['id']}").text)
     transcript = one(page, "main").get_text()
     assert "list_inventory" in transcript, transcript[:2000]  # the model's first call, drawn on the trial page
