@@ -353,6 +353,9 @@ def serve(host: str, port: int, workers: int, threads: int) -> None:
     Dashboard({"bind": [bind], "workers": workers, "threads": threads, "control_socket_disable": True}).run()
 
 
+CONSOLE_SCRIPT_ONLY = (serve,)  # commands of `agentforge` alone: `flask --app app` has its own `run`
+
+
 def main() -> None:
     """`agentforge …`: what `flask --app app …` does (`agentforge init-db`, `agentforge worker`), and `serve`."""
     from app import create_app  # app imports this module for register_commands
@@ -363,7 +366,8 @@ def main() -> None:
         help="AgentForge: the dashboard (serve; run is Flask's development server), the worker (worker) and the "
         "administration commands.",
     )
-    group.add_command(serve)
+    for command in CONSOLE_SCRIPT_ONLY:
+        group.add_command(command)
     group.main(prog_name="agentforge")
 
 
