@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from blueprints.auth import require_role
 from blueprints.leaderboard import leaderboard_context
-from domain.datasets import DatasetRefused, TaskInput, tasks_sha256
+from domain.datasets import DatasetRefusals, DatasetRefused, TaskInput, tasks_sha256
 from domain.rules import integer_from
 from domain.specs import draws_worlds
 from models import Dataset
@@ -34,7 +34,7 @@ from queries.datasets import (
     versions_named,
 )
 from web.database import request_session
-from web.dataset_drafts import ADDED, DraftRefused, draft_of, draft_tasks, line_of, note, read_draft, seed_runs
+from web.dataset_drafts import ADDED, draft_of, draft_tasks, line_of, note, read_draft, seed_runs
 from web.forms import DatasetDraftForm, DatasetForm
 from web.htmx import redirect_after_write, render
 from web.params import page_number, query_int, query_value
@@ -232,8 +232,8 @@ def build_version(dataset_id: uuid.UUID):
             check_tasks(session, tasks)
         if form.action.data == "save" and form.previewed.data == tasks_sha256(tasks):
             return _save(session, dataset_id, tasks)
-    except DatasetRefused as refused:  # every line that cannot be read, or the list's one refusal
-        every = refused.refusals if isinstance(refused, DraftRefused) else [refused]
+    except DatasetRefused as refused:  # every line that cannot be read, or every refusal of the list read
+        every = refused.refusals if isinstance(refused, DatasetRefusals) else [refused]
         return _show_page(session, summary, form, refusals=[(_input_of(r, form), _words(r)) for r in every], status=422)
     preview = _preview(session, dataset_id, tasks)
     form.previewed.data = preview.sha256

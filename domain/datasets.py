@@ -79,7 +79,7 @@ def _list(value: Any, field: str, says: str) -> list[Any]:
 
 
 def requested_tasks(body: Mapping[str, Any]) -> list[TaskInput]:
-    """The tasks a POST of dataset versions lists, in order, each checked by itself (then `check_unique`)."""
+    """The tasks a POST of dataset versions lists, in order, each checked by itself (then `repeated_tasks`)."""
     if "tasks" in body:
         extra = sorted(set(body) & {"environmentVersionId", "worldSeeds", "count"})
         if extra:
@@ -116,34 +116,64 @@ def _task(item: Any, at: str) -> TaskInput:
     return TaskInput(version_id, seed, f"{at}.environmentVersionId", f"{at}.worldSeed")
 
 
-def check_unique(tasks: list[TaskInput]) -> None:
-    """Refuse a list that holds one task twice (the same environment version and world seed)."""
+class DatasetRefusals(DatasetRefused):
+    """Several refusals of one task list at once, in order (`refusals`): a page lists them all; as a DatasetRefused
+    (the API's one message and status) it is the first of them."""
+
+    def __init__(self, refusals: list[DatasetRefused]) -> None:
+        super().__init__(refusals[0].field, refusals[0].says, refusals[0].status)
+        self.refusals = refusals
+
+
+def refuse_any(refusals: list[DatasetRefused]) -> None:
+    """Raise the refusals, when there are any: the one, or DatasetRefusals of them all."""
+    if len(refusals) == 1:
+        raise refusals[0]
+    if refusals:
+        raise DatasetRefusals(refusals)
+
+
+def repeated_tasks(tasks: list[TaskInput]) -> list[DatasetRefused]:
+    """A refusal for each task the list already holds (the same environment version and world seed)."""
     first: dict[tuple[uuid.UUID, int | None], int] = {}
+    refusals: list[DatasetRefused] = []
     for i, task in enumerate(tasks):
         if task.key in first:
             seed = "no world seed" if task.world_seed is None else f"world seed {task.world_seed}"
-            raise DatasetRefused(
-                task.seed_field if task.world_seed is not None else task.version_field,
-                f"repeats task {first[task.key] + 1} (environment version {task.environment_version_id}, {seed}); "
-                "a dataset version holds each task once",
+            refusals.append(
+                DatasetRefused(
+                    task.seed_field if task.world_seed is not None else task.version_field,
+                    f"repeats task {first[task.key] + 1} (environment version {task.environment_version_id}, {seed}); "
+                    "a dataset version holds each task once",
+                )
             )
-        first[task.key] = i
+        else:
+            first[task.key] = i
+    return refusals
 
 
-def check_seeds(tasks: list[TaskInput], draws_worlds: Mapping[uuid.UUID, bool]) -> None:
-    """Refuse a world seed on a version that draws no worlds (a Harbor task is one task by itself), and a task of a
-    version that draws worlds without one. `draws_worlds` maps each environment version to whether it does."""
+def misplaced_seeds(tasks: list[TaskInput], draws_worlds: Mapping[uuid.UUID, bool]) -> list[DatasetRefused]:
+    """A refusal for each world seed on a version that draws no worlds (a Harbor task is one task by itself), and
+    each task of a version that draws worlds without one. `draws_worlds` maps each environment version to whether it
+    does (a version it lacks is refused elsewhere)."""
+    refusals: list[DatasetRefused] = []
     for task in tasks:
-        draws = draws_worlds[task.environment_version_id]
-        if task.world_seed is not None and not draws:
-            raise DatasetRefused(
-                task.seed_field, "must be left out: a Harbor-task version is one task by itself, with no world seed"
+        draws = draws_worlds.get(task.environment_version_id)
+        if task.world_seed is not None and draws is False:
+            refusals.append(
+                DatasetRefused(
+                    task.seed_field, "must be left out: a Harbor-task version is one task by itself, with no world seed"
+                )
             )
         if task.world_seed is None and draws:
-            raise DatasetRefused(
-                task.seed_field,
-                "is required: a built-in or MCP version draws a world from it (give worldSeed, worldSeeds or count)",
+            refusals.append(
+                DatasetRefused(
+                    task.seed_field,
+                    "is required: a built-in or MCP version draws a world from it "
+                    "(give worldSeed, worldSeeds or count)",
+                )
             )
+    return refusals
 
 
 def tasks_sha256(tasks: list[TaskInput]) -> str:

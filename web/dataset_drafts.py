@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from domain.datasets import MAX_DATASET_TASKS, WORLD_SEED, DatasetRefused, TaskInput
+from domain.datasets import MAX_DATASET_TASKS, WORLD_SEED, DatasetRefusals, DatasetRefused, TaskInput
 from domain.rules import UUID_RULE, Refused, Rule
 
 MAX_DRAFT_CHARS = 400_000  # the textarea: 10,000 tasks of ten-digit seeds, one line each with its note, fit
@@ -73,17 +73,8 @@ def read_line(text: str, label: str) -> DraftLine | None:
     return DraftLine(label, version_id, seed_runs(seeds[0], label) if seeds else None)
 
 
-class DraftRefused(DatasetRefused):
-    """Every line of a draft that cannot be read, in order (`refusals`, each naming its line); as a DatasetRefused it
-    is the first of them."""
-
-    def __init__(self, refusals: list[DatasetRefused]) -> None:
-        super().__init__(refusals[0].field, refusals[0].says, refusals[0].status)
-        self.refusals = refusals
-
-
 def read_draft(draft: str, added: str = "") -> list[DraftLine]:
-    """The draft's lines, `added` (the line being added, named "The tasks to add") last; DraftRefused naming every
+    """The draft's lines, `added` (the line being added, named "The tasks to add") last; DatasetRefusals naming every
     line that cannot be read, else DatasetRefused for more than MAX_DATASET_TASKS tasks in all."""
     numbered = [(f"Line {number}", text) for number, text in enumerate(draft.splitlines(), start=1)]
     lines: list[DraftLine] = []
@@ -97,7 +88,7 @@ def read_draft(draft: str, added: str = "") -> list[DraftLine]:
         if line is not None:
             lines.append(line)
     if refusals:
-        raise DraftRefused(refusals)
+        raise DatasetRefusals(refusals)
     total = sum(line.count for line in lines)
     if total > MAX_DATASET_TASKS:
         raise DatasetRefused(DRAFT, f"holds {total} tasks; a dataset version holds 1 to {MAX_DATASET_TASKS}")

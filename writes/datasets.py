@@ -9,7 +9,7 @@ import uuid
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from domain.datasets import DatasetRefused, TaskInput, check_seeds, check_unique, tasks_sha256
+from domain.datasets import DatasetRefused, TaskInput, misplaced_seeds, refuse_any, repeated_tasks, tasks_sha256
 from domain.specs import draws_worlds, ran_elsewhere
 from models.base import new_id
 from models.datasets import Dataset, DatasetTask, DatasetVersion
@@ -25,23 +25,35 @@ def create_dataset(session: Session, org_id: uuid.UUID, name: str, description: 
 
 
 def check_tasks(session: Session, tasks: list[TaskInput]) -> None:
-    """Refuse (DatasetRefused) a list with a task twice, an environment version the organization has not (404), an
-    imported version, or a world seed where the kind draws none (or none where it does)."""
-    check_unique(tasks)
+    """Refuse (DatasetRefused; DatasetRefusals naming each when there are several) a list with a task twice, an
+    environment version the organization has not (404), an imported version, or a world seed where the kind draws
+    none (or none where it does); several in the order of the tasks they name."""
+    refusals = repeated_tasks(tasks)
     specs = specs_of_versions(session, {t.environment_version_id for t in tasks})
     for task in tasks:
         spec = specs.get(task.environment_version_id)
         if spec is None:
-            raise DatasetRefused(
-                task.version_field,
-                f"names no environment version of this organization: {task.environment_version_id}",
-                status=404,
+            refusals.append(
+                DatasetRefused(
+                    task.version_field,
+                    f"names no environment version of this organization: {task.environment_version_id}",
+                    status=404,
+                )
             )
-        if ran_elsewhere(spec):
-            raise DatasetRefused(
-                task.version_field, "is a version of imported results (it ran in another harness) and cannot be a task"
+        elif ran_elsewhere(spec):
+            refusals.append(
+                DatasetRefused(
+                    task.version_field,
+                    "is a version of imported results (it ran in another harness) and cannot be a task",
+                )
             )
-    check_seeds(tasks, {version_id: draws_worlds(spec) for version_id, spec in specs.items()})
+    runnable = {version_id: draws_worlds(spec) for version_id, spec in specs.items() if not ran_elsewhere(spec)}
+    refusals += misplaced_seeds(tasks, runnable)
+    position: dict[str, int] = {}  # the first task each field names: the refusals in the list's order
+    for i, task in enumerate(tasks):
+        position.setdefault(task.version_field, i)
+        position.setdefault(task.seed_field, i)
+    refuse_any(sorted(refusals, key=lambda refused: position.get(refused.field, len(tasks))))
 
 
 def add_dataset_version(session: Session, dataset: Dataset, tasks: list[TaskInput]) -> tuple[DatasetVersion, bool]:

@@ -114,7 +114,7 @@ def test_the_commands_the_pages_list_are_the_commands_cli_py_registers():
     app = Flask(__name__)
     register_commands(app)
     lists = [Listed(each.where, tuple(span.split()[0] for span in each.names)) for each in listed("cli-commands")]
-    assert not differs(lists, set(app.cli.commands) | {command.name for command in CONSOLE_SCRIPT_ONLY})
+    assert not differs(lists, set(app.cli.commands) | {str(command.name) for command in CONSOLE_SCRIPT_ONLY})
 
 
 @cache

@@ -200,3 +200,20 @@ def test_a_task_list_with_several_bad_lines_names_every_one_at_once(api, count_r
     assert one(refused.text, "textarea#draft").get_text() == draft  # the list as it was
     htmx = posted(api, f"/datasets/{dataset['id']}/versions", count_rows, htmx=True, action="save", draft=draft)
     assert is_fragment(htmx.text) and error_summary_lines(htmx.text) == lines
+
+
+def test_a_readable_task_list_names_every_task_it_refuses_at_once(api, count_rows):
+    shop = builtin_version(api)["id"]
+    dataset = new_dataset(api)
+    stranger = uuid.uuid4()
+    draft = f"{shop} 1..3\n{shop} 2\n{stranger} 1\n{shop} 3"
+    refused = posted(api, f"/datasets/{dataset['id']}/versions", count_rows, action="preview", draft=draft)
+    lines = error_summary_lines(refused.text)
+    assert [target for target, _ in lines] == ["draft"] * 3
+    said = [message for _, message in lines]
+    assert said[0].startswith("Line 2: world seed 2 repeats task 2")
+    assert said[1] == f"Line 3: environment version names no environment version of this organization: {stranger}."
+    assert said[2].startswith("Line 4: world seed 3 repeats task 3")
+    under = " ".join(one(refused.text, "#draft-error").get_text().split())
+    assert all(message in under for message in said)
+    assert one(refused.text, "textarea#draft").get_text() == draft  # the list as it was
