@@ -5,7 +5,9 @@
 JSON lines, `{"kind": "openai-chat", "baseUrl", "model", "network": true, …}` any model an OpenAI-compatible
 chat-completions server offers (hosted APIs, vLLM, SGLang, Ollama, llama.cpp), `{"kind": "oracle"}` a
 Harbor task's own solution/solve.sh, `{"kind": "external", "name"}` an agent that ran in another harness. Keys an
-agent does not use are dropped.
+agent does not use are dropped. `agent_model` returns the checked model (the worker runs it: worker.agents'
+AGENT_RUNTIMES maps each model to its agent), `validate_agent` its JSON as stored; a new kind is a model here, a
+member of `AgentConfig` and of `AGENTS`.
 """
 
 from __future__ import annotations

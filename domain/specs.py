@@ -3,8 +3,11 @@
 `{"kind": "builtin", "environment": "admin-console", "params": {…}}` names a
 built-in world (`kind` may be left out); `{"kind": "mcp", "command": [...], …}`
 any MCP server over stdio; `{"kind": "external", …}` results imported from
-another harness (kept as given, never run here). `validate_spec` returns the
-normalised spec (defaults filled in) or raises SpecError naming the bad field.
+another harness (kept as given, never run here). `spec_model` returns the
+checked model (the worker runs it: worker.environments.ENVIRONMENTS maps each
+model to its environment), `validate_spec` its normalised JSON as stored and
+hashed (defaults filled in); both raise SpecError naming the bad field. A new
+kind is a model here, a member of `EnvironmentSpec` and of `VARIANTS`.
 The API documents `EnvironmentSpec`'s JSON schema, so the two cannot drift.
 """
 
