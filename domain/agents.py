@@ -5,7 +5,9 @@
 JSON lines, `{"kind": "openai-chat", "baseUrl", "model", "network": true, …}` any model an OpenAI-compatible
 chat-completions server offers (hosted APIs, vLLM, SGLang, Ollama, llama.cpp), `{"kind": "oracle"}` a
 Harbor task's own solution/solve.sh, `{"kind": "external", "name"}` an agent that ran in another harness. Keys an
-agent does not use are dropped.
+agent does not use are dropped. `agent_model` returns the checked model (the worker runs it: worker.agents'
+AGENT_RUNTIMES maps each model to its agent), `validate_agent` its JSON as stored; a new kind is a model here, a
+member of `AgentConfig` and of `AGENTS`.
 """
 
 from __future__ import annotations
@@ -162,8 +164,9 @@ def _check_api_key_env(agent: OpenAIChatAgent) -> None:
         )
 
 
-def validate_agent(agent: Any) -> dict[str, Any]:
-    """Return the normalised agent config or raise AgentConfigError naming the bad field."""
+def agent_model(agent: Any) -> AgentModel:
+    """The agent config as its model (the one `AGENTS` names for its kind), checked once; AgentConfigError names
+    the bad field. The worker runs the model; `validate_agent` is its JSON as stored."""
     agent = json_object(agent, "agent", AgentConfigError)
     model = AGENTS.get(agent.get("kind"))
     if model is None:
@@ -178,8 +181,18 @@ def validate_agent(agent: Any) -> dict[str, Any]:
         raise AgentConfigError(refusal(error, "agent", model)) from None
     if isinstance(checked, OpenAIChatAgent):
         _check_api_key_env(checked)
-    normalised: dict[str, Any] = checked.model_dump(mode="json", exclude_none=True)
-    clash = both_env_and_vars(normalised, "agent")
+    clash = both_env_and_vars(normalised_agent(checked), "agent")
     if clash:
         raise AgentConfigError(clash)
+    return checked
+
+
+def normalised_agent(checked: AgentModel) -> dict[str, Any]:
+    """A checked agent config's JSON as it is stored and hashed (keys it does not use dropped)."""
+    normalised: dict[str, Any] = checked.model_dump(mode="json", exclude_none=True)
     return normalised
+
+
+def validate_agent(agent: Any) -> dict[str, Any]:
+    """Return the normalised agent config or raise AgentConfigError naming the bad field."""
+    return normalised_agent(agent_model(agent))

@@ -3,8 +3,11 @@
 `{"kind": "builtin", "environment": "admin-console", "params": {…}}` names a
 built-in world (`kind` may be left out); `{"kind": "mcp", "command": [...], …}`
 any MCP server over stdio; `{"kind": "external", …}` results imported from
-another harness (kept as given, never run here). `validate_spec` returns the
-normalised spec (defaults filled in) or raises SpecError naming the bad field.
+another harness (kept as given, never run here). `spec_model` returns the
+checked model (the worker runs it: worker.environments.ENVIRONMENTS maps each
+model to its environment), `validate_spec` its normalised JSON as stored and
+hashed (defaults filled in); both raise SpecError naming the bad field. A new
+kind is a model here, a member of `EnvironmentSpec` and of `VARIANTS`.
 The API documents `EnvironmentSpec`'s JSON schema, so the two cannot drift.
 """
 
@@ -222,6 +225,11 @@ VARIANTS: dict[str, type[BaseModel]] = {
 BUILTIN = ("admin-console", "support-desk")
 
 
+def variant_of(spec: Any) -> type[BaseModel] | None:
+    """The model of a spec's variant (`VARIANTS`), by its kind or, for built-in worlds, its environment's name."""
+    return VARIANTS.get(_tag(spec) or "")
+
+
 def ran_elsewhere(spec: Any) -> bool:
     """True for a version of imported results (kind external): its environment runs in another harness."""
     return isinstance(spec, dict) and spec.get("kind") == "external"
@@ -254,8 +262,9 @@ def config_size_refusal(config: dict[str, Any], where: str) -> str | None:
     return f"{where} is {size / 1024:.1f} KB of JSON; it may hold at most {MAX_CONFIG_BYTES // 1024} KB"
 
 
-def validate_spec(spec: Any) -> dict[str, Any]:
-    """Return the normalised spec (defaults filled in) or raise SpecError saying what is wrong."""
+def spec_model(spec: Any) -> BaseModel:
+    """The spec as its model (the variant `VARIANTS` names for its kind, defaults filled in), checked once; SpecError
+    says what is wrong. The worker runs the model; `validate_spec` is its JSON as stored."""
     spec = json_object(spec, "spec", SpecError)
     model = _model_of(spec)
     too_big = None if model is ExternalSpec else config_size_refusal(spec, "spec")
@@ -265,13 +274,25 @@ def validate_spec(spec: Any) -> dict[str, Any]:
         checked = model.model_validate(spec)
     except ValidationError as error:
         raise SpecError(refusal(error, "spec", model)) from None
+    if not isinstance(checked, ExternalSpec):
+        clash = both_env_and_vars(normalised_spec(checked), "spec")
+        if clash:
+            raise SpecError(clash)
+    return checked
+
+
+def normalised_spec(checked: BaseModel) -> dict[str, Any]:
+    """A checked spec's JSON as it is stored and hashed (defaults filled in, fields left out left out)."""
+    normalised: dict[str, Any] = checked.model_dump(mode="json", exclude_none=True)
+    return normalised
+
+
+def validate_spec(spec: Any) -> dict[str, Any]:
+    """Return the normalised spec (defaults filled in) or raise SpecError saying what is wrong."""
+    checked = spec_model(spec)
     if isinstance(checked, ExternalSpec):  # kept as given
         return dict(spec)
-    normalised: dict[str, Any] = checked.model_dump(mode="json", exclude_none=True)
-    clash = both_env_and_vars(normalised, "spec")
-    if clash:
-        raise SpecError(clash)
-    return normalised
+    return normalised_spec(checked)
 
 
 def spec_sha256(spec: dict[str, Any], key: SecretsKey | None = None) -> str:

@@ -21,15 +21,13 @@ from sqlalchemy.orm import Session
 
 from domain.json_depth import OMITTED
 from queries.conditions import Conditions
+from queries.export_formats import DEFAULT_FORMAT
 from queries.filters import BAND_RANKS, TrialFilters
 from queries.rows import by_name
 
 RolloutExportKind = Literal["all", "successful", "failed", "recovery", "preference"]
 RolloutExportKindSchema = TypeAdapter(RolloutExportKind)
 EXPORT_KINDS: tuple[str, ...] = get_args(RolloutExportKind)
-RolloutExportFormat = Literal["atif-shaped", "atif", "trl"]
-RolloutExportFormatSchema = TypeAdapter(RolloutExportFormat)
-EXPORT_FORMATS: tuple[str, ...] = get_args(RolloutExportFormat)
 
 ALL_LIMIT = 1000
 STREAM_BATCH = 2000
@@ -53,9 +51,10 @@ KIND_RANKS = {kind: BAND_RANKS.get(kind, (2, 0)) for kind in KIND_CONDITIONS}
 
 
 def export_filename(kind: str, export_format: str) -> str:
-    """The download name: agentforge-rollouts-<kind>.jsonl, with .atif/.trl before .jsonl for the variants."""
+    """The download name: agentforge-rollouts-<kind>.jsonl, with .atif/.trl (the format's name) before .jsonl for
+    the variants."""
     name = FILENAMES[kind]
-    return name if export_format == "atif-shaped" else name.replace(".jsonl", f".{export_format}.jsonl")
+    return name if export_format == DEFAULT_FORMAT else name.replace(".jsonl", f".{export_format}.jsonl")
 
 
 @dataclass(frozen=True)

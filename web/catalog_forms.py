@@ -1,9 +1,11 @@
 """The catalog's create forms (environments, versions, evaluator configurations), generated from the API's models.
 
 A template names a spec or agent variant (domain.specs.VARIANTS, domain.agents.AGENTS) and an example to start
-from. `CatalogForm` holds one form's inputs: the top-level body model's (EnvironmentCreate, EvaluatorConfigCreate,
-without the nested config) and the variant's under `spec.` or `agent.`; it reads the posted form back into the API's
-JSON body and places every refusal next to the input it names, in the page's words.
+from; `SPEC_TEMPLATES` and `AGENT_TEMPLATES` are the registries of the catalog's forms (a stored spec is edited with
+the first template of its model that fits it). `CatalogForm` holds one form's inputs: the top-level body model's
+(EnvironmentCreate, EvaluatorConfigCreate, without the nested config) and the variant's under `spec.` or `agent.`; it
+reads the posted form back into the API's JSON body and places every refusal next to the input it names, in the
+page's words.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from domain.agents import AGENTS
 from domain.rules import refusals
-from domain.specs import VARIANTS
+from domain.specs import VARIANTS, variant_of
 from web.model_forms import (
     FieldRefused,
     FormErrors,
@@ -32,15 +34,27 @@ from web.model_forms import (
 from web.validation import ApiModel, every_refusal, parse
 
 
+def _any_spec(spec: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _scored_by_command(spec: Mapping[str, Any]) -> bool:
+    verifier = spec.get("verifier")
+    return isinstance(verifier, dict) and "command" in verifier
+
+
 @dataclass(frozen=True)
 class Template:
-    """Where a new environment or evaluator starts: a variant's model and an example of it."""
+    """Where a new environment or evaluator starts: a variant's model and an example of it; `fits` tells the stored
+    specs of that model it edits (where one model has several templates: an MCP server scored by a tool or a
+    command)."""
 
     key: str
     title: str
     summary: str
     model: type[BaseModel]
     example: dict[str, Any]
+    fits: Callable[[Mapping[str, Any]], bool] = _any_spec
 
 
 SPEC_TEMPLATES = {
@@ -66,6 +80,7 @@ SPEC_TEMPLATES = {
             "Any MCP server over stdio, started in each trial's sandbox; a tool of the server scores the trial.",
             VARIANTS["mcp"],
             {"kind": "mcp", "command": ["python", "-m", "my_mcp_server"], "verifier": {"tool": "verify"}},
+            lambda spec: not _scored_by_command(spec),
         ),
         Template(
             "command",
@@ -78,6 +93,7 @@ SPEC_TEMPLATES = {
                 "command": ["python", "-m", "my_mcp_server"],
                 "verifier": {"command": ["python", "verify.py"]},
             },
+            _scored_by_command,
         ),
     )
 }
@@ -121,11 +137,10 @@ AGENT_TEMPLATES = {
 
 
 def template_of_spec(spec: Mapping[str, Any]) -> Template | None:
-    """The template a stored spec is edited with (None for imported results, which are not edited here)."""
-    if spec.get("kind") == "mcp":
-        verifier = spec.get("verifier")
-        return SPEC_TEMPLATES["command" if isinstance(verifier, dict) and "command" in verifier else "mcp"]
-    return SPEC_TEMPLATES.get(str(spec.get("environment", "")))
+    """The template a stored spec is edited with: the first of its model that fits it (None for a kind without one,
+    such as imported results or a Harbor task, which are not edited here)."""
+    model = variant_of(spec)
+    return next((t for t in SPEC_TEMPLATES.values() if t.model is model and t.fits(spec)), None)
 
 
 def values_under(

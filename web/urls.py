@@ -10,6 +10,8 @@ from urllib.parse import unquote, urlencode, urlsplit
 
 from flask import Flask, current_app, url_for
 
+from queries.export_formats import DEFAULT_FORMAT
+from queries.export_formats import variants as export_variants
 from queries.exports import EXPORT_KINDS, export_filename
 from queries.filters import TrialFilters
 
@@ -99,14 +101,11 @@ def possible_kinds(filters: TrialFilters) -> tuple[str, ...]:
     return tuple(kind for kind in EXPORT_KINDS if possible[kind])
 
 
-EXPORT_VARIANTS = ("atif", "trl")
-
-
 def export_links(
     filters: dict[str, str], kinds: tuple[str, ...] = EXPORT_KINDS, *, include_excluded: bool = False
 ) -> list[ExportLink]:
-    """Each of `kinds`' GET /api/v1/rollouts URL (and its ATIF and TRL variants) narrowed by the filter parameters,
-    with `includeExcluded=true` when the trials a reviewer excluded are asked for too."""
+    """Each of `kinds`' GET /api/v1/rollouts URL (and its variants in the other formats: ATIF, TRL) narrowed by the
+    filter parameters, with `includeExcluded=true` when the trials a reviewer excluded are asked for too."""
     base = external_url("api.export_rollouts")
     extra = {"includeExcluded": "true"} if include_excluded else {}
     links = []
@@ -114,9 +113,9 @@ def export_links(
         url = f"{base}?{urlencode({'kind': kind, **filters, **extra})}"
         variants = tuple(
             ExportVariant(variant, f"{url}&format={variant}", export_filename(kind, variant))
-            for variant in EXPORT_VARIANTS
+            for variant in export_variants()
         )
-        links.append(ExportLink(kind, url, export_filename(kind, "atif-shaped"), variants))
+        links.append(ExportLink(kind, url, export_filename(kind, DEFAULT_FORMAT), variants))
     return links
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from domain.harbor_task import APP, DEFAULT_BUILD_TIMEOUT_S
 from domain.limits import MIB, describe
+from domain.specs import HarborTaskSpec
 from worker.files import TreeRefused, copy_tree, remove_tree
 from worker.sandbox import Bind, LimitExceeded, Party, SandboxSettings, TrialSandbox, run_bounded
 
@@ -317,12 +318,12 @@ def copy_files(source: Path, target: Path, party: Party, what: str) -> None:
 
 
 def built_app(
-    settings: SandboxSettings, spec: dict[str, Any], tree: Path, owner: str = SHARED, deadline: float | None = None
+    settings: SandboxSettings, spec: HarborTaskSpec, tree: Path, owner: str = SHARED, deadline: float | None = None
 ) -> Path:
     """The /app a task's Dockerfile builds for `owner` (built now when this machine has not yet), or BuildFailed
     (again, with the same words, when the build failed before). `deadline` (time.monotonic()) is the trial's: the
     build gets the task's build_timeout_sec or what is left before it, whichever is less."""
-    home = task_dir(settings, spec["treeSha256"], owner)
+    home = task_dir(settings, spec.treeSha256, owner)
     app, failed = home / "app", home / "app.failed"
     with _locked(home.with_suffix(".lock")):
         if app.is_dir():
@@ -331,7 +332,7 @@ def built_app(
             said = json.loads(failed.read_text())
             kind = FAILURES.get(said.get("kind"), BuildFailed)
             raise kind(f"{said.get('message')} (this build failed before on this worker and is not run again)")
-        own = float(spec.get("buildTimeoutS") or DEFAULT_BUILD_TIMEOUT_S)
+        own = float(spec.buildTimeoutS or DEFAULT_BUILD_TIMEOUT_S)
         left = own if deadline is None else min(own, deadline - time.monotonic())
         why = "build_timeout_sec" if left >= own else "what was left of the trial's AGENTFORGE_MAX_TRIAL_TIMEOUT_S"
         try:
@@ -345,11 +346,11 @@ def built_app(
 
 
 def _build(
-    settings: SandboxSettings, spec: dict[str, Any], tree: Path, home: Path, app: Path, budget: float, why: str
+    settings: SandboxSettings, spec: HarborTaskSpec, tree: Path, home: Path, app: Path, budget: float, why: str
 ) -> None:
     """Run the build's steps within `budget` seconds in all (`why`: whose seconds) and keep what it leaves in /app
     at `app`."""
-    steps = spec["build"]["steps"]
+    steps = spec.build["steps"]
     if not steps:
         app.mkdir(mode=0o755)
         (home / "app.bytes").write_text("0")
@@ -357,7 +358,7 @@ def _build(
     until = time.monotonic() + budget
     sandbox = TrialSandbox(settings, seed=0, trial=0)
     try:
-        party = sandbox.party("environment", workspace_at=APP, limits=spec.get("limits"))
+        party = sandbox.party("environment", workspace_at=APP, limits=spec.limits)
         context = party.own_dir("context")  # a copy on the build's disk: no path of the cache shows in its /proc
         if (tree / "environment").is_dir():
             copy_files(tree / "environment", context := context / "c", party, "the task's environment/ folder")
@@ -368,7 +369,7 @@ def _build(
             else:
                 argv, env, words = step["run"], step["env"], f"line {step['line']}: {step['command']}"
                 cwd = os.path.relpath(step["workdir"], APP)
-            launch = sandbox.launch("environment", argv, env=env, cwd=cwd, binds=binds, limits=spec.get("limits"))
+            launch = sandbox.launch("environment", argv, env=env, cwd=cwd, binds=binds, limits=spec.limits)
             try:
                 done = run_bounded(launch, timeout=max(0.1, until - time.monotonic()))
             except TimeoutError:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import Any
 
 import orjson
 from flask import Response, g, jsonify, request
@@ -15,6 +14,7 @@ from sqlalchemy.orm import Session
 from blueprints.api import ApiError, bp
 from blueprints.api.contract import NDJSON, Reply, operation
 from blueprints.api.schemas import Rollout, RolloutExportQuery, TrajectoryArtifact, validated
+from queries.export_formats import EXPORT_FORMATS, ExportFormat, pair_line
 from queries.exports import (
     PAIR_BATCH,
     Query,
@@ -31,7 +31,6 @@ from queries.exports import (
     select_rollouts,
     stream_rows,
 )
-from queries.training_formats import atif_document, trl_conversation, trl_preference
 from queries.trials import TrajectoryChanged, artifact_body
 from web.database import get_database, request_session
 from web.limits import expensive
@@ -64,6 +63,9 @@ def export_rollouts():
     """Stream the organization's rollouts of one kind as NDJSON (PRIVATE), in one snapshot with flat memory."""
     query = validated(RolloutExportQuery, request.args.to_dict())
     kind, export_format, after = query.kind, query.format, query.after
+    writer = EXPORT_FORMATS.get(export_format)
+    if writer is None:  # unregistered since the query was read: refused, never written in another format
+        raise ApiError(400, "invalid format", f"format must be one of {', '.join(EXPORT_FORMATS)}")
     filters = query.filters()
     session = get_database().session(g.org_id)
     try:
@@ -86,64 +88,47 @@ def export_rollouts():
                 filters,
                 after_seq,
                 cursor.seq if cursor else None,
-                within_task=export_format == "trl",
+                within_task=writer.agent_turns_only,
                 include_excluded=query.include_excluded,
             )
-            lines = _preference_lines(session, pairs, export_format)
+            lines = _preference_lines(session, pairs, writer)
         else:
             selection = select_rollouts(g.org_id, kind, filters, after_seq, include_excluded=query.include_excluded)
             newest_first = after is None
             cursor = next_cursor(session, kind, selection, newest_first)
             if cursor or after:
                 headers["X-Next-Cursor"] = str(cursor.rollout_id if cursor else after)
-            if export_format == "trl":  # the rows left out: known before the first line is sent
+            if writer.agent_turns_only:  # the rows left out: known before the first line is sent
                 left_out = rollouts_without_agent_turn_sql(kind, selection, newest_first)
                 headers["X-Rows-Without-Agent-Turn"] = str(session.execute(text(left_out), selection.params).scalar())
-            lines = _rollout_lines(session, kind, selection, newest_first, export_format)
+            lines = _rollout_lines(session, kind, selection, newest_first, writer)
     except BaseException:
         session.close()
         raise
     return Response(_closing(lines, session), mimetype="application/x-ndjson", headers=headers)
 
 
-def _rollout_lines(session: Session, kind: str, selection, newest_first: bool, export_format: str) -> Iterator[bytes]:
-    if export_format == "atif-shaped":
+def _rollout_lines(session: Session, kind: str, selection, newest_first: bool, writer: ExportFormat) -> Iterator[bytes]:
+    """The rollout lines in `writer`'s format: PostgreSQL's atif-shaped lines, or its writer's of each row."""
+    if writer.rollout is None:
         yield from copy_lines(session, rollout_lines_sql(kind, selection, newest_first), selection.params)
         return
-    trl = export_format == "trl"  # a TRL row needs a turn of the agent's own
-    document = trl_conversation if trl else atif_document
-    rows = rollout_rows_sql(kind, selection, newest_first, agent_turns_only=trl)
+    rows = rollout_rows_sql(kind, selection, newest_first, agent_turns_only=writer.agent_turns_only)
     for row in stream_rows(session, rows, selection.params):
-        yield orjson.dumps(document(row)) + b"\n"
+        yield orjson.dumps(writer.rollout(row)) + b"\n"
 
 
-def _preference_lines(session: Session, query: Query, export_format: str) -> Iterator[bytes]:
+def _preference_lines(session: Session, query: Query, writer: ExportFormat) -> Iterator[bytes]:
     """The pair lines, streamed (queries.exports.preference_sides when a line holds the rollouts themselves)."""
-    if export_format == "atif-shaped":
+    if writer.pair is None:
         pairs = stream_rows(session, query.sql, query.params)
         while batch := list(islice(pairs, PAIR_BATCH)):
-            yield b"".join(orjson.dumps(_pair_line(p)) + b"\n" for p in batch)
+            yield b"".join(orjson.dumps(pair_line(p)) + b"\n" for p in batch)
         return
     for pair, preferred, rejected in preference_sides(session, query):
-        if export_format == "trl":
-            row = trl_preference(preferred, rejected)
-            if row is not None:
-                yield orjson.dumps(row) + b"\n"
-            continue
-        line = _pair_line(pair)  # format=atif: the pair line with both trajectories as ATIF documents
-        line["preferred"]["trajectory"] = atif_document(preferred)
-        line["rejected"]["trajectory"] = atif_document(rejected)
-        yield orjson.dumps(line) + b"\n"
-
-
-def _pair_line(pair: Any) -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "privacyClass": "PRIVATE",
-        "environmentVersionId": str(pair.environment_version_id),
-        "preferred": {"rolloutId": str(pair.preferred_id), "reward": pair.preferred_reward},
-        "rejected": {"rolloutId": str(pair.rejected_id), "reward": pair.rejected_reward},
-    }
+        line = writer.pair(pair, preferred, rejected)
+        if line is not None:  # a pair the format cannot hold (TRL: prompts that differ, a side without a turn)
+            yield orjson.dumps(line) + b"\n"
 
 
 def _closing(lines: Iterable[bytes], session: Session) -> Iterator[bytes]:

@@ -20,7 +20,8 @@ from domain.specs import SPEC_JSON_SCHEMA
 from domain.triage import HUMAN_CATEGORY, LABEL_COLOR, LABEL_DESCRIPTION, LABEL_NAME, NOTE_BODY, REASON, REVIEW_STATE
 from domain.vocabulary import RESETS, LabelColor, ReviewState
 from importers.ingest import IngestTrial
-from queries.exports import EXPORT_FORMATS, EXPORT_KINDS, RolloutExportFormat, RolloutExportKind
+from queries.export_formats import DEFAULT_FORMAT, KNOWN_FORMAT
+from queries.exports import EXPORT_KINDS, RolloutExportKind
 from web.export_options import IncludeExcluded
 from web.sides import CompareQuery
 from web.trial_filters import TrialFilterQuery, TrialListQuery
@@ -62,7 +63,7 @@ class RolloutExportQuery(TrialFilterQuery):
         one_of(*EXPORT_KINDS),
         Field(description="Which rollouts, or preference pairs of them"),
     ] = "all"
-    format: Annotated[RolloutExportFormat, one_of(*EXPORT_FORMATS), Field(description="Line format")] = "atif-shaped"
+    format: Annotated[str, KNOWN_FORMAT, Field(description="Line format")] = DEFAULT_FORMAT
     after: Annotated[
         uuid.UUID | None,
         UUID_RULE,

@@ -23,7 +23,8 @@ from domain.agents import AGENTS
 from domain.limits import LIMITS
 from domain.specs import VARIANTS
 from domain.vocabulary import FAILURE_CATEGORIES
-from queries.exports import EXPORT_FORMATS, EXPORT_KINDS
+from queries.export_formats import EXPORT_FORMATS
+from queries.exports import EXPORT_KINDS
 from tests.paths import ROOT
 from web.catalog_forms import AGENT_TEMPLATES, SPEC_TEMPLATES
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mcp_types import CallToolResult, TextContent
 
+from domain.specs import spec_model
 from domain.trajectory import Step, environment_step, message_step, step, structured, tool_step
 from worker import trial as trial_module
 from worker.agents.base import Agent, Finish, ToolCall
@@ -132,7 +133,8 @@ def test_the_worker_records_refused_calls_and_malformed_arguments_as_errors(monk
 
 
 def test_an_mcp_result_marked_is_error_is_a_tool_error_the_agent_reads_as_text():
-    env = MCPEnvironment({"kind": "mcp", "command": ["server"], "verifier": {"tool": "score"}}, None)  # type: ignore[arg-type]
+    spec = spec_model({"kind": "mcp", "command": ["server"], "verifier": {"tool": "score"}})
+    env = MCPEnvironment(spec, None)  # type: ignore[arg-type]
     env.tool_list, env.session = [{"name": "commit"}], SimpleNamespace(call_tool=None)  # the server's answer below
     answer = CallToolResult(content=[TextContent(type="text", text="nothing to commit")], is_error=True)
     env._run = lambda function, *args: answer  # type: ignore[method-assign]
@@ -141,4 +143,4 @@ def test_an_mcp_result_marked_is_error_is_a_tool_error_the_agent_reads_as_text()
     assert str(refused.value) == "nothing to commit"  # the agent reads "error: nothing to commit"
     assert env.tool_errors == 1
     env._run = lambda function, *args: answer.model_copy(update={"is_error": False})  # type: ignore[method-assign]
-    assert env.call("commit", {}) == [{"type": "text", "text": "nothing to commit"}]
+    assert env.call("commit", {}).content == [{"type": "text", "text": "nothing to commit"}]

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from domain import agents as configs
 from domain.json_depth import TooDeep, loads
 from domain.limits import describe
 from domain.rules import program_environment
@@ -131,10 +132,10 @@ class CommandAgent(Agent):
     `masker` holds the trial's secrets: what the program printed is masked before any of it is cut.
     """
 
-    def __init__(self, config: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None = None) -> None:
+    def __init__(self, config: configs.CommandAgent, sandbox: TrialSandbox, masker: Masker | None = None) -> None:
         self.config, self.sandbox = config, sandbox
         self.masker = masker or Masker(())
-        self.argv = config["argv"]
+        self.argv = config.argv
         self.proc: subprocess.Popen[bytes] | None = None
         self.launch: Launch | None = None
         self.budget = OutputBudget(0)
@@ -146,9 +147,9 @@ class CommandAgent(Agent):
         self.launch = self.sandbox.launch(
             "agent",
             self.argv,
-            env=program_environment(self.config),  # its plain vars and secret env
-            network=self.config.get("network", False),
-            limits=self.config.get("limits"),
+            env=program_environment({"vars": self.config.vars, "env": self.config.env}),  # plain vars, secret env
+            network=bool(self.config.network),
+            limits=self.config.limits,
         )
         self.budget = OutputBudget(self.launch.output_cap)
         try:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from domain import agents as configs
 from worker.agents.command import CommandAgent
 from worker.masking import Masker
 from worker.sandbox import TrialSandbox
@@ -24,11 +24,12 @@ SETTINGS = ("baseUrl", "model", "apiKeyEnv", "temperature", "maxTokens", "tokenB
 class OpenAIChatAgent(CommandAgent):
     """Runs the built-in chat-completions program for an openai-chat config (network on, the config's env)."""
 
-    def __init__(self, config: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None = None) -> None:
-        settings = {key: config[key] for key in SETTINGS if key in config}
+    def __init__(self, config: configs.OpenAIChatAgent, sandbox: TrialSandbox, masker: Masker | None = None) -> None:
+        settings = config.model_dump(mode="json", exclude_none=True, include=set(SETTINGS))  # what the program reads
         # -I: the program sees neither PYTHON* variables of the config's env nor the directory it lives in.
         argv = [sys.executable, "-I", str(PROGRAM), json.dumps(settings)]
-        program = {"argv": argv, "env": config.get("env", {}), "vars": config.get("vars", {}), "network": True}
-        program["limits"] = config.get("limits")
+        program = configs.CommandAgent.model_construct(
+            kind="command", argv=argv, env=config.env, vars=config.vars, network=True, limits=config.limits
+        )
         super().__init__(program, sandbox, masker)
-        self.system_prompt = config.get("systemPrompt")
+        self.system_prompt = config.systemPrompt

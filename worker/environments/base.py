@@ -1,16 +1,18 @@
-"""What every built-in environment offers the trial runner: reset, tools, calls, stage scores, a diagnosis."""
+"""What every environment offers the trial runner (`TrialEnvironment`: reset, tools, calls, stage scores, a
+diagnosis), and the base of the built-in worlds (`Environment`)."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from domain.specs import BUILTIN_STAGES
-from domain.trajectory import Step
+from domain.trajectory import Content, Step
+from domain.trial_log import LogEntry
 from domain.worlds import Task
 
-__all__ = ["Environment", "Task", "ToolError", "ToolSpec", "require_int"]
+__all__ = ["Environment", "Task", "ToolError", "ToolResult", "ToolSpec", "TrialEnvironment", "require_int"]
 
 
 class ToolError(Exception):
@@ -40,19 +42,78 @@ class ToolSpec:
         }
 
 
-class Environment(ABC):
-    """A deterministic task world: the same world seed gives the same world and task."""
+@dataclass(frozen=True)
+class ToolResult:
+    """What one tool call gave: its content (text, or content parts: MCP's text, image, resource…) and what the
+    result holds beside it (MCP: structuredContent; a Harbor task's bash: exitCode), kept in the step."""
+
+    content: Content
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class TrialEnvironment(Protocol):
+    """What the trial runner (worker/trial.py) asks of every environment, whatever its kind.
+
+    One episode: `reset`, then `tools` and `call` while the agent acts (each call told the agent's deadline, which
+    bounds its wait), then `score`, `reward`, `explain` and `diagnose` of the state it left, and `close` at the end
+    whatever happened. `log` holds its lines for the trial's log and `preamble` the exchanges before the agent's
+    first action (MCP: initialize, tools/list). A class may subclass this protocol for its defaults.
+    """
+
+    name: ClassVar[str]  # what the agent is told the environment is, when the task does not say
+    log: list[LogEntry]
+    preamble: list[Step]
+
+    @abstractmethod
+    def reset(self, world_seed: int) -> Task:
+        """Build the world for `world_seed` (start what the trial needs) and return the task."""
+
+    @abstractmethod
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools handed to the agent."""
+
+    @abstractmethod
+    def call(self, tool: str, args: dict[str, Any], deadline: float | None = None) -> ToolResult:
+        """Run one tool call by `deadline` (time.monotonic(); None: no bound of the agent's) and return its result;
+        raise ToolError for a call refused or failed (the agent reads `error: <message>`)."""
+
+    @abstractmethod
+    def score(self) -> dict[str, float]:
+        """Score the state the episode left: stage_* keys with values in [0, 1]."""
+
+    @abstractmethod
+    def diagnose(self) -> str:
+        """Name what went wrong in an episode that ended normally but did not fully succeed."""
+
+    def agent_timeout_s(self, asked_s: float) -> float:
+        """The agent's time budget in this environment: the run's `asked_s` (a Harbor task's may be shorter)."""
+        return asked_s
+
+    def reward(self, stages: dict[str, float]) -> float:
+        """The trial's reward from its stages: their mean, unless the environment's verifier gives it itself."""
+        return sum(stages.values()) / len(stages)
+
+    def explain(self) -> dict[str, str]:
+        """What the verifier says of each stage it scored (stage key → a sentence), asked after `score`; none by
+        default."""
+        return {}
+
+    def close(self) -> str:
+        """Release what the episode holds; return anything it printed on the side (bounded) for the log."""
+        return ""
+
+
+class Environment(TrialEnvironment):
+    """A deterministic built-in task world: the same world seed gives the same world and task."""
 
     name: ClassVar[str]  # its key in domain.specs.BUILTIN_STAGES and a version spec's "environment"
     tool_specs: ClassVar[tuple[ToolSpec, ...]]
 
     def __init__(self, params: dict[str, Any]) -> None:
         self.params = params
-        self.log: list[str] = []
+        self.log: list[LogEntry] = []
         self.tool_errors = 0
-        self.preamble: list[Step] = []  # exchanges before the agent's first action (MCP: initialize)
-        self.deadline: float | None = None
-        self.result_extra: dict[str, Any] = {}  # what the last call's result held beside its content
+        self.preamble: list[Step] = []
 
     @property
     def stage_keys(self) -> tuple[str, ...]:
@@ -63,28 +124,11 @@ class Environment(ABC):
         """The tools handed to the agent."""
         return [t.as_dict() for t in self.tool_specs]
 
-    def close(self) -> str:
-        """Release what the episode holds; return anything it printed on the side (bounded) for the log."""
-        return ""
+    def call(self, tool: str, args: dict[str, Any], deadline: float | None = None) -> ToolResult:
+        """Run one tool call (in memory: no wait to bound) and return its observation."""
+        return ToolResult(self.run_tool(tool, args))
 
-    @abstractmethod
-    def reset(self, world_seed: int) -> Task:
-        """Build the world for `world_seed` in a fresh workspace and return the task."""
-
-    @abstractmethod
-    def score(self) -> dict[str, float]:
-        """Score the state the episode left: every stage_* key with a value in [0, 1]."""
-
-    @abstractmethod
-    def diagnose(self) -> str:
-        """Name what went wrong in an episode that ended normally but did not fully succeed."""
-
-    def explain(self) -> dict[str, str]:
-        """What the verifier says of each stage it scored (stage key → a sentence), asked after `score`; none by
-        default."""
-        return {}
-
-    def call(self, tool: str, args: dict[str, Any]) -> str:
+    def run_tool(self, tool: str, args: dict[str, Any]) -> str:
         """Run one tool call and return its observation; raise ToolError for a call the world refuses."""
         handler = getattr(self, f"tool_{tool}", None) if tool in {t.name for t in self.tool_specs} else None
         if handler is None:

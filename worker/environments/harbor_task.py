@@ -27,10 +27,11 @@ from typing import Any, Literal
 
 from domain.harbor_task import APP, MAX_REWARD_FILE_BYTES, read_rewards
 from domain.outcome import VERIFIER_EXPLANATION
-from domain.trajectory import Content, Step
+from domain.specs import HarborTaskSpec
+from domain.trajectory import Step
 from domain.trial_log import LogEntry, ProgramOutput
 from domain.vocabulary import VerifierFailure
-from worker.environments.base import Task, ToolError
+from worker.environments.base import Task, ToolError, ToolResult, TrialEnvironment
 from worker.harbor_tasks import built_app, copy_app, copy_files, have_tree, onto_disk_of, task_dir
 from worker.masking import Masker
 from worker.sandbox import Bind, Party, SandboxUnavailable, TrialSandbox, run_bounded
@@ -82,20 +83,17 @@ def _shown(done: Any) -> str:
     return f"{text}\n[exit code {done.returncode}]" if text else f"[exit code {done.returncode}]"
 
 
-class HarborTaskEnvironment:
+class HarborTaskEnvironment(TrialEnvironment):
     """One trial of a Harbor task (see the module's docstring)."""
 
     name = "harbor-task"
 
-    def __init__(self, spec: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None, *, oracle: bool) -> None:
+    def __init__(self, spec: HarborTaskSpec, sandbox: TrialSandbox, masker: Masker | None, *, oracle: bool) -> None:
         self.spec, self.sandbox, self.masker, self.oracle = spec, sandbox, masker or Masker(()), oracle
-        self.build = spec["build"]
+        self.build = spec.build
         self.log: list[LogEntry] = []
         self.tool_errors = 0
         self.preamble: list[Step] = []
-        self.deadline: float | None = None
-        self.result_extra: dict[str, Any] = {}
-        self.agent_timeout_s = float(spec["agentTimeoutS"])
         self._reward: float | None = None
         self._explanation = ""
         self._failed: VerifierFailure | Literal["timeout"] | None = (
@@ -118,12 +116,12 @@ class HarborTaskEnvironment:
         settings = self.sandbox.settings
         if settings.mode != "bwrap":
             raise SandboxUnavailable("a Harbor task needs the bubblewrap sandbox (its /app); AGENTFORGE_SANDBOX=none")
-        sha, owner = self.spec["treeSha256"], self.sandbox.owner
+        sha, owner = self.spec.treeSha256, self.sandbox.owner
         if not have_tree(settings, sha, owner):
             raise RuntimeError("the task's files are not on this worker (the worker stores them before a run)")
         tree = task_dir(settings, sha, owner) / "tree"
         app = built_app(settings, self.spec, tree, owner, self.sandbox.deadline)  # BuildFailed names the line
-        party = self.sandbox.party("environment", workspace_at=APP, limits=self.spec.get("limits"))
+        party = self.sandbox.party("environment", workspace_at=APP, limits=self.spec.limits)
         copy_app(app, party)  # LimitExceeded when it does not fit the party's disk
         agent_logs = party.own_dir("agent-logs", writable=True)
         binds = [Bind(agent_logs, "/logs/agent", writable=True)]
@@ -135,11 +133,15 @@ class HarborTaskEnvironment:
             binds.append(Bind(solution, "/solution"))
         self._party, self._binds = party, tuple(binds)
         self._tree = tree
-        self.note(f"opened Harbor task {self.spec['name']} ({self.spec['files']} files, /app from its Dockerfile)")
+        self.note(f"opened Harbor task {self.spec.name} ({self.spec.files} files, /app from its Dockerfile)")
         instruction = (tree / "instruction.md").read_text(errors="replace")
-        return Task(instruction, {"environment": "harbor-task", "task": self.spec["name"]})
+        return Task(instruction, {"environment": "harbor-task", "task": self.spec.name})
 
-    def call(self, tool: str, args: dict[str, Any]) -> Content:
+    def agent_timeout_s(self, asked_s: float) -> float:
+        """The run's budget or the task's own [agent] timeout_sec, whichever is less."""
+        return min(asked_s, self.spec.agentTimeoutS)
+
+    def call(self, tool: str, args: dict[str, Any], deadline: float | None = None) -> ToolResult:
         if tool != "bash":
             self.tool_errors += 1
             raise ToolError(f"unknown tool {tool!r}; available: bash")
@@ -150,16 +152,15 @@ class HarborTaskEnvironment:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_BASH_TIMEOUT_S:
             self.tool_errors += 1
             raise ToolError(f"timeoutS must be a number of seconds above 0 and at most {MAX_BASH_TIMEOUT_S:g}")
-        if self.deadline is not None:
-            timeout = max(0.1, min(float(timeout), self.deadline - time.monotonic()))
+        if deadline is not None:
+            timeout = max(0.1, min(float(timeout), deadline - time.monotonic()))
         launch = self._launch(["/bin/bash", "-c", command], self._binds)
         try:
             done = run_bounded(launch, timeout=float(timeout), keep=OUTPUT_KEEP, mask=self.masker.text)
         except TimeoutError:
-            self.result_extra = {"exitCode": 124}
-            return f"[the command did not finish within {float(timeout):g}s and was stopped; exit code 124]"
-        self.result_extra = {"exitCode": done.returncode}
-        return _shown(done)
+            stopped = f"[the command did not finish within {float(timeout):g}s and was stopped; exit code 124]"
+            return ToolResult(stopped, {"exitCode": 124})
+        return ToolResult(_shown(done), {"exitCode": done.returncode})
 
     def score(self) -> dict[str, float]:
         """Run the task's tests and read the reward they wrote (0 with verifier_failed when they wrote none)."""
@@ -220,7 +221,7 @@ class HarborTaskEnvironment:
 
     def _verifier_timeout(self) -> tuple[float, str]:
         """The verifier's seconds, [verifier] timeout_sec or what is left of the trial's clock if less, and which."""
-        own = float(self.spec["verifierTimeoutS"])
+        own = float(self.spec.verifierTimeoutS)
         deadline = self.sandbox.deadline
         if deadline is None or deadline - time.monotonic() >= own:
             return own, "[verifier] timeout_sec"
@@ -230,5 +231,5 @@ class HarborTaskEnvironment:
     def _launch(self, argv: list[str], binds: tuple[Bind, ...]) -> Any:
         workdir = os.path.relpath(self.build["workdir"], APP)
         return self.sandbox.launch(
-            "environment", argv, env=dict(self.build["env"]), cwd=workdir, binds=binds, limits=self.spec.get("limits")
+            "environment", argv, env=dict(self.build["env"]), cwd=workdir, binds=binds, limits=self.spec.limits
         )

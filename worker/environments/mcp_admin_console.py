@@ -31,7 +31,7 @@ def build_server(world_seed: int, params: dict | None = None) -> MCPServer:
 
     def call(tool: str, **args: object) -> str:
         try:
-            return console.call(tool, args)
+            return console.run_tool(tool, args)
         except ToolError as error:
             return f"error: {error}"
 
@@ -69,7 +69,7 @@ def build_server(world_seed: int, params: dict | None = None) -> MCPServer:
             {
                 **stages,
                 "failure_category": None if passed else console.diagnose(),
-                "log": "\n".join(console.log),
+                "log": "\n".join(str(line) for line in console.log),  # its own notes, all text
                 "explanations": console.explain(),
             }
         )

@@ -28,10 +28,10 @@ from domain.json_depth import TooDeep, loads
 from domain.limits import describe
 from domain.outcome import FAILURE_CATEGORY_CHARS
 from domain.rules import REWARD, STAGE_KEY, program_environment
-from domain.specs import STARTUP_TIMEOUT_S
-from domain.trajectory import Content, Step, content_text, environment_step
+from domain.specs import STARTUP_TIMEOUT_S, McpSpec
+from domain.trajectory import Step, content_text, environment_step
 from domain.trial_log import LogEntry, ProgramOutput
-from worker.environments.base import Task, ToolError
+from worker.environments.base import Task, ToolError, ToolResult, TrialEnvironment
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
 from worker.masking import Masker
 from worker.sandbox import Launch, LimitExceeded, TrialSandbox, run_bounded
@@ -82,7 +82,7 @@ class StartupTimeout(TimeoutError):
     category = "timeout"
 
 
-class MCPEnvironment:
+class MCPEnvironment(TrialEnvironment):
     """One trial's MCP server process and client session, driven synchronously through an anyio portal.
 
     `masker` holds the trial's secrets: what the server and the verifier print is masked before any of it is cut.
@@ -90,17 +90,16 @@ class MCPEnvironment:
 
     name = "mcp"
 
-    def __init__(self, spec: dict[str, Any], sandbox: TrialSandbox, masker: Masker | None = None) -> None:
+    def __init__(self, spec: McpSpec, sandbox: TrialSandbox, masker: Masker | None = None) -> None:
         self.spec, self.sandbox = spec, sandbox
         self.masker = masker or Masker(())
         self.log: list[LogEntry] = []  # the worker's lines, and the verifier's log labelled as its own
         self.tool_errors = 0
         self.preamble: list[Step] = []
-        self.deadline: float | None = None
+        self.deadline: float | None = None  # what bounds the call in flight (the agent's, then the verifier's)
         self.failure_category: str | None = None
         self.explanations: dict[str, str] = {}
         self.tool_list: list[dict[str, Any]] = []
-        self.result_extra: dict[str, Any] = {}  # what the last call's result held beside its content
         self.world_seed = 0
         self._contexts: list[Any] = []
         self._portal: BlockingPortal | None = None
@@ -124,7 +123,7 @@ class MCPEnvironment:
         Past the budget: StartupTimeout ("did not answer initialize within 30 s"); a server that printed lines that
         are not JSON-RPC and no valid answer within MALFORMED_GRACE_S of the first: RuntimeError saying so.
         """
-        budget, output = float(self.spec.get("startupTimeoutS") or STARTUP_TIMEOUT_S), self.output
+        budget, output = float(self.spec.startupTimeoutS or STARTUP_TIMEOUT_S), self.output
         assert output is not None  # reset() made it before the handshake
 
         async def bounded() -> dict[str, Any]:
@@ -182,18 +181,18 @@ class MCPEnvironment:
         (AGENTFORGE_SEED, AGENTFORGE_TRIAL, AGENTFORGE_WORKSPACE).
         """
         env = {
-            **program_environment(self.spec),  # its plain vars and secret env
+            **program_environment({"vars": self.spec.vars, "env": self.spec.env}),  # plain vars and secret env
             "AGENTFORGE_WORLD_SEED": str(self.world_seed),
-            "AGENTFORGE_PARAMS": json.dumps(self.spec.get("params", {})),
+            "AGENTFORGE_PARAMS": json.dumps(self.spec.params),
             "PYTHONPATH": str(ROOT),  # `python -m worker.environments.…` finds the built-in servers (read-only)
         }
         return self.sandbox.launch(
             "environment",
             _argv(command),
             env=env,
-            network=self.spec.get("network", False),
-            limits=self.spec.get("limits"),
-            cwd=self.spec.get("cwd"),
+            network=bool(self.spec.network),
+            limits=self.spec.limits,
+            cwd=self.spec.cwd,
         )
 
     def reset(self, world_seed: int) -> Task:
@@ -201,7 +200,7 @@ class MCPEnvironment:
         self._portal_cm = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
         self.world_seed = world_seed
-        launch = self._launch(self.spec["command"])
+        launch = self._launch(self.spec.command)
         self.launch_limits, self.server_launch = launch.limits, launch
         self.output = ServerOutput(launch.output_cap, STDERR_KEEP, self.masker)
         read, write = self._enter(sandboxed_stdio(launch, self.output))
@@ -209,7 +208,7 @@ class MCPEnvironment:
         began, clock = datetime.now(UTC).isoformat(), time.monotonic()
         initialized = self._handshake("initialize", self.session.initialize)
         info = getattr(initialized, "server_info", None)
-        instructions = getattr(initialized, "instructions", None) or self.spec.get("task", "")
+        instructions = getattr(initialized, "instructions", None) or self.spec.task or ""
         text, _, data = instructions.partition(TASK_DATA_MARKER)
         self.log.append(f"started MCP server {getattr(info, 'name', '?')} (world {world_seed})")
         server = info.model_dump(mode="json", by_alias=True, exclude_none=True) if info is not None else {}
@@ -225,7 +224,7 @@ class MCPEnvironment:
         )
         began, clock = datetime.now(UTC).isoformat(), time.monotonic()
         listed = self._handshake("tools/list", self.session.list_tools)
-        hidden = self.spec["verifier"].get("tool")
+        hidden = self.spec.verifier.tool
         self.tool_list = [
             {
                 "name": t.name,
@@ -255,8 +254,9 @@ class MCPEnvironment:
         """The server's tools, as handed to the agent (the verifier tool left out)."""
         return self.tool_list
 
-    def call(self, tool: str, args: dict[str, Any]) -> Content:
-        """Forward one call of a tool the agent was offered and return its content parts in order; a result the
+    def call(self, tool: str, args: dict[str, Any], deadline: float | None = None) -> ToolResult:
+        """Forward one call of a tool the agent was offered, waiting until `deadline` at most, and return its content
+        parts in order (its structuredContent beside them); a result the
         server marks `isError` is a ToolError of its text (the agent reads `error: <text>`, the step records an
         error). A call of any other tool (the verifier's, one the server never listed) is refused here as a tool
         error: the server never receives it."""
@@ -264,6 +264,7 @@ class MCPEnvironment:
         if tool not in offered:
             self.tool_errors += 1
             raise ToolError(f"no tool named {tool!r}; available: {', '.join(offered)}")
+        self.deadline = deadline
         try:
             result = self._run(self.session.call_tool, tool, args)
         except Exception:
@@ -271,22 +272,20 @@ class MCPEnvironment:
             raise
         parts = _parts(result)
         structured = getattr(result, "structured_content", None)  # MCP's structuredContent
-        self.result_extra = {"structuredContent": structured} if structured is not None else {}
         if result.is_error:
             self.tool_errors += 1
             raise ToolError(content_text(parts))
-        return parts
+        return ToolResult(parts, {"structuredContent": structured} if structured is not None else {})
 
     def score(self) -> dict[str, float]:
         """Ask the verifier for the stage_* values (and a failure category) of the state the trial left."""
-        verifier = self.spec["verifier"]
+        verifier = self.spec.verifier
         self.deadline = time.monotonic() + SCORE_GRACE_S
-        if "tool" in verifier:
-            raw = content_text(
-                _parts(self._run(self.session.call_tool, verifier["tool"], verifier.get("arguments", {})))
-            )
+        if verifier.tool is not None:
+            raw = content_text(_parts(self._run(self.session.call_tool, verifier.tool, verifier.arguments or {})))
         else:
-            finished = run_bounded(self._launch(verifier["command"]), timeout=30, mask=self.masker.text)
+            assert verifier.command is not None  # a verifier is a tool or a command (domain.specs.VERIFIER_RULE)
+            finished = run_bounded(self._launch(verifier.command), timeout=30, mask=self.masker.text)
             if finished.returncode != 0:
                 stderr = self.masker.text(finished.stderr)[-VERIFIER_STDERR_KEEP:]  # masked whole, then its end kept
                 raise RuntimeError(f"the verifier exited with code {finished.returncode}: {stderr}")

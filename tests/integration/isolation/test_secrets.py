@@ -22,7 +22,8 @@ from domain.secret_env import HIDDEN, SecretsKey, SecretsKeyError, create_once, 
 from domain.specs import spec_sha256
 from models import Base, EnvironmentVersion, EvaluatorConfig
 from queries.environments import runnable_agent, runnable_spec
-from queries.exports import EXPORT_FORMATS, EXPORT_KINDS
+from queries.export_formats import EXPORT_FORMATS
+from queries.exports import EXPORT_KINDS
 from queries.trials import TRAJECTORY_BODY
 from tests.factories import command_agent, make_catalog
 from tests.paths import ROOT
