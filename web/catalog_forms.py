@@ -1,8 +1,9 @@
 """The catalog's create forms (environments, versions, evaluator configurations), generated from the API's models.
 
 A template names a spec or agent variant (domain.specs.VARIANTS, domain.agents.AGENTS) and an example to start
-from; `SPEC_TEMPLATES` and `AGENT_TEMPLATES` are the registries of the catalog's forms (a stored spec is edited with
-the first template of its model that fits it). `CatalogForm` holds one form's inputs: the top-level body model's
+from; `SPEC_TEMPLATES` and `AGENT_TEMPLATES` are the registries of the catalog's forms, read from the JSON files of
+templates/catalog/environment-templates/ and evaluator-templates/ (a stored spec is edited with the first template
+of its model that fits it). `CatalogForm` holds one form's inputs: the top-level body model's
 (EnvironmentCreate, EvaluatorConfigCreate, without the nested config) and the variant's under `spec.` or `agent.`; it
 reads the posted form back into the API's JSON body and places every refusal next to the input it names, in the
 page's words.
@@ -18,8 +19,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from domain.agents import AGENTS
+from domain.install import shipped_folder
 from domain.rules import refusals
-from domain.specs import VARIANTS, variant_of
+from domain.specs import variant_of
 from web.model_forms import (
     FieldRefused,
     FormErrors,
@@ -34,113 +36,58 @@ from web.model_forms import (
 from web.validation import ApiModel, every_refusal, parse
 
 
-def _any_spec(spec: Mapping[str, Any]) -> bool:
-    return True
-
-
-def _scored_by_command(spec: Mapping[str, Any]) -> bool:
-    verifier = spec.get("verifier")
-    return isinstance(verifier, dict) and "command" in verifier
-
-
 @dataclass(frozen=True)
 class Template:
-    """Where a new environment or evaluator starts: a variant's model and an example of it; `fits` tells the stored
-    specs of that model it edits (where one model has several templates: an MCP server scored by a tool or a
-    command)."""
+    """Where a new environment or evaluator starts: a variant's model and an example of it (a file of
+    templates/catalog/environment-templates/ or evaluator-templates/, `<key>.json`). A stored spec of the model is
+    edited with the first of its templates that `fits` it."""
 
     key: str
     title: str
     summary: str
     model: type[BaseModel]
     example: dict[str, Any]
-    fits: Callable[[Mapping[str, Any]], bool] = _any_spec
+
+    def fits(self, spec: Mapping[str, Any]) -> bool:
+        """Whether the stored spec has the example's shape: every key of it, at every depth of objects (an MCP
+        server scored by a tool has verifier.tool, one scored by a command verifier.command)."""
+        return _has_shape(spec, self.example)
 
 
-SPEC_TEMPLATES = {
-    t.key: t
-    for t in (
-        Template(
-            "admin-console",
-            "Built-in admin console",
-            "Restock a SKU, then place a customer's order, over a seeded catalog; scored in three stages.",
-            VARIANTS["admin-console"],
-            {"kind": "builtin", "environment": "admin-console"},
-        ),
-        Template(
-            "support-desk",
-            "Built-in support desk",
-            "Triage, route and answer seeded tickets; scored in three stages.",
-            VARIANTS["support-desk"],
-            {"kind": "builtin", "environment": "support-desk"},
-        ),
-        Template(
-            "mcp",
-            "MCP server, scored by a tool",
-            "Any MCP server over stdio, started in each trial's sandbox; a tool of the server scores the trial.",
-            VARIANTS["mcp"],
-            {"kind": "mcp", "command": ["python", "-m", "my_mcp_server"], "verifier": {"tool": "verify"}},
-            lambda spec: not _scored_by_command(spec),
-        ),
-        Template(
-            "command",
-            "MCP server, scored by a command",
-            "An MCP server whose trials a command scores, run in the sandbox after the agent stops (its JSON on "
-            "stdout holds the reward and stage_* results).",
-            VARIANTS["mcp"],
-            {
-                "kind": "mcp",
-                "command": ["python", "-m", "my_mcp_server"],
-                "verifier": {"command": ["python", "verify.py"]},
-            },
-            _scored_by_command,
-        ),
+def _has_shape(value: Any, example: Mapping[str, Any]) -> bool:
+    if not isinstance(value, Mapping):
+        return False
+    return all(
+        key in value and (not isinstance(shape, Mapping) or _has_shape(value[key], shape))
+        for key, shape in example.items()
     )
-}
 
-AGENT_TEMPLATES = {
-    t.key: t
-    for t in (
-        Template(
-            "scripted",
-            "Scripted agent",
-            "The built-in simulated agent: acts through the environment's tools with a skill level.",
-            AGENTS["scripted"],
-            {"kind": "scripted", "skill": 0.8},
-        ),
-        Template(
-            "command",
-            "Command agent",
-            "Any program speaking JSON lines over stdin and stdout, run in each trial's sandbox.",
-            AGENTS["command"],
-            {"kind": "command", "argv": ["python", "my_agent.py"]},
-        ),
-        Template(
-            "openai-chat",
-            "OpenAI-compatible model",
-            "A model behind an OpenAI-compatible chat-completions server (vLLM, SGLang, Ollama, llama.cpp, hosted "
-            "APIs), called with the environment's tools. It reaches the server from the trial's sandbox, so it "
-            "needs network access.",
-            AGENTS["openai-chat"],
-            {"kind": "openai-chat", "baseUrl": "http://127.0.0.1:8000/v1", "model": ""},
-        ),
-        Template(
-            "oracle",
-            "Harbor task oracle",
-            "Runs a Harbor task's own solution/solve.sh: the check that the task can be solved (on other "
-            "environments its trials end agent_error).",
-            AGENTS["oracle"],
-            {"kind": "oracle"},
-        ),
-    )
-}
+
+def _templates(folder: str, model_of: Callable[[dict[str, Any]], type[BaseModel] | None]) -> dict[str, Template]:
+    """The templates of one folder of templates/catalog/, in their `position` order: each file's title, summary
+    and example, and the model its example is a variant of."""
+    templates = []
+    for path in sorted((shipped_folder("templates") / "catalog" / folder).glob("*.json")):
+        written = json.loads(path.read_text(encoding="utf-8"))
+        model = model_of(written["example"])
+        if model is None:
+            raise LookupError(f"{path}: its example is no variant the domain knows")
+        template = Template(path.stem, written["title"], written["summary"], model, written["example"])
+        templates.append((written["position"], template))
+    return {t.key: t for _, t in sorted(templates, key=lambda pair: (pair[0], pair[1].key))}
+
+
+# The registries of the catalog's forms: a new kind is one more file in the folder.
+SPEC_TEMPLATES = _templates("environment-templates", variant_of)
+AGENT_TEMPLATES = _templates("evaluator-templates", lambda example: AGENTS.get(example.get("kind", "")))
 
 
 def template_of_spec(spec: Mapping[str, Any]) -> Template | None:
-    """The template a stored spec is edited with: the first of its model that fits it (None for a kind without one,
-    such as imported results or a Harbor task, which are not edited here)."""
+    """The template a stored spec is edited with: the first of its model that fits it, else the first of its model
+    (None for a kind without one, such as imported results or a Harbor task, which are not edited here)."""
     model = variant_of(spec)
-    return next((t for t in SPEC_TEMPLATES.values() if t.model is model and t.fits(spec)), None)
+    mine = [t for t in SPEC_TEMPLATES.values() if t.model is model]
+    return next((t for t in mine if t.fits(spec)), mine[0] if mine else None)
 
 
 def values_under(

@@ -1,21 +1,19 @@
 """Agents the worker can evaluate, one for each kind of agent config (`AGENT_RUNTIMES`: config model → its agent):
 the built-in scripted agent, any JSON-lines command, an OpenAI-compatible model, and the oracle (a Harbor task's own
-solution). A new kind is a config model in domain/agents.py (`AGENTS`) and an `Agent` here, registered in
-`AGENT_RUNTIMES`."""
+solution). A new kind is a config model in domain/agents.py (`AGENTS`) and a module here with an `Agent` and a start
+registered with `@agent_of(ConfigModel)` (worker/agents/registry.py): the package imports every module of it but
+the programs (`PROGRAMS`), so nothing here names the new module."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import importlib
+import pkgutil
 
 from domain import agents as configs
 from domain.agents import validate_agent
 from domain.errors import AgentConfigError
 from worker.agents.base import Action, Agent, AgentFailure, Finish, ToolCall
-from worker.agents.command import CommandAgent
-from worker.agents.openai_chat import OpenAIChatAgent
-from worker.agents.oracle import OracleAgent
-from worker.agents.scripted import ScriptedAgent
+from worker.agents.registry import AGENT_RUNTIMES, agent_of
 from worker.masking import Masker
 from worker.sandbox import TrialSandbox
 
@@ -27,18 +25,17 @@ __all__ = [
     "AgentFailure",
     "Finish",
     "ToolCall",
+    "agent_of",
     "load",
     "validate_agent",
 ]
 
-# Config model (domain.agents.AGENTS) → the agent of one trial: (config, trial seed, sandbox, masker) → Agent.
-# ExternalAgent has none: its trials ran in another harness.
-AGENT_RUNTIMES: dict[type[configs.AgentModel], Callable[[Any, int, TrialSandbox, Masker | None], Agent]] = {
-    configs.ScriptedAgent: lambda config, seed, sandbox, masker: ScriptedAgent(config.skill, seed, config.stepDelayS),
-    configs.CommandAgent: lambda config, seed, sandbox, masker: CommandAgent(config, sandbox, masker),
-    configs.OpenAIChatAgent: lambda config, seed, sandbox, masker: OpenAIChatAgent(config, sandbox, masker),
-    configs.OracleAgent: lambda config, seed, sandbox, masker: OracleAgent(),
-}
+# Modules run as programs of their own in a trial's sandbox (openai_chat.PROGRAM), never imported by the worker.
+PROGRAMS = frozenset({"openai_program"})
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in PROGRAMS:
+        importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def load(config: configs.AgentModel, seed: int, sandbox: TrialSandbox, masker: Masker | None = None) -> Agent:

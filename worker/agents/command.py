@@ -35,6 +35,7 @@ from worker.agents.base import (
     Finish,
     ToolCall,
 )
+from worker.agents.registry import agent_of
 from worker.masking import Masker
 from worker.sandbox import Launch, OutputBudget, TrialSandbox, kill_group
 
@@ -277,3 +278,9 @@ class CommandAgent(Agent):
             if stream:
                 stream.close()
         return self.stderr.text()
+
+
+@agent_of(configs.CommandAgent)
+def start(config: configs.CommandAgent, seed: int, sandbox: TrialSandbox, masker: Masker | None) -> CommandAgent:
+    """The command agent of one trial, run in the trial's sandbox."""
+    return CommandAgent(config, sandbox, masker)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from domain import agents as configs
 from worker.agents.command import CommandAgent
+from worker.agents.registry import agent_of
 from worker.masking import Masker
 from worker.sandbox import TrialSandbox
 
@@ -33,3 +34,9 @@ class OpenAIChatAgent(CommandAgent):
         )
         super().__init__(program, sandbox, masker)
         self.system_prompt = config.systemPrompt
+
+
+@agent_of(configs.OpenAIChatAgent)
+def start(config: configs.OpenAIChatAgent, seed: int, sandbox: TrialSandbox, masker: Masker | None) -> OpenAIChatAgent:
+    """The model's agent of one trial: the built-in chat-completions program in the trial's sandbox."""
+    return OpenAIChatAgent(config, sandbox, masker)

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain import agents as configs
 from worker.agents.base import Action, Agent, AgentFailure, Finish, ToolCall
+from worker.agents.registry import agent_of
+from worker.masking import Masker
+from worker.sandbox import TrialSandbox
 
 SOLVE = "bash /solution/solve.sh"
 
@@ -34,3 +38,9 @@ class OracleAgent(Agent):
 
     def close(self) -> str:
         return ""
+
+
+@agent_of(configs.OracleAgent)
+def start(config: configs.OracleAgent, seed: int, sandbox: TrialSandbox, masker: Masker | None) -> OracleAgent:
+    """The oracle of one trial (the Harbor task's environment runs its solution)."""
+    return OracleAgent()

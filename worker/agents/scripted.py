@@ -13,7 +13,11 @@ import re
 import time
 from typing import Any
 
+from domain import agents as configs
 from worker.agents.base import Action, Agent, AgentFailure, Finish, ToolCall
+from worker.agents.registry import agent_of
+from worker.masking import Masker
+from worker.sandbox import TrialSandbox
 
 ERROR_RATE = 0.35
 ITEM_ARGS = ("sku", "customer_id", "ticket_id", "team", "priority")
@@ -129,3 +133,9 @@ class ScriptedAgent(Agent):
             self.dithering = True
             return ToolCall(self.listing, {})
         return ToolCall(call.tool, args)
+
+
+@agent_of(configs.ScriptedAgent)
+def start(config: configs.ScriptedAgent, seed: int, sandbox: TrialSandbox, masker: Masker | None) -> ScriptedAgent:
+    """The scripted agent of one trial: the config's skill, the trial's seed."""
+    return ScriptedAgent(config.skill, seed, config.stepDelayS)

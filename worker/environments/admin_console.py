@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.specs import AdminConsoleSpec
 from domain.vocabulary import AdminConsoleFailure, LoopFailure
 from domain.worlds import Task, draw_shop
 from worker.environments.base import Environment, ToolError, ToolSpec, require_int
+from worker.environments.registry import TrialPlace, environment_of
 
 
 @dataclass
@@ -165,3 +167,9 @@ class AdminConsole(Environment):
         if world.failed_checkouts:
             return "insufficient_stock"
         return "tool_error" if self.tool_errors else "gave_up"
+
+
+@environment_of(AdminConsoleSpec)
+def start(spec: AdminConsoleSpec, place: TrialPlace) -> AdminConsole:
+    """A trial's admin console, with the spec's params."""
+    return AdminConsole(spec.params.model_dump(mode="json"))

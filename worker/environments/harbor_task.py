@@ -32,6 +32,7 @@ from domain.trajectory import Step
 from domain.trial_log import LogEntry, ProgramOutput
 from domain.vocabulary import VerifierFailure
 from worker.environments.base import Task, ToolError, ToolResult, TrialEnvironment
+from worker.environments.registry import TrialPlace, environment_of
 from worker.harbor_tasks import built_app, copy_app, copy_files, have_tree, onto_disk_of, task_dir
 from worker.masking import Masker
 from worker.sandbox import Bind, Party, SandboxUnavailable, TrialSandbox, run_bounded
@@ -233,3 +234,10 @@ class HarborTaskEnvironment(TrialEnvironment):
         return self.sandbox.launch(
             "environment", argv, env=dict(self.build["env"]), cwd=workdir, binds=binds, limits=self.spec.limits
         )
+
+
+@environment_of(HarborTaskSpec)
+def start(spec: HarborTaskSpec, place: TrialPlace) -> HarborTaskEnvironment:
+    """A trial of a Harbor task, whose commands run in the trial's sandbox."""
+    sandbox = place.needed_sandbox("a Harbor task runs its commands in the trial's sandbox, so it needs one")
+    return HarborTaskEnvironment(spec, sandbox, place.masker, oracle=place.oracle)

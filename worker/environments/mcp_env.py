@@ -33,6 +33,7 @@ from domain.trajectory import Step, content_text, environment_step
 from domain.trial_log import LogEntry, ProgramOutput
 from worker.environments.base import Task, ToolError, ToolResult, TrialEnvironment
 from worker.environments.mcp_stdio import ServerOutput, sandboxed_stdio
+from worker.environments.registry import TrialPlace, environment_of
 from worker.masking import Masker
 from worker.sandbox import Launch, LimitExceeded, TrialSandbox, run_bounded
 
@@ -351,3 +352,10 @@ class MCPEnvironment(TrialEnvironment):
         breach = self.server_launch.breached(None, self.output.text()) if self.server_launch else None
         if breach:
             raise LimitExceeded(f"the MCP server exceeded {breach}")
+
+
+@environment_of(McpSpec)
+def start(spec: McpSpec, place: TrialPlace) -> MCPEnvironment:
+    """A trial's MCP server, started in the trial's sandbox."""
+    sandbox = place.needed_sandbox("an MCP environment starts a program, so it needs the trial's sandbox")
+    return MCPEnvironment(spec, sandbox, place.masker)

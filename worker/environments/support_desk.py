@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from domain.specs import SupportDeskSpec
 from domain.vocabulary import LoopFailure, SupportDeskFailure
 from domain.worlds import PRIORITIES, TEAMS, Task, draw_desk
 from worker.environments.base import Environment, ToolError, ToolSpec
+from worker.environments.registry import TrialPlace, environment_of
 
 
 def _one_of(value: Any, choices: tuple[str, ...], name: str) -> str:
@@ -132,3 +134,9 @@ class SupportDesk(Environment):
         if ticket.replies and not any(goal["reference"] in r for r in ticket.replies):
             return "missing_reference"
         return "tool_error" if self.tool_errors else "gave_up"
+
+
+@environment_of(SupportDeskSpec)
+def start(spec: SupportDeskSpec, place: TrialPlace) -> SupportDesk:
+    """A trial's support desk, with the spec's params."""
+    return SupportDesk(spec.params.model_dump(mode="json"))

@@ -2,9 +2,10 @@
 catalog's forms, run by the worker's own trial code, exported in its own format; an unknown format is refused.
 
 Each registry is the one place its kind is added: the spec's model in domain.specs.VARIANTS, its environment in
-worker.environments.ENVIRONMENTS, its form in web.catalog_forms.SPEC_TEMPLATES; the agent config's model in
-domain.agents.AGENTS, its agent in worker.agents.AGENT_RUNTIMES, its form in web.catalog_forms.AGENT_TEMPLATES;
-the export format's writer in queries.export_formats.EXPORT_FORMATS.
+worker.environments.ENVIRONMENTS (what `@environment_of` fills), its form in web.catalog_forms.SPEC_TEMPLATES (what
+templates/catalog/environment-templates/ fills); the agent config's model in domain.agents.AGENTS, its agent in
+worker.agents.AGENT_RUNTIMES (`@agent_of`), its form in web.catalog_forms.AGENT_TEMPLATES; the export format's
+writer in queries.export_formats.EXPORT_FORMATS.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from domain.worlds import Task
 from queries.export_formats import EXPORT_FORMATS, ExportFormat
 from tests.helpers import rows, work
 from web.catalog_forms import AGENT_TEMPLATES, SPEC_TEMPLATES, Template
-from worker.agents import AGENT_RUNTIMES, Agent, Finish, ToolCall
-from worker.environments import ENVIRONMENTS, ToolError, ToolResult, ToolSpec, TrialEnvironment
+from worker.agents import AGENT_RUNTIMES, Agent, Finish, ToolCall, agent_of
+from worker.environments import ENVIRONMENTS, ToolError, ToolResult, ToolSpec, TrialEnvironment, environment_of
 
 
 class CounterSpec(Config):
@@ -93,14 +94,16 @@ def counter_line(row: Any) -> dict[str, Any]:
 def toy_kinds(monkeypatch):
     """The counter kind, the clicker kind and the counter export format, registered for one test only."""
     monkeypatch.setitem(VARIANTS, "counter", CounterSpec)
-    monkeypatch.setitem(ENVIRONMENTS, CounterSpec, lambda spec, place: Counter(spec))
+    monkeypatch.setitem(ENVIRONMENTS, CounterSpec, None)  # taken out again after the test
+    environment_of(CounterSpec)(lambda spec, place: Counter(spec))  # as a module of worker/environments/ registers
     monkeypatch.setitem(
         SPEC_TEMPLATES,
         "counter",
         Template("counter", "Counter", "Bring a counter to its target.", CounterSpec, {"kind": "counter"}),
     )
     monkeypatch.setitem(AGENTS, "clicker", ClickerConfig)
-    monkeypatch.setitem(AGENT_RUNTIMES, ClickerConfig, lambda config, seed, sandbox, masker: Clicker(config.clicks))
+    monkeypatch.setitem(AGENT_RUNTIMES, ClickerConfig, None)
+    agent_of(ClickerConfig)(lambda config, seed, sandbox, masker: Clicker(config.clicks))
     monkeypatch.setitem(
         AGENT_TEMPLATES,
         "clicker",
