@@ -24,7 +24,7 @@ from db.session import secrets_key_of
 from domain.agents import validate_agent
 from domain.errors import AgentConfigError, DomainError, SpecError
 from domain.secret_env import hide_env
-from domain.specs import UPLOADED, spec_sha256, validate_spec
+from domain.specs import UPLOADED, spec_sha256, uploaded, validate_spec
 from models import Environment, EnvironmentVersion, EvaluatorConfig
 from queries.environments import (
     environments_with_versions,
@@ -244,7 +244,7 @@ def new_version(environment_id: uuid.UUID):
     versions = versions_of(session, environment_id)
     latest = versions[-1] if versions else None
     template = template_of_spec(latest.spec) if latest else _template(SPEC_TEMPLATES, "admin-console")
-    if latest is not None and latest.spec.get("kind") == "harbor-task":
+    if latest is not None and uploaded(latest.spec):
         abort(409, description=f"{environment.name} is a Harbor task: {UPLOADED}.")
     if template is None:
         abort(409, description=f"{environment.name} holds imported results: its versions come from its harness.")

@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
@@ -145,6 +145,8 @@ class HarborTaskSpec(Config):
     (domain.harbor_task.task_spec); its files are stored under `treeSha256`."""
 
     kind: Literal["harbor-task"]
+    draws_worlds: ClassVar[bool] = False  # one task by itself
+    uploaded: ClassVar[bool] = True  # its files come with it (writes.harbor_tasks), never as a spec alone
     name: Text
     treeSha256: Annotated[str, TREE_SHA256]
     treeBytes: Annotated[int, integer_from(0, 1 << 40)]
@@ -163,6 +165,7 @@ class ExternalSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     kind: Literal["external"]
+    draws_worlds: ClassVar[bool] = False  # its trials ran elsewhere
 
 
 def _tag(spec: Any) -> str | None:
@@ -236,10 +239,22 @@ def ran_elsewhere(spec: Any) -> bool:
 
 
 def draws_worlds(spec: Any) -> bool:
-    """True for kinds whose every reset draws a world from a seed (built-in worlds, MCP servers); a Harbor task is
-    one task by itself and imported results run elsewhere."""
-    kind = spec.get("kind", "builtin") if isinstance(spec, dict) else None
-    return kind in ("builtin", "mcp")
+    """True for kinds whose every reset draws a world from a seed (built-in worlds, MCP servers: a variant's
+    `draws_worlds`, True unless it says otherwise); a Harbor task is one task by itself and imported results run
+    elsewhere. A spec dict, or only its kind ({"kind": "builtin"} stands for every built-in world)."""
+    model = variant_of(spec) or _variant_of_kind(spec.get("kind", "builtin") if isinstance(spec, dict) else "")
+    return model is not None and getattr(model, "draws_worlds", True)
+
+
+def _variant_of_kind(kind: str) -> type[BaseModel] | None:
+    """The first variant whose `kind` is `kind` (of the built-in worlds, any stands for all)."""
+    return next((m for m in VARIANTS.values() if kind in get_args(m.model_fields["kind"].annotation)), None)
+
+
+def uploaded(spec: Any) -> bool:
+    """True for kinds whose versions come with their files (a Harbor task: an upload, never a spec alone)."""
+    model = variant_of(spec)
+    return model is not None and getattr(model, "uploaded", False)
 
 
 def _model_of(spec: dict[str, Any]) -> type[BaseModel]:

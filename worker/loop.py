@@ -28,6 +28,7 @@ from db.urls import libpq_url
 from domain.errors import AgentConfigError, SpecError
 from domain.limits import DEFAULT_MAX_RUNS_PER_ORG, max_trial_timeout_s
 from domain.secret_env import SecretsKeyError
+from domain.specs import uploaded
 from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.environments import runnable_agent, runnable_spec, task_files
 from queries.runs import recorded_trial_numbers
@@ -129,7 +130,7 @@ class Worker:
             missing = sorted(set(range(1, run.attempt_count + 1)) - recorded_trial_numbers(session, run))
             spec, agent = runnable_spec(session, version), runnable_agent(session, config)  # env values in plaintext
             session.commit()
-        if spec.get("kind") != "harbor-task":
+        if not uploaded(spec):
             self._run_missing(org_id, run, config, spec, agent, missing, heartbeat)
             return
         owner = org_id.hex  # each organization's builds are its own

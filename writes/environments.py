@@ -20,7 +20,7 @@ from domain.agents import validate_agent
 from domain.errors import AgentConfigError, SpecError
 from domain.harbor_task import TaskTree, task_spec
 from domain.secret_env import hidden_env_names, resubmitted_mask, row_name, seal_env
-from domain.specs import UPLOADED, spec_sha256, validate_spec
+from domain.specs import UPLOADED, spec_sha256, uploaded, validate_spec
 from models.base import new_id
 from models.environments import Environment, EnvironmentVersion, EvaluatorConfig
 from models.evaluations import Artifact
@@ -47,7 +47,7 @@ def create_environment_version(
 
     A harbor-task spec is refused here: its files come with it, through add_harbor_task."""
     normalised = validate_spec(spec)
-    if normalised["kind"] == "harbor-task":
+    if uploaded(normalised):
         raise SpecError(UPLOADED)
     return _add_version(session, environment, normalised, submission_key)
 
