@@ -6,15 +6,13 @@ the programs (`PROGRAMS`), so nothing here names the new module."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from domain import agents as configs
 from domain.agents import validate_agent
 from domain.errors import AgentConfigError
 from worker.agents.base import Action, Agent, AgentFailure, Finish, ToolCall
 from worker.agents.registry import AGENT_RUNTIMES, agent_of
 from worker.masking import Masker
+from worker.registries import import_modules
 from worker.sandbox import TrialSandbox
 
 __all__ = [
@@ -33,9 +31,7 @@ __all__ = [
 # Modules run as programs of their own in a trial's sandbox (openai_chat.PROGRAM), never imported by the worker.
 PROGRAMS = frozenset({"openai_program"})
 
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name not in PROGRAMS:
-        importlib.import_module(f"{__name__}.{_module.name}")
+import_modules(__name__, __path__, PROGRAMS)
 
 
 def load(config: configs.AgentModel, seed: int, sandbox: TrialSandbox, masker: Masker | None = None) -> Agent:

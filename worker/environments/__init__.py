@@ -10,8 +10,6 @@ package imports every module of it but the programs (`PROGRAMS`), so nothing her
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
 from pydantic import BaseModel
@@ -20,6 +18,7 @@ from domain.errors import SpecError
 from domain.specs import spec_model, validate_spec
 from worker.environments.base import Environment, Task, ToolError, ToolResult, ToolSpec, TrialEnvironment
 from worker.environments.registry import ENVIRONMENTS, TrialPlace, environment_of
+from worker.registries import import_modules
 
 __all__ = [
     "ENVIRONMENTS",
@@ -39,9 +38,7 @@ __all__ = [
 # Modules run as programs of their own (`python -m …` in a spec's command), never imported by the worker.
 PROGRAMS = frozenset({"mcp_admin_console"})
 
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name not in PROGRAMS:
-        importlib.import_module(f"{__name__}.{_module.name}")
+import_modules(__name__, __path__, PROGRAMS)
 
 ELSEWHERE = "this version holds imported results; its environment runs elsewhere, not in this worker"
 
