@@ -38,6 +38,7 @@ class Follows:
 
 
 _NOT_VALUE = re.compile(r", not (?:'.*'|\".*\"|None|-?[0-9][0-9.e+-]*|True|False)$", re.DOTALL)
+_NOT_TEXT = re.compile(r", not (?:'.*'|\".*\")$", re.DOTALL)  # a text value (a count, "not 10001", says more)
 _TEXT = re.compile(r"must be (?:text|an? [a-z ]+) of (1 to|at most) ([0-9]+) characters without NUL")
 _WHOLE = re.compile(r"must be an integer from (\S+) to (\S+)")
 
@@ -94,8 +95,8 @@ class PageForm(FlaskForm):
 def in_page_words(message: str, field: str) -> str:
     """A write's refusal about one input as the page says it under that input: without the API's leading
     "<field>: " and as a sentence ("name: a label named 'x' already exists" becomes "A label named 'x' already
-    exists.")."""
-    text = message.removeprefix(f"{field}: ").strip()
+    exists."); the value refused is in the input already, so a trailing ", not '<text>'" is left out."""
+    text = _NOT_TEXT.sub("", message.removeprefix(f"{field}: ").strip())
     text = text[:1].upper() + text[1:]
     return text if text.endswith((".", "?", "!")) else f"{text}."
 

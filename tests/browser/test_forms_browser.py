@@ -297,7 +297,7 @@ def test_a_refused_review_decision_or_exclusion_focuses_its_summary_whose_links_
             page,
             "error-summary",
             [
-                ("new_category", "A new category must be 1 to 64 letters, digits, _, . or -, not 'gave up'."),
+                ("new_category", "A new category must be 1 to 64 letters, digits, _, . or -."),
                 ("reason", NEEDS_A_REASON),
             ],
         )

@@ -142,7 +142,7 @@ def test_a_refused_decision_in_the_queue_shows_every_refusal_at_once(app, databa
     assert refused.status_code == 422 and table_counts(count_rows, member.org.id) == before
     links = error_summary_links(refused.text)
     assert links == [
-        ("new_category", "A new category must be 1 to 64 letters, digits, _, . or -, not 'gave up'."),
+        ("new_category", "A new category must be 1 to 64 letters, digits, _, . or -."),
         ("reason", NEEDS_A_REASON),
     ]
     assert_each_link_names_its_input(refused.text, links)
