@@ -252,18 +252,25 @@ def summary_focused_and_linked(page, summary_id: str, links: list[tuple[str, str
         assert page.locator(f"#{field}").get_attribute("aria-invalid") == "true"
 
 
-@pytest.mark.parametrize("javascript", [True, False])
+SIZES = {"screen": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
+
+
+@pytest.mark.parametrize(
+    ("javascript", "size", "scheme"), [(True, "screen", "light"), (False, "screen", "light"), (True, "phone", "dark")]
+)
 def test_a_refused_review_decision_or_exclusion_focuses_its_summary_whose_links_lead_to_the_inputs(
     live_server,  # noqa: F811
     app,
     database,
     make_member,
     javascript,
+    size,
+    scheme,
 ):
     member = member_with_failures(database, make_member, 6)
     failed = api_ids(ApiClient(app.test_client(), member), "rewardBand=failed")
     with chromium() as browser:
-        context = browser.new_context(java_script_enabled=javascript, viewport={"width": 1440, "height": 900})
+        context = browser.new_context(java_script_enabled=javascript, viewport=SIZES[size], color_scheme=scheme)
         page = context.new_page()
         page.set_default_timeout(20_000)
         log_in(page, live_server, member.email, member.password)
@@ -283,7 +290,8 @@ def test_a_refused_review_decision_or_exclusion_focuses_its_summary_whose_links_
                 ("human_category", "Human category must be a failure category of 1 to 64 letters, digits, _, . or -."),
             ],
         )
-        shot(page, f"46-trial-review-refused-{'js' if javascript else 'no-js'}")
+        shot(page, f"46-trial-review-refused-{'js' if javascript else 'no-js'}-{size}-{scheme}")
+        assert page.evaluate("document.documentElement.scrollWidth") <= SIZES[size]["width"]  # nothing overflows
 
         # the review queue's decision (htmx swaps the queue): a new category that cannot be one, no reason
         page.goto(f"{live_server}/trials?rewardBand=failed")
@@ -301,7 +309,8 @@ def test_a_refused_review_decision_or_exclusion_focuses_its_summary_whose_links_
                 ("reason", NEEDS_A_REASON),
             ],
         )
-        shot(page, f"46-queue-decision-refused-{'js' if javascript else 'no-js'}")
+        shot(page, f"46-queue-decision-refused-{'js' if javascript else 'no-js'}-{size}-{scheme}")
+        assert page.evaluate("document.documentElement.scrollWidth") <= SIZES[size]["width"]  # nothing overflows
 
         # a side of the trial diff (htmx swaps the side's body; without JavaScript the diff comes back whole)
         page.goto(f"{live_server}/trials/diff?a={failed[1]}&b={failed[2]}")
