@@ -203,16 +203,30 @@ def register_commands(app: Flask) -> None:
             _fail(f"{error.field}: {error.detail}" if error.line == 0 else str(error))
         if jobs != [path]:
             click.echo(f"{path} holds {len(jobs)} Harbor job(s): {', '.join(job.name for job in jobs)}.")
-        missing = sum(1 for trial in trials if MISSING_INSTRUCTION in trial.task)
+        if result.imported == 0:
+            where = f"job {jobs[0].name}" if len(jobs) == 1 else f"its {len(jobs)} jobs"
+            click.echo(
+                f"Nothing new to import: all {result.skipped} trials of {where} were imported before; nothing "
+                "was written."
+            )
+        else:
+            click.echo(
+                f"Imported {result.imported} trials into {len(result.run_ids)} runs ({result.skipped} already there)."
+            )
+        # said of the trials imported now only: one imported before keeps the task it was imported with
+        missing = sum(
+            1
+            for trial in trials
+            if MISSING_INSTRUCTION in trial.task and trial.trial.externalId not in result.already_there
+        )
         if missing:
             click.echo(
-                f"Warning: {missing} trial(s) were imported without their task's instruction.md (not found where "
-                f"{'--tasks' if tasks else 'the job'} points); their task says so. Import again with --tasks DIR.",
+                f"Warning: {missing} of the {result.imported} trials imported have no instruction: their task's "
+                f"instruction.md was not found where {'--tasks' if tasks else 'the job'} points, so their task "
+                "only names the task. A trial keeps the task it was imported with (importing again changes "
+                "nothing): import a job whose task folders are elsewhere with --tasks DIR.",
                 err=True,
             )
-        click.echo(
-            f"Imported {result.imported} trials into {len(result.run_ids)} runs ({result.skipped} already there)."
-        )
         if result.differing:
             shown = ", ".join(result.differing[:5]) + (
                 f" and {len(result.differing) - 5} more" if len(result.differing) > 5 else ""

@@ -227,6 +227,7 @@ class IngestResult:
 
     imported: int = 0
     skipped: int = 0
+    already_there: set[str] = field(default_factory=set)  # the externalIds skipped: imported before
     run_ids: list[uuid.UUID] = field(default_factory=list)
     # externalIds already there whose incoming trial differs (another reward or trajectory): kept as they were
     differing: list[str] = field(default_factory=list)
@@ -290,6 +291,7 @@ def ingest(session: Session, org_id: uuid.UUID, trials: list[ParsedTrial]) -> In
     for parsed in trials:
         if parsed.trial.externalId in existing:
             result.skipped += 1
+            result.already_there.add(parsed.trial.externalId)
             if existing[parsed.trial.externalId] != _fingerprint(parsed.trial.reward, parsed.atif):
                 result.differing.append(parsed.trial.externalId)
             continue

@@ -3,7 +3,8 @@
 Both read the structured steps (domain.trajectory.structured: source, toolCalls, results, message, reasoning),
 never the command text. TRL rows use the OpenAI function-calling message shape that Hugging Face chat templates
 render: assistant messages with `tool_calls` (arguments as a JSON object, which the templates serialise
-themselves), `tool` messages answering them by `tool_call_id`, and a `tools` column of JSON schemas.
+themselves), `tool` messages answering them by `tool_call_id`, and a `tools` column of JSON schemas: the tools the
+rollout defines, or, when it defines none, the functions it called, inferred from the calls and described as such.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ NO_TASK = "(task not recorded)"
 # finishing. A fixed text, the same on every row, so it teaches nothing that differs between chosen and rejected.
 CLOSING_TURN = "Done."
 ANY_ARGUMENTS: dict[str, Any] = {"type": "object"}
+# The description of a tool the trajectory did not define, listed because its agent called it: chat templates
+# render descriptions, so the model trained on the row reads it too, and a reader of the rows can pick such tools.
+INFERRED_TOOL = (
+    "Inferred from this trajectory's calls (it recorded no tool definitions): the arguments seen, typed where their "
+    "values agree."
+)
 
 
 def rollout_extra(row: Any) -> dict[str, Any]:
@@ -222,15 +229,58 @@ def _defined_tools(row: Any) -> list[dict[str, Any]] | None:
     return tools or None
 
 
-def trl_tools(row: Any) -> list[dict[str, Any]]:
-    """The `tools` column: the tools an imported ATIF trajectory defines (`agent.tool_definitions`), else every
-    tool the agent was offered, else none: a tool the trajectory only called is never listed (its schema is not
-    known, and the server may never have offered it). (gpt-oss's template needs the description key.)"""
+def _declared_tools(row: Any) -> list[dict[str, Any]]:
+    """The tools the rollout records as defined: an imported ATIF trajectory's `agent.tool_definitions`, else every
+    tool the agent was offered, else none. (gpt-oss's template needs the description key.)"""
     defined = _defined_tools(row)
     if defined is not None:
         return defined
     offered = getattr(row, "tools", None) or []
     return [_function(t["name"], t.get("description"), _parameters(t)) for t in offered if t.get("name")]
+
+
+def _json_type(value: Any) -> str:
+    """The JSON schema type of a JSON value."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    return {float: "number", str: "string", list: "array", dict: "object"}.get(type(value), "null")
+
+
+def _seen_type(kinds: set[str]) -> dict[str, str]:
+    """An argument's schema from the types of the values it was seen with: the one type they share (integers and
+    fractions together are numbers), else none (its values disagree)."""
+    if kinds == {"integer", "number"}:
+        return {"type": "number"}
+    return {"type": next(iter(kinds))} if len(kinds) == 1 else {}
+
+
+def inferred_tools(steps: list[Step]) -> list[dict[str, Any]]:
+    """Each function the agent called, in the order first called, as a tool inferred from its calls: the argument
+    names seen across them, each typed where its values agree; the description says it was inferred."""
+    seen: dict[str, dict[str, set[str]]] = {}
+    calls = [call for record in steps if record.source == "agent" for call in record.tool_calls or ()]
+    for call in calls:
+        if call.name:
+            arguments = seen.setdefault(call.name, {})
+            for name, value in (call.arguments or {}).items():
+                arguments.setdefault(name, set()).add(_json_type(value))
+    return [
+        _function(
+            name,
+            INFERRED_TOOL,
+            {"type": "object", "properties": {argument: _seen_type(kinds) for argument, kinds in arguments.items()}},
+        )
+        for name, arguments in seen.items()
+    ]
+
+
+def trl_tools(row: Any, steps: list[Step] | None = None) -> list[dict[str, Any]]:
+    """The `tools` column: the tools the rollout defines (_declared_tools), kept as they are; when it defines none,
+    the functions its agent called, inferred from the calls (inferred_tools): a row of a trajectory that defines no
+    tools still lists the functions its `tool_calls` call, which chat templates render as its tools."""
+    return _declared_tools(row) or inferred_tools(steps_of(row) if steps is None else steps)
 
 
 def _assistant(content: str, calls: list[dict[str, Any]] | None = None, reasoning: str | None = None) -> dict:
@@ -279,13 +329,13 @@ def _agent_messages(record: Step) -> list[dict[str, Any]]:
 
 
 def trl_turns(row: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """A rollout as (prompt, completion, tools) in TRL's conversational form (see _turns)."""
-    prompt, completion, tools, _ = _turns(row)
-    return prompt, completion, tools
+    """A rollout as (prompt, completion, tools) in TRL's conversational form (see _turns and trl_tools)."""
+    prompt, completion, steps, _ = _turns(row)
+    return prompt, completion, trl_tools(row, steps)
 
 
-def _turns(row: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], bool]:
-    """A rollout as (prompt, completion, tools, whether the agent took a turn) in TRL's conversational form.
+def _turns(row: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Step], bool]:
+    """A rollout as (prompt, completion, its steps, whether the agent took a turn) in TRL's conversational form.
 
     The prompt is what comes before the agent's first action: the system steps (as one system message) and the
     user steps, or the task as the user message when the trajectory holds none (an ATIF document's own leading
@@ -315,7 +365,7 @@ def _turns(row: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[d
         completion.append(_assistant(CLOSING_TURN))
     prompt = [{"role": "system", "content": "\n\n".join(system)}] if system else []
     prompt += users or [{"role": "user", "content": row.task or NO_TASK}]
-    return prompt, completion, trl_tools(row), acted
+    return prompt, completion, steps, acted
 
 
 def trl_conversation(row: Any) -> dict[str, Any]:
@@ -324,14 +374,24 @@ def trl_conversation(row: Any) -> dict[str, Any]:
     return {"messages": prompt + completion, "tools": tools}
 
 
+def _pair_tools(sides: list[tuple[Any, list[Step]]]) -> list[dict[str, Any]]:
+    """The `tools` of a preference pair: each side's defined tools (the chosen side's first), then the functions
+    called on the sides that define none, inferred from their calls together, each name once."""
+    declared = [(_declared_tools(row), steps) for row, steps in sides]
+    undeclared = [record for tools, steps in declared if not tools for record in steps]
+    tools: dict[str, dict[str, Any]] = {}
+    for tool in [t for defined, _ in declared for t in defined] + inferred_tools(undeclared):
+        tools.setdefault(tool["function"]["name"], tool)
+    return list(tools.values())
+
+
 def trl_preference(preferred: Any, rejected: Any) -> dict[str, Any] | None:
     """A preference pair in TRL's conversational format: the shared prompt, chosen and rejected completions, and
-    the tools of both; None when the two prompts differ, or when either side holds no turn of the agent (a trial
-    without a trajectory teaches nothing to prefer), as then they are no valid pair."""
-    prompt, chosen, chosen_tools, chosen_acted = _turns(preferred)
-    rejected_prompt, rejected_turns, rejected_tools, rejected_acted = _turns(rejected)
+    the tools of both (_pair_tools); None when the two prompts differ, or when either side holds no turn of the
+    agent (a trial without a trajectory teaches nothing to prefer), as then they are no valid pair."""
+    prompt, chosen, chosen_steps, chosen_acted = _turns(preferred)
+    rejected_prompt, rejected_turns, rejected_steps, rejected_acted = _turns(rejected)
     if prompt != rejected_prompt or not chosen_acted or not rejected_acted:
         return None
-    names = {t["function"]["name"] for t in chosen_tools}
-    tools = chosen_tools + [t for t in rejected_tools if t["function"]["name"] not in names]
+    tools = _pair_tools([(preferred, chosen_steps), (rejected, rejected_steps)])
     return {"prompt": prompt, "chosen": chosen, "rejected": rejected_turns, "tools": tools}
