@@ -25,13 +25,24 @@ from domain.outcome import TrialOutcome
 from domain.trajectory import Step, environment_step, step, tool_step
 from queries.exports import preference_pairs_sql
 from queries.filters import TrialFilters
-from queries.training_formats import CLOSING_TURN
-from tests.factories import make_catalog, record_rewards, typed_steps
+from queries.training_formats import CLOSING_TURN, trl_conversation
+from tests.factories import make_catalog, record_rewards, typed_steps, writable_copy
+from tests.paths import TESTS
 
 # Families whose templates render tool calls (TRL's supports_tool_calling): Qwen 2.5, Qwen 3, Llama 3.1/3.2, gpt-oss.
 TOOL_TEMPLATES = ("qwen2_5", "qwen3", "llama3_1", "llama3_2", "gptoss")
 TASK_A = "Restock SKU-1 by 4 units, then place an order of 2 units of SKU-1 for customer CUST-1"
 TASK_B = "Restock SKU-2 by 1 unit, then place an order of 1 unit of SKU-2 for customer CUST-2"
+# Written by Harbor 0.26 itself (see fixtures/harbor/README.md): terminus-2's trajectories call bash_command and
+# mark_task_complete and define no tools. Tests copy it.
+HARBOR = TESTS / "fixtures" / "harbor"
+HARBOR_JOB = "terminus2-hello"
+# What the description of a tool the trajectory did not define says (chat templates render it into the prompt)
+INFERRED = (
+    "Inferred from this trajectory's calls (it recorded no tool definitions): the arguments seen, typed where their "
+    "values agree."
+)
+BASH_COMMAND = {"keystrokes": {"type": "string"}, "duration": {"type": "number"}}  # terminus-2's arguments
 HANDSHAKE = [
     environment_step(1, "initialize", '{"serverInfo": {"name": "admin-console"}}'),
     environment_step(2, "tools/list", "list_inventory, restock"),
@@ -63,6 +74,12 @@ def render_everywhere(row: dict) -> dict[str, dict[str, str]]:
             assert texts["prompt"] and texts["chosen"] and texts["rejected"], family
         rendered[family] = texts
     return rendered
+
+
+def inferred(name: str, properties: dict[str, dict]) -> dict:
+    """A tool the trajectory did not define, as the TRL rows list it: inferred from the calls, and saying so."""
+    parameters = {"type": "object", "properties": properties}
+    return {"type": "function", "function": {"name": name, "description": INFERRED, "parameters": parameters}}
 
 
 def assert_message_shape(messages: list[dict]) -> None:
@@ -206,8 +223,11 @@ def test_trl_messages_use_the_function_calling_shape(logged_in, mixed):
         {"role": "tool", "tool_call_id": "call_4", "name": "restock", "content": "restocked SKU-1: stock 3 -> 7"},
         {"role": "assistant", "content": CLOSING_TURN},  # the export's closing turn, not the agent's words
     ]
-    # These trials recorded no offered tools: the column lists none, never a tool that was only called
-    assert solved_row["tools"] == []
+    # These trials recorded no offered tools: the column lists the functions called, inferred from the calls
+    assert solved_row["tools"] == [
+        inferred("list_inventory", {}),
+        inferred("restock", {"sku": {"type": "string"}, "quantity": {"type": "integer"}}),
+    ]
     two = next(r for r in rows if r["messages"][1]["content"] == "Both.")
     assert [m["role"] for m in two["messages"]] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert [m.get("tool_call_id") for m in two["messages"] if m["role"] == "tool"] == ["a", "b"]
@@ -229,8 +249,6 @@ def test_rendered_text_holds_the_calls_and_results(logged_in, mixed):
 
 def test_the_offered_tools_become_json_schemas():
     from types import SimpleNamespace
-
-    from queries.training_formats import trl_conversation
 
     offered = [
         {
@@ -260,6 +278,107 @@ def test_the_offered_tools_become_json_schemas():
             },
         },
     ]
+
+
+def test_called_tools_are_inferred_with_the_types_their_values_agree_on():
+    from types import SimpleNamespace
+
+    calls = [
+        {"id": "1", "name": "search", "arguments": {"query": "socks", "limit": 3}},
+        {"id": "2", "name": "search", "arguments": {"query": 42, "limit": 2.5, "exact": True}},
+        {"id": "3", "name": "open", "arguments": {"path": "/a", "lines": [1, 2], "options": {"raw": True}}},
+        {"id": "4", "name": "search", "argumentsText": "not json"},  # no arguments: adds none, lists it once
+    ]
+    steps = [step(1, source="agent", tool="search", calls=calls, results=[])]
+    row = SimpleNamespace(task="t", steps=[s.to_stored() for s in typed_steps(steps)], tools=[])
+    assert trl_conversation(row)["tools"] == [
+        inferred("search", {"query": {}, "limit": {"type": "number"}, "exact": {"type": "boolean"}}),
+        inferred("open", {"path": {"type": "string"}, "lines": {"type": "array"}, "options": {"type": "object"}}),
+    ]
+
+
+def harbor_rows(client, auth, runner, make_member, job) -> tuple[list[dict], list[dict]]:
+    """Import the Harbor job `job` into a new organization; its TRL rows (kind=all) and preference rows."""
+    member = make_member("olga@acme.test", "Acme RL", "owner")
+    result = runner.invoke(args=["import-harbor", str(job), "--org", "Acme RL"])
+    assert result.exit_code == 0, result.output
+    auth.login(member.email)
+    return export(client, kind="all", format="trl"), export(client, kind="preference", format="trl")
+
+
+def first_words(row: dict) -> str:
+    """The agent's first words in a TRL row, which tell terminus-2's trials of the fixture apart."""
+    return next(m["content"] for m in row["messages"] if m["role"] == "assistant")
+
+
+def harbor_trajectories(job) -> dict[str, dict]:
+    """Each trial's ATIF trajectory, by the agent's first words."""
+    documents = [json.loads(path.read_text()) for path in sorted(job.glob("*/agent/trajectory.json"))]
+    return {next(s["message"] for s in d["steps"] if s["source"] == "agent"): d for d in documents}
+
+
+def called(document: dict) -> list[str]:
+    """The functions a trajectory calls, in the order first called."""
+    names = [call["function_name"] for s in document["steps"] for call in s.get("tool_calls") or []]
+    return list(dict.fromkeys(names))
+
+
+def test_an_imported_job_without_tool_definitions_lists_the_called_functions_as_inferred_tools(
+    client, auth, runner, make_member
+):
+    rows, pairs = harbor_rows(client, auth, runner, make_member, HARBOR / HARBOR_JOB)
+    trajectories = harbor_trajectories(HARBOR / HARBOR_JOB)
+    assert len(rows) == len(trajectories) == 4
+    schemas = {"bash_command": BASH_COMMAND, "mark_task_complete": {}}
+    for row in rows:
+        document = trajectories[first_words(row)]
+        assert "tool_definitions" not in document["agent"]
+        assert row["tools"] == [inferred(name, schemas[name]) for name in called(document)]
+        assert_message_shape(row["messages"])
+        for family, rendered in render_everywhere(row).items():
+            assert INFERRED in rendered["text"], family  # the template rendered the inferred tools
+    (pair,) = pairs  # one task, rewards 1 and 0: the latest 1 against the earliest 0
+    sides = [pair["chosen"], pair["rejected"]]
+    names = {c["function"]["name"] for side in sides for m in side for c in m.get("tool_calls", [])}
+    assert {t["function"]["name"] for t in pair["tools"]} == names
+    assert all(t["function"]["description"] == INFERRED for t in pair["tools"])
+    for family, rendered in render_everywhere(pair).items():
+        assert INFERRED in rendered["prompt"], family
+
+
+def test_a_trajectory_that_defines_its_tools_keeps_them_and_the_others_get_inferred_ones(
+    client, auth, runner, make_member, tmp_path
+):
+    job = writable_copy(HARBOR / HARBOR_JOB, tmp_path / HARBOR_JOB)
+    definitions = [
+        {
+            "type": "function",
+            "function": {
+                "name": "bash_command",
+                "description": "Send keystrokes to the terminal.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"keystrokes": {"type": "string"}, "duration": {"type": "number"}},
+                    "required": ["keystrokes"],
+                },
+            },
+        }
+    ]
+    path = sorted(job.glob("*/agent/trajectory.json"))[0]
+    document = json.loads(path.read_text())
+    document["agent"]["tool_definitions"] = definitions  # defines bash_command only, though it also calls another
+    path.write_text(json.dumps(document))
+    defining = next(s["message"] for s in document["steps"] if s["source"] == "agent")
+    assert called(document) == ["bash_command", "mark_task_complete"]
+    rows, _ = harbor_rows(client, auth, runner, make_member, job)
+    assert len(rows) == 4
+    by_words = {first_words(row): row for row in rows}
+    assert by_words.pop(defining)["tools"] == definitions  # as defined: mark_task_complete is not added
+    trajectories = harbor_trajectories(job)
+    schemas = {"bash_command": BASH_COMMAND, "mark_task_complete": {}}
+    for words, row in by_words.items():
+        assert row["tools"] == [inferred(name, schemas[name]) for name in called(trajectories[words])]
+        render_everywhere(row)
 
 
 def test_gemma3_cannot_render_tool_calls_by_trls_own_check():

@@ -389,9 +389,35 @@ def test_importing_again_reports_trials_that_changed_since(harbor, runner, make_
     again = import_harbor(runner, harbor)
     assert again.exit_code == 0, again.output
     lines = again.output.strip().splitlines()
-    assert lines[-2] == "Imported 0 trials into 0 runs (4 already there)."
+    assert lines[-2] == f"Nothing new to import: all 4 trials of job {JOB} were imported before; nothing was written."
     assert lines[-1].startswith("1 of those already there differ from what was read now")
     assert json.loads((first / "result.json").read_text())["id"] in lines[-1]
+
+
+def test_importing_a_job_again_says_its_trials_were_imported_before_and_writes_nothing(
+    harbor, runner, make_member, count_rows
+):
+    """The second import of a job reads trials imported before: it says so, with no warning about their tasks."""
+    member = make_member("olga@acme.test", "Acme RL", "owner")
+    shutil.rmtree(harbor / "tasks")
+    for trial in trial_dirs(harbor / JOB):
+        (trial / "agent" / "trajectory.json").unlink()  # no instruction.md, no prompt quoting it: named only
+    first = import_harbor(runner, harbor / JOB)
+    assert first.exit_code == 0, first.output
+    assert first.output.strip().splitlines() == [
+        "Imported 4 trials into 1 runs (0 already there).",
+        "Warning: 4 of the 4 trials imported have no instruction: their task's instruction.md was not found where "
+        "the job points, so their task only names the task. A trial keeps the task it was imported with (importing "
+        "again changes nothing): import a job whose task folders are elsewhere with --tasks DIR.",
+    ]
+    written = {table: count_rows(table, member.org) for table in (*IMPORTED_TABLES, "rollouts")}
+    again = import_harbor(runner, harbor / JOB)
+    assert again.exit_code == 0, again.output
+    assert again.output.strip().splitlines() == [
+        f"Nothing new to import: all 4 trials of job {JOB} were imported before; nothing was written."
+    ]
+    assert {table: count_rows(table, member.org) for table in written} == written
+    assert written["evaluation_trials"] == 4
 
 
 def test_a_renamed_job_in_its_jobs_folder_still_finds_its_task(harbor, tmp_path, runner, make_member, database):
@@ -425,5 +451,8 @@ def test_tasks_option_takes_the_tasks_folder_itself_and_a_missing_task_is_warned
     other = make_member("ann@globex.test", "Globex", "owner")
     warned = runner.invoke(args=["import-harbor", str(harbor / JOB), "--org", "Globex", "--tasks", str(empty)])
     assert warned.exit_code == 0
-    assert "Warning: 4 trial(s) were imported without their task's instruction.md" in warned.output
+    assert (
+        "Warning: 4 of the 4 trials imported have no instruction: their task's instruction.md was not found "
+        "where --tasks points" in warned.output
+    )
     assert all("--tasks" in t["task"] for t in imported(database, other.org.id).values())

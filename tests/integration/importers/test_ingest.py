@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from bench.generate import check_rollups
 from domain.outcome import OBSERVATION_CAP_CHARS
+from queries.training_formats import INFERRED_TOOL
 from queries.trials import TRAJECTORY_BODY
 from tests.helpers import api_ids, import_ndjson, line, ndjson, texts
 from tests.paths import TESTS
@@ -185,7 +186,7 @@ def test_harbor_job_import_shows_up_like_a_worker_run(
     assert result.exit_code == 0, result.output
     assert "Imported 3 trials into 2 runs (0 already there)." in result.output
     again = runner.invoke(args=["import-harbor", str(job), "--org", "Acme RL"])
-    assert "Imported 0 trials into 0 runs (3 already there)." in again.output
+    assert f"Nothing new to import: all 3 trials of job {job.name} were imported before" in again.output
     assert check_rollups(database) == []
 
     auth.login(member.email)
@@ -287,7 +288,7 @@ def test_a_line_with_nan_is_refused_naming_the_line_and_nothing_is_written(api, 
 
 def test_training_rows_of_an_imported_atif_trajectory_take_its_prompt_and_tool_definitions(api):
     """The ATIF document's own user step is the prompt (the task is not added twice), and `tools` are its
-    agent.tool_definitions, never the tools it merely called."""
+    agent.tool_definitions; a document without them lists the functions it called, inferred from the calls."""
     defined: dict[str, Any] = {
         "type": "function",
         "function": {
@@ -307,7 +308,10 @@ def test_training_rows_of_an_imported_atif_trajectory_take_its_prompt_and_tool_d
     plain = {**ATIF, "session_id": "other"}
     assert import_ndjson(api, ndjson(line("x-2", 2, 0.5, trajectory=plain))).status_code == 201
     rows = [json.loads(x) for x in api.client.get("/api/v1/rollouts?kind=all&format=trl").data.splitlines()]
-    assert sorted(len(r["tools"]) for r in rows) == [0, 2]  # no definitions, none offered: no tools at all
+    inferred = {"type": "object", "properties": {"cmd": {"type": "string"}}}  # its calls: bash with a `cmd` text
+    assert [r["tools"] for r in rows if r["tools"][0] != defined] == [
+        [{"type": "function", "function": {"name": "bash", "description": INFERRED_TOOL, "parameters": inferred}}]
+    ]
 
 
 def test_the_trial_page_shows_final_metrics_totals_and_says_latency_was_not_recorded(api, client):
