@@ -283,7 +283,7 @@ def test_the_offered_tools_become_json_schemas():
 def test_called_tools_are_inferred_with_the_types_their_values_agree_on():
     from types import SimpleNamespace
 
-    calls = [
+    calls: list[dict[str, Any]] = [
         {"id": "1", "name": "search", "arguments": {"query": "socks", "limit": 3}},
         {"id": "2", "name": "search", "arguments": {"query": 42, "limit": 2.5, "exact": True}},
         {"id": "3", "name": "open", "arguments": {"path": "/a", "lines": [1, 2], "options": {"raw": True}}},
