@@ -136,6 +136,8 @@ def _rewards(files: HarborFiles, trial_dir: Path, result: dict[str, Any]) -> Rew
             return rewards_of(files.read_json(reward_json), "reward.json")
         if files.exists(reward_txt):
             return read_rewards(None, files.read_bytes(reward_txt)[0])
+    except IngestError:  # a file that cannot be read, already naming it
+        raise
     except ValueError as problem:
         source = result_file if written else reward_json if files.exists(reward_json) else reward_txt
         raise IngestError(0, files.name(source), str(problem)) from None
