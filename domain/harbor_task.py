@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import math
 import posixpath
 import re
@@ -34,7 +33,7 @@ from typing import Any
 
 import dockerfile
 
-from domain.json_depth import MAX_JSON_DEPTH
+from domain.json_depth import MAX_JSON_DEPTH, TooDeep, loads
 from domain.limits import ceilings, max_trial_timeout_s
 from domain.rules import STAGE_KEY
 
@@ -695,35 +694,95 @@ def unit(value: float) -> float:
     return min(1.0, max(0.0, float(value)))
 
 
-def read_rewards(reward_json: bytes | None, reward_txt: bytes | None) -> tuple[float, dict[str, float]]:
-    """The reward and stage_* values a verifier wrote: reward.json's "reward" (its only key when it has one) and
-    every other numeric key as stage_<key>, else reward.txt's number. ValueError says what is wrong."""
+@dataclass(frozen=True)
+class Rewards:
+    """What a verifier's rewards give a trial: its reward, its stage_* values and how the reward was derived, in
+    words the trial page shows under Reward ("the mean of 2 rewards in reward.json: correctness, performance")."""
+
+    reward: float
+    stages: dict[str, float]
+    derived: str
+
+
+MOST_KEYS_NAMED = 10  # the keys the words of a mean name; past them, how many more
+
+
+def _shown(key: str) -> str:
+    """A key as a refusal names it: quoted, its first 40 characters."""
+    return repr(f"{key[:40]}…" if len(key) > 40 else key)
+
+
+def _finite(value: Any, source: str, key: str) -> float:
+    """A reward value as a float, or ValueError naming its key: a JSON number (not true or false), finite."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{source}'s key {_shown(key)} does not hold a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{source} holds a number that is not finite (its key {_shown(key)})")
+    return number
+
+
+def stage_key_of(key: str) -> str:
+    """The stage key a reward key makes: stage_<key>, or the key itself when it already starts with stage_."""
+    return key if key.startswith("stage_") else f"stage_{key}"
+
+
+def rewards_of(document: Any, source: str = "reward.json") -> Rewards:
+    """The rewards a verifier wrote, as Harbor writes them: `document` is reward.json's JSON (or result.json's
+    verifier_result.rewards, `source` naming which file it came from) — a number, or an object of numbers.
+
+    Every key but "reward" becomes a stage (stage_<key>, STAGE_KEY's rule); the reward is the "reward" key when there
+    is one, else the only key, else the mean of the keys (of their values held to 0..1). Each value must be a finite
+    number; rewards and stages are held to 0..1. ValueError names the key that is wrong (never its value).
+    """
+    if not isinstance(document, dict):
+        if isinstance(document, bool) or not isinstance(document, int | float):
+            raise ValueError(f"{source} is neither a number nor an object")
+        return Rewards(unit(_finite(document, source, "")), {}, f"{source}'s number")
+    if not document:
+        raise ValueError(f"{source} holds no rewards (an empty object)")
+    values = {key: _finite(value, source, key) for key, value in document.items()}
+    stages: dict[str, float] = {}
+    made_by: dict[str, str] = {}
+    for key, value in values.items():
+        if key == "reward":
+            continue
+        stage = stage_key_of(key)
+        if not STAGE_KEY.check(stage):
+            raise ValueError(
+                f"{source} has a key that makes no stage key ({_shown(key)}): stage_<key> {STAGE_KEY.says}"
+            )
+        if stage in made_by:
+            raise ValueError(f"{source}'s keys {_shown(made_by[stage])} and {_shown(key)} make the same stage, {stage}")
+        made_by[stage], stages[stage] = key, unit(value)
+    if "reward" in values:
+        return Rewards(unit(values["reward"]), stages, f"{source}'s reward")
+    if len(values) == 1:
+        (key,) = values
+        return Rewards(unit(values[key]), stages, f"{source}'s only key, {key}")
+    named = ", ".join(list(values)[:MOST_KEYS_NAMED])
+    more = f" and {len(values) - MOST_KEYS_NAMED} more" if len(values) > MOST_KEYS_NAMED else ""
+    mean = sum(stages.values()) / len(stages)
+    return Rewards(mean, stages, f"the mean of {len(values)} rewards in {source}: {named}{more}")
+
+
+def read_rewards(reward_json: bytes | None, reward_txt: bytes | None) -> Rewards:
+    """The rewards a verifier wrote to /logs/verifier: reward.json's (see `rewards_of`), else reward.txt's number,
+    as Harbor reads them. ValueError says what is wrong."""
     for name, body in (("reward.json", reward_json), ("reward.txt", reward_txt)):
         if body is not None and len(body) > MAX_REWARD_FILE_BYTES:
             raise ValueError(f"{name} is over {MAX_REWARD_FILE_BYTES // 1024} KB, the most a reward file may hold")
     if reward_json is not None:
         try:
-            values = json.loads(reward_json)
+            document = loads(reward_json)
+        except TooDeep as error:
+            raise ValueError(f"reward.json is nested more than {error.limit} levels deep") from None
         except ValueError as error:
             raise ValueError(f"reward.json is not JSON ({error})") from None
-        if isinstance(values, int | float) and not isinstance(values, bool):
-            return unit(values), {}
-        if not isinstance(values, dict):
-            raise ValueError("reward.json is neither a number nor an object")
-        numbers = {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-        if "reward" in numbers:
-            reward = numbers.pop("reward")
-        elif len(numbers) == 1:
-            reward = next(iter(numbers.values()))
-            numbers = {}
-        else:
-            raise ValueError('reward.json has no numeric "reward"')
-        if not all(math.isfinite(v) for v in (reward, *numbers.values())):
-            raise ValueError("reward.json holds a number that is not finite")
-        if (bad := next((k for k in numbers if not STAGE_KEY.check(f"stage_{k}")), None)) is not None:
-            shown = f"{bad[:40]}…" if len(bad) > 40 else bad
-            raise ValueError(f"reward.json has a key that makes no stage key ({shown!r}): stage_<key> {STAGE_KEY.says}")
-        return unit(reward), {f"stage_{k}": unit(v) for k, v in numbers.items()}
+        return rewards_of(document, "reward.json")
     if reward_txt is not None:
         try:
             reward = float(reward_txt.decode("utf-8", "replace").strip())
@@ -731,5 +790,5 @@ def read_rewards(reward_json: bytes | None, reward_txt: bytes | None) -> tuple[f
             raise ValueError("reward.txt does not hold a number") from None
         if not math.isfinite(reward):
             raise ValueError("reward.txt holds a number that is not finite")
-        return unit(reward), {}
+        return Rewards(unit(reward), {}, "reward.txt's number")
     raise ValueError("the verifier wrote neither /logs/verifier/reward.txt nor reward.json")

@@ -25,6 +25,9 @@ OBSERVATION_CAP_CHARS = 16 * 1024  # a 9 KB JSON observation stays whole, so the
 EXPLANATION_CAP_CHARS = 2 * 1024  # what a verifier says of one stage (or of the trial), the end kept
 EXPLANATIONS_KEY = "explanations"  # where a trial's metrics keep them, beside its stage_* values
 VERIFIER_EXPLANATION = "verifier"  # the explanation of the trial as a whole (Harbor's verifier output)
+# How the trial's reward was derived from the rewards its verifier wrote (a Harbor task's reward.json: "the mean of 2
+# rewards in reward.json: correctness, performance"), said by the worker or the importer, never by the verifier.
+REWARD_EXPLANATION = "reward"
 
 
 def truncate(text: str, cap: int, what: str) -> str:
@@ -60,7 +63,8 @@ class TrialOutcome:
         default_factory=list
     )  # what the agent was offered: name, description, inputSchema
     finished_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    # What the verifier said: stage key → its words on that stage, VERIFIER_EXPLANATION → on the trial as a whole.
+    # What the verifier said: stage key → its words on that stage, VERIFIER_EXPLANATION → on the trial as a whole;
+    # REWARD_EXPLANATION → how the reward was derived from what it wrote.
     explanations: dict[str, str] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, Any]:

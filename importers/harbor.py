@@ -2,18 +2,20 @@
 
 Mapping (also in docs/api.md, Harbor job directories): each task is an environment whose version spec is
 {"kind": "external", "source": "harbor", "task": name[, "checksum"]}; the attempts of a
-task form one run (in trial-name order, eight per run); `verifier_result.rewards.reward`
-(or verifier/reward.json, verifier/reward.txt) is the reward and every other reward key
-becomes a stage_* key; the exception type becomes the failure_category in snake_case
-(`verifier_failed` when the reward is below 1 without one); agent/trajectory.json is the
-ATIF trajectory, every step of it a structured step; trial.log and the verifier's output
+task form one run (in trial-name order, eight per run); the verifier's rewards
+(`verifier_result.rewards`, else verifier/reward.json, else verifier/reward.txt) are read as a native run reads
+them (domain.harbor_task.rewards_of: every key but "reward" a stage_* key; the reward is "reward", else the only
+key, else the mean of the keys; how it was derived is kept beside the verifier's words); the exception type
+becomes the failure_category in snake_case (`verifier_failed` when the reward is below 1 without one);
+agent/trajectory.json is the ATIF trajectory, every step of it a structured step; trial.log and the verifier's output
 (verifier/test-stdout.txt, test-stderr.txt) and the exception form the log, capped keeping the end; the
 task shown is the task's instruction.md (found from the config's task path, relative to the folder Harbor
 ran in or to --tasks DIR). A directory of jobs imports each job; a directory that is neither is refused.
 
-Every file is read through `read_job_file`: a path that resolves outside the job directory
+Every file is read through `HarborFiles`: a path that resolves outside the job directory
 (a symlink, or a symlinked trial directory) or that is not a regular file is refused, and no
-error message ever quotes a file's content, only its path relative to the job.
+error message ever quotes a file's content, only its path relative to the job (and, for a reward
+that cannot be read, its key).
 """
 
 from __future__ import annotations
@@ -25,10 +27,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from domain.harbor_task import unit
+from domain.harbor_task import Rewards, read_rewards, rewards_of, unit
 from domain.json_depth import TooDeep, loads
-from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, truncate
-from domain.rules import FINITE, Refused
+from domain.outcome import LOG_CAP_CHARS, REWARD_EXPLANATION, VERIFIER_EXPLANATION, truncate
 from domain.vocabulary import MAX_ATTEMPTS
 from importers.ingest import IngestError, ParsedTrial, parse_trial
 
@@ -121,25 +122,26 @@ class HarborFiles:
             ) from None
 
 
-def _reward_file(files: HarborFiles, trial_dir: Path) -> float | None:
-    """The reward kept in verifier/reward.json or verifier/reward.txt, if either exists."""
+def _rewards(files: HarborFiles, trial_dir: Path, result: dict[str, Any]) -> Rewards | None:
+    """What the verifier's rewards give the trial (domain.harbor_task.rewards_of, as a native run reads them):
+    result.json's verifier_result.rewards, else verifier/reward.json, else verifier/reward.txt; None without any.
+    A refusal names the file and the key, never a value (it is file content)."""
+    result_file = trial_dir / "result.json"
     reward_json, reward_txt = trial_dir / "verifier" / "reward.json", trial_dir / "verifier" / "reward.txt"
-    if files.exists(reward_json):
-        value = files.read_json(reward_json)
-        value = value.get("reward") if isinstance(value, dict) else value
-        return _number(files, reward_json, value)
-    if files.exists(reward_txt):
-        return _number(files, reward_txt, files.read_text(reward_txt), text=True)
-    return None
-
-
-def _number(files: HarborFiles, path: Path, value: Any, *, text: bool = False) -> float:
-    """`value` (a JSON value, or a file's `text`) as a reward by domain.rules' FINITE, or an error naming `path` (the
-    value itself is not repeated: it is file content). A string in JSON is no number, as in an ingest line."""
+    written = _object(result, "verifier_result").get("rewards")
     try:
-        return float(FINITE.apply_text(value.strip()) if text else FINITE.apply(value))
-    except Refused:
-        raise IngestError(0, files.name(path), "does not hold a number as its reward") from None
+        if written:
+            return rewards_of(written, "result.json")
+        if files.exists(reward_json):
+            return rewards_of(files.read_json(reward_json), "reward.json")
+        if files.exists(reward_txt):
+            return read_rewards(None, files.read_bytes(reward_txt)[0])
+    except IngestError:  # a file that cannot be read, already naming it
+        raise
+    except ValueError as problem:
+        source = result_file if written else reward_json if files.exists(reward_json) else reward_txt
+        raise IngestError(0, files.name(source), str(problem)) from None
+    return None
 
 
 def _object(document: dict[str, Any], key: str) -> dict[str, Any]:
@@ -240,18 +242,13 @@ def harbor_line(
     result = files.read_json(result_file)
     if not isinstance(result, dict):
         raise IngestError(0, files.name(result_file), "is not a JSON object")
-    rewards = dict(((result.get("verifier_result") or {}).get("rewards")) or {})
-    reward = rewards.pop("reward", None)
-    reward = _reward_file(files, trial_dir) if reward is None else _number(files, result_file, reward)
-    numeric = {
-        k: _number(files, result_file, v)
-        for k, v in rewards.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
-    stages = {(k if k.startswith("stage_") else f"stage_{k}"): unit(v) for k, v in numeric.items()}
-    stages = {**_step_stages(result), **stages}  # a multi-step task's per-step rewards are its partial credit
+    rewards = _rewards(files, trial_dir, result)
+    reward = None if rewards is None else rewards.reward
+    stages = {**_step_stages(result), **(rewards.stages if rewards else {})}  # per-step rewards are partial credit
+    derived = rewards.derived if rewards else ""
     if reward is None and stages:
         reward = sum(stages.values()) / len(stages)
+        derived = f"the mean of {len(stages)} steps' rewards in result.json's step_results"
     category: str | None
     exception = result.get("exception_info") or {}
     if exception.get("exception_type"):
@@ -271,11 +268,11 @@ def harbor_line(
         "externalId": f"harbor:{result.get('id') or f'{job_name}/{trial_dir.name}'}",
         "environment": {"name": task, "spec": spec},
         "attempt": 1,
-        "reward": None if reward is None else unit(reward),
+        "reward": reward,
         "stages": stages,
         "failureCategory": category,
         "log": _log(files, trial_dir, result),
-        "explanations": _verifier_output(files, trial_dir),
+        "explanations": {**_verifier_output(files, trial_dir), **({REWARD_EXPLANATION: derived} if derived else {})},
         "task": _instruction(result, trajectory, _task_roots(files.job, config, tasks)),
         "agent": f"{agent.get('name', 'harbor-agent')}{f' ({model})' if model else ''}",
         "trajectory": trajectory,

@@ -22,6 +22,7 @@ from db.session import secrets_key_of
 from domain.errors import SpecError
 from domain.outcome import (
     LOG_CAP_CHARS,
+    REWARD_EXPLANATION,
     VERIFIER_EXPLANATION,
     TrialOutcome,
     truncate_keep_end,
@@ -85,7 +86,8 @@ class IngestTrial(BaseModel):
     seed: Annotated[int, integer_from(-(2**31), 2**31 - 1)] = 0
     agent: Name = "imported"
     trajectory: dict[str, Any] | list[Any] | None = None
-    # What the verifier said: a stage key → its words on that stage, "verifier" → on the trial as a whole
+    # What the verifier said: a stage key → its words on that stage, "verifier" → on the trial as a whole, "reward" →
+    # how the reward was derived from what it wrote
     explanations: dict[str, str] = Field(default_factory=dict)
     startedAt: Annotated[datetime | None, MOMENT] = None  # when the trial ran (without a zone: UTC); default: now
     finishedAt: Annotated[datetime | None, MOMENT] = None
@@ -94,8 +96,11 @@ class IngestTrial(BaseModel):
     @classmethod
     def _explained_keys(cls, explanations: dict[str, str]) -> dict[str, str]:
         for key in explanations:
-            if not (STAGE_KEY.check(key) or key == VERIFIER_EXPLANATION):
-                raise ValueError(f"explanations are keyed by a stage_* key or {VERIFIER_EXPLANATION!r}, not {key!r}")
+            if not (STAGE_KEY.check(key) or key in (VERIFIER_EXPLANATION, REWARD_EXPLANATION)):
+                raise ValueError(
+                    f"explanations are keyed by a stage_* key, {VERIFIER_EXPLANATION!r} or {REWARD_EXPLANATION!r}, "
+                    f"not {key!r}"
+                )
         return explanations
 
     @field_validator("stages")

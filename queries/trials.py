@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from domain.outcome import EXPLANATIONS_KEY, VERIFIER_EXPLANATION
+from domain.outcome import EXPLANATIONS_KEY, REWARD_EXPLANATION, VERIFIER_EXPLANATION
 from domain.trajectory import Step, structured
 from queries.conditions import Conditions
 from queries.filters import FAILED_RANK, TrialFilters
@@ -41,7 +41,8 @@ class TrialDetail(TrialOutcome):
     previous_id: uuid.UUID | None
     next_id: uuid.UUID | None
     run_number: int  # the `#n` of the run's label: its sequence number within the environment version
-    explanations: dict[str, str]  # what the verifier said: stage key → words, "verifier" → on the whole trial
+    explanations: dict[str, str]  # what the verifier said: stage key → words, "verifier" → on the whole trial,
+    # "reward" → how the reward was derived from what it wrote
     imported: bool  # it ran in another harness: its steps, log and explanations are as its file said
     offered_tools: frozenset[str]  # the names of the tools the environment offered the agent
 
@@ -49,6 +50,12 @@ class TrialDetail(TrialOutcome):
     def verdict(self) -> str | None:
         """The verifier's words on the trial as a whole (Harbor: its output), when it gave any."""
         return self.explanations.get(VERIFIER_EXPLANATION)
+
+    @property
+    def reward_derived(self) -> str | None:
+        """How the reward was derived from what the verifier wrote ("reward.json's reward", "the mean of 2 rewards
+        in reward.json: correctness, performance"), when that was said (Harbor tasks, native or imported)."""
+        return self.explanations.get(REWARD_EXPLANATION)
 
     @property
     def download_name(self) -> str:

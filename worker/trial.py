@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from domain.agents import AgentModel, OracleAgent, agent_model
 from domain.limits import max_trial_timeout_s
-from domain.outcome import LOG_CAP_CHARS, VERIFIER_EXPLANATION, TrialOutcome
+from domain.outcome import LOG_CAP_CHARS, REWARD_EXPLANATION, VERIFIER_EXPLANATION, TrialOutcome
 from domain.specs import spec_model
 from domain.trajectory import HARNESS_TOOL, Step, content_text, environment_step, message_step, step, tool_step
 from domain.trial_log import LogEntry, ProgramOutput, keep_end, log_text
@@ -331,7 +331,9 @@ def _score(env: TrialEnvironment, task: Task, loop: Loop, masker: Masker, starte
         )
     try:
         explanations = {
-            key: text for key, text in env.explain().items() if key in stages or key == VERIFIER_EXPLANATION
+            key: text
+            for key, text in env.explain().items()
+            if key in stages or key in (VERIFIER_EXPLANATION, REWARD_EXPLANATION)
         }
     except Exception as error:  # the words are a courtesy: a verifier that cannot give them still scored
         explanations = {}

@@ -66,10 +66,14 @@ else:
 
 @server.tool()
 def score(weight: float = 1.0) -> str:
-    """Verifier (the spec may pass a weight); its explanation says how often it was called."""
+    """Verifier (the spec may pass a weight); its explanation says how often it was called, and it claims words on
+    how the reward was derived, which are the worker's to say."""
     scored.append(1)
     said = f"poked {len(poked)} times; the verifier was called {len(scored)} times"
-    return json.dumps({"stage_poked": weight if poked else 0.0, "explanations": {"stage_poked": said}})
+    claimed = "reward.json's reward"
+    return json.dumps(
+        {"stage_poked": weight if poked else 0.0, "explanations": {"stage_poked": said, "reward": claimed}}
+    )
 
 
 server.run("stdio")

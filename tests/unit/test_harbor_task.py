@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from domain.harbor_task import IMAGE_ENV, TaskFile, TaskTree, read_dockerfile, read_rewards, substitute, task_spec
+from domain.harbor_task import (
+    IMAGE_ENV,
+    TaskFile,
+    TaskTree,
+    read_dockerfile,
+    read_rewards,
+    rewards_of,
+    substitute,
+    task_spec,
+)
 
 
 def test_env_workdir_and_copy_take_variables_as_docker_does():
@@ -64,16 +75,39 @@ def test_an_escaped_dollar_stays_a_dollar():
 @pytest.mark.parametrize(
     ("json_body", "txt_body", "expected"),
     [
-        (b'{"reward": 0.5, "a": 1, "b": 0}', None, (0.5, {"stage_a": 1.0, "stage_b": 0.0})),
-        (b'{"score": 0.75}', None, (0.75, {})),  # its only number is the reward
-        (b"1", None, (1.0, {})),
-        (b'{"reward": 7, "a": -2}', None, (1.0, {"stage_a": 0.0})),  # held to 0..1
-        (None, b" 0.25\n", (0.25, {})),
-        (b'{"reward": 1}', b"0", (1.0, {})),  # reward.json first, as Harbor reads it
+        (b'{"reward": 0.5, "a": 1, "b": 0}', None, (0.5, {"stage_a": 1.0, "stage_b": 0.0}, "reward.json's reward")),
+        (b"1", None, (1.0, {}, "reward.json's number")),
+        (b'{"reward": 1}', None, (1.0, {}, "reward.json's reward")),
+        (b'{"reward": 7, "a": -2}', None, (1.0, {"stage_a": 0.0}, "reward.json's reward")),  # held to 0..1
+        (None, b" 0.25\n", (0.25, {}, "reward.txt's number")),
+        (b'{"reward": 1}', b"0", (1.0, {}, "reward.json's reward")),  # reward.json first, as Harbor reads it
+        # was: 'reward.json has no numeric "reward"' (rewardkit's reward.json, one key per tests/ folder)
+        (
+            b'{"correctness": 1, "performance": 0}',
+            None,
+            (
+                0.5,
+                {"stage_correctness": 1.0, "stage_performance": 0.0},
+                "the mean of 2 rewards in reward.json: correctness, performance",
+            ),
+        ),
+        (b'{"a": 3, "b": 0.5, "c": -1}', None, (0.5, {"stage_a": 1.0, "stage_b": 0.5, "stage_c": 0.0}, None)),
+        # was: the only key the reward, and no stage
+        (b'{"score": 0.75}', None, (0.75, {"stage_score": 0.75}, "reward.json's only key, score")),
+        (b'{"stage_tests": 1, "lint": 0}', None, (0.5, {"stage_tests": 1.0, "stage_lint": 0.0}, None)),  # as import
     ],
 )
 def test_rewards_a_verifier_wrote(json_body, txt_body, expected):
-    assert read_rewards(json_body, txt_body) == expected
+    rewards = read_rewards(json_body, txt_body)
+    reward, stages, derived = expected
+    assert (rewards.reward, rewards.stages) == (reward, stages)
+    assert derived is None or rewards.derived == derived
+
+
+def test_the_mean_of_many_rewards_names_ten_keys_and_counts_the_rest():
+    rewards = rewards_of({f"k{n}": n % 2 for n in range(14)})
+    assert rewards.reward == 0.5
+    assert rewards.derived == "the mean of 14 rewards in reward.json: k0, k1, k2, k3, k4, k5, k6, k7, k8, k9 and 4 more"
 
 
 @pytest.mark.parametrize(
@@ -81,21 +115,29 @@ def test_rewards_a_verifier_wrote(json_body, txt_body, expected):
     [
         (None, None, "the verifier wrote neither /logs/verifier/reward.txt nor reward.json"),
         (b"{not json", None, "reward.json is not JSON"),
-        (b'{"a": 1, "b": 0}', None, 'reward.json has no numeric "reward"'),
         (b'"yes"', None, "reward.json is neither a number nor an object"),
+        (b"{}", None, "reward.json holds no rewards"),
         (None, b"passed", "reward.txt does not hold a number"),
         (None, b"nan", "reward.txt holds a number that is not finite"),
-        (b'{"reward": NaN}', None, "reward.json holds a number that is not finite"),
+        (b'{"reward": NaN}', None, "reward.json holds a number that is not finite (its key 'reward')"),
+        (b"NaN", None, "reward.json holds a number that is not finite"),
+        (b'{"a": 1, "b": ' + b"9" * 400 + b"}", None, "reward.json holds a number that is not finite (its key 'b')"),
+        # was: a value that is no number left out without a word
+        (b'{"correctness": 1, "notes": "good"}', None, "reward.json's key 'notes' does not hold a number"),
+        (b'{"reward": 1, "passed": true}', None, "reward.json's key 'passed' does not hold a number"),
+        (b'{"reward": 1, "judge": {"score": 1}}', None, "reward.json's key 'judge' does not hold a number"),
+        (b'{"a": 1, "stage_a": 0}', None, "reward.json's keys 'a' and 'stage_a' make the same stage, stage_a"),
         (b'{"reward": 1, "' + b"k" * 95 + b'": 1}', None, "reward.json has a key that makes no stage key ('kkkk"),
         # was: stored as stage_a,b and stage_, keys the stagePassed filter refuses
         (b'{"reward": 1, "a,b": 1}', None, "reward.json has a key that makes no stage key ('a,b'): stage_<key> must"),
         (b'{"reward": 1, "": 1}', None, "reward.json has a key that makes no stage key (''): stage_<key> must"),
         (b'{"reward": 1, "pad": "' + b"x" * 40_000 + b'"}', None, "reward.json is over 32 KB"),
         (None, b"1" + b" " * 40_000, "reward.txt is over 32 KB"),
+        (b"[" * 10_000 + b"]" * 10_000, None, "reward.json is nested more than 64 levels deep"),
     ],
 )
 def test_rewards_that_cannot_be_read_say_why(json_body, txt_body, says):
-    with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match=re.escape(says)):
         read_rewards(json_body, txt_body)
 
 

@@ -10,9 +10,11 @@ agent is the task's solution/ shown, at /solution.
 
 When the agent is done, the task's tests/ (never shown before) appear at /tests and `bash /tests/test.sh` runs in
 the same /app, within the task's verifier timeout, with a fresh /logs/verifier. The reward is what it wrote to
-/logs/verifier/reward.json ("reward", and every other number as stage_<key>) or reward.txt; its output is the
-trial's explanation. Without a reward file the reward is 0, the category `verifier_failed`, and the output is in
-the log. Those files are read inside the sandbox too: the worker never opens a path a tenant's program wrote.
+/logs/verifier/reward.json or reward.txt, read as Harbor writes them (domain.harbor_task.read_rewards: every key
+of reward.json but "reward" a stage_<key>; the reward is "reward", else the only key, else the mean of the keys);
+its output is the trial's explanation, and how the reward was derived is said beside it. Without a reward file
+(or with one that cannot be read) the reward is 0, the category `verifier_failed`, and the output is in the log.
+Those files are read inside the sandbox too: the worker never opens a path a tenant's program wrote.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from domain.harbor_task import APP, MAX_REWARD_FILE_BYTES, read_rewards
-from domain.outcome import VERIFIER_EXPLANATION
+from domain.outcome import REWARD_EXPLANATION, VERIFIER_EXPLANATION
 from domain.specs import HarborTaskSpec
 from domain.trajectory import Step
 from domain.trial_log import LogEntry, ProgramOutput
@@ -96,6 +98,7 @@ class HarborTaskEnvironment(TrialEnvironment):
         self.tool_errors = 0
         self.preamble: list[Step] = []
         self._reward: float | None = None
+        self._derived = ""  # how the reward was derived from the files the tests wrote (domain.harbor_task.Rewards)
         self._explanation = ""
         self._failed: VerifierFailure | Literal["timeout"] | None = (
             None  # the category the verifier's end gives (verifier_failed, timeout)
@@ -194,20 +197,23 @@ class HarborTaskEnvironment(TrialEnvironment):
         files = json.loads(read.stdout) if read.returncode == 0 and read.stdout.strip() else {}
         reward_json, reward_txt = (base64.b64decode(files[k]) if files.get(k) else None for k in ("json", "txt"))
         try:
-            self._reward, stages = read_rewards(reward_json, reward_txt)
+            rewards = read_rewards(reward_json, reward_txt)
         except ValueError as problem:
             self._reward, self._failed = 0.0, "verifier_failed"
             self.note(f"verifier_failed: tests/test.sh exit code {done.returncode}; {problem}")
             return {}
-        self.note(f"tests/test.sh exit code {done.returncode}: reward {self._reward:g}")
-        return stages
+        self._reward, self._derived = rewards.reward, rewards.derived
+        self.note(f"tests/test.sh exit code {done.returncode}: reward {self._reward:g} ({self._derived})")
+        return rewards.stages
 
     def reward(self, stages: dict[str, float]) -> float:
-        """The reward the verifier wrote (not the mean of its other keys)."""
+        """The reward the verifier's files give (reward.json's "reward", else its only key, else the mean of its
+        keys; reward.txt's number)."""
         return self._reward if self._reward is not None else 0.0
 
     def explain(self) -> dict[str, str]:
-        return {VERIFIER_EXPLANATION: self._explanation} if self._explanation else {}
+        said = {VERIFIER_EXPLANATION: self._explanation} if self._explanation else {}
+        return {**said, REWARD_EXPLANATION: self._derived} if self._derived else said
 
     def diagnose(self) -> VerifierFailure | Literal["timeout"]:
         return self._failed or "task_incomplete"

@@ -26,7 +26,7 @@ from mcp import ClientSession
 
 from domain.json_depth import TooDeep, loads
 from domain.limits import describe
-from domain.outcome import FAILURE_CATEGORY_CHARS
+from domain.outcome import FAILURE_CATEGORY_CHARS, REWARD_EXPLANATION
 from domain.rules import REWARD, STAGE_KEY, program_environment
 from domain.specs import STARTUP_TIMEOUT_S, McpSpec
 from domain.trajectory import Step, content_text, environment_step
@@ -303,7 +303,12 @@ class MCPEnvironment(TrialEnvironment):
         self.failure_category = category
         said = values.get("explanations")
         self.explanations = (
-            {k: str(v) for k, v in said.items() if isinstance(k, str) and isinstance(v, str)}
+            # how the reward was derived is the worker's to say (the mean of the stages), never the verifier's
+            {
+                k: str(v)
+                for k, v in said.items()
+                if isinstance(k, str) and isinstance(v, str) and k != REWARD_EXPLANATION
+            }
             if isinstance(said, dict)
             else {}
         )

@@ -250,3 +250,47 @@ def test_a_bash_call_past_its_timeout_is_stopped_and_bad_arguments_are_refused_a
     assert all(s["results"][0].get("isError") for s in steps[1:5])
     assert steps[5]["observation"] == "still here\n[exit code 0]"  # the trial went on
     assert outcome(trial) == ("failed", 0.0, "task_incomplete")
+
+
+# A verifier as Harbor's rewardkit writes one for a tests/ folder per criterion: reward.json with one key per criterion
+# (here the partial task's two files), and in the second case a "reward" of its own beside them.
+CRITERIA_SH = """#!/bin/bash
+correctness=0; performance=0
+[ "$(cat /app/a.txt 2>/dev/null)" = done ] && correctness=1
+[ "$(cat /app/b.txt 2>/dev/null)" = done ] && performance=1
+printf '{BESIDE"correctness": %s, "performance": %s}\\n' $correctness $performance > /logs/verifier/reward.json
+echo "correctness=$correctness performance=$performance"
+"""
+
+
+@pytest.mark.parametrize(
+    ("reward_key", "reward", "derived"),
+    [
+        ("", 0.5, "the mean of 2 rewards in reward.json: correctness, performance"),
+        ('"reward": 0.25, ', 0.25, "reward.json's reward"),
+    ],
+    ids=["criteria-only", "with-reward"],
+)
+def test_a_reward_json_of_several_keys_keeps_each_as_a_stage(
+    api, database, client, tmp_path, reward_key, reward, derived
+):
+    # was: verifier_failed, 'reward.json has no numeric "reward"' (and a "reward" key beside them was read alone)
+    task = tmp_path / "criteria"
+    shutil.copytree(TASKS / "partial", task)
+    (task / "tests" / "test.sh").write_text(CRITERIA_SH.replace("BESIDE", reward_key))
+    run = run_task(api, database, task, bash_agent("echo done > a.txt"))
+    trial = trial_of(api, run)
+    assert outcome(trial) == ("failed", reward, "task_incomplete"), trial
+    assert trial["stages"] == {"stage_correctness": 1.0, "stage_performance": 0.0}
+    # The trial page says how the reward was derived, under Reward, and the stages with the verifier's words.
+    page = parse(api.get(f"/trials/{trial['id']}").text)
+    facts = one(page, "dl.facts").get_text(" ", strip=True)
+    assert f"Reward {reward:.3f} ({derived})" in facts, facts
+    assert "stage_correctness" in one(page, "table.stages").get_text() and "correctness=1" in page.get_text()
+    # The export's line holds both stages.
+    (line,) = [
+        json.loads(text)
+        for text in client.get("/api/v1/rollouts?kind=all").text.splitlines()
+        if json.loads(text)["evaluationRunId"] == run["id"]
+    ]
+    assert (line["reward"], line["stages"]) == (reward, {"stage_correctness": 1.0, "stage_performance": 0.0})

@@ -358,7 +358,10 @@ def test_a_multi_step_trials_per_step_rewards_become_its_stages(harbor, runner, 
     assert metrics == {
         "stage_step_1": 1.0,
         "stage_step_2": 0.25,
-        "explanations": {"verifier": "exists=1 content=1"},  # verifier/test-stdout.txt, beside the stages
+        "explanations": {  # verifier/test-stdout.txt, beside the stages, and how the reward was derived
+            "verifier": "exists=1 content=1",
+            "reward": "the mean of 2 steps' rewards in result.json's step_results",
+        },
     }
     assert reward == 0.625
     assert '== step results ==\n{"step": 1, "reward": 1.0}' in log
@@ -456,3 +459,65 @@ def test_tasks_option_takes_the_tasks_folder_itself_and_a_missing_task_is_warned
         "where --tasks points" in warned.output
     )
     assert all("--tasks" in t["task"] for t in imported(database, other.org.id).values())
+
+
+def rewarded_by_criteria(trial_dir: Path, rewards: dict, *, in_result: bool = True) -> dict:
+    """Give a trial of the fixture the rewards Harbor's rewardkit writes for a tests/ folder per criterion: one key
+    per criterion in verifier/reward.json, and the same in result.json's verifier_result (or none there, `in_result`
+    False, as when Harbor stopped before recording it). Returns its result.json."""
+    (trial_dir / "verifier" / "reward.json").write_text(json.dumps(rewards))
+    result = json.loads((trial_dir / "result.json").read_text())
+    result["verifier_result"] = {"rewards": rewards} if in_result else None
+    (trial_dir / "result.json").write_text(json.dumps(result))
+    return result
+
+
+@pytest.mark.parametrize(
+    ("in_result", "derived"),
+    [
+        (True, "the mean of 2 rewards in result.json: correctness, performance"),
+        (False, "the mean of 2 rewards in reward.json: correctness, performance"),
+    ],
+    ids=["result.json", "reward.json"],
+)
+def test_a_trial_rewarded_by_several_keys_imports_with_each_as_a_stage(
+    harbor, runner, make_member, database, client, auth, in_result, derived
+):
+    # was: "Error: …/result.json: does not hold a number as its reward" and nothing of the job imported
+    member = make_member("olga@acme.test", "Acme RL", "owner")
+    trial_dir = trial_dirs(harbor / JOB)[0]
+    result = rewarded_by_criteria(trial_dir, {"correctness": 1, "performance": 0}, in_result=in_result)
+    imported_now = import_harbor(runner, harbor / JOB)
+    assert imported_now.exit_code == 0, imported_now.output
+    assert imported_now.output.strip() == "Imported 4 trials into 1 runs (0 already there)."
+    with database.session(member.org.id) as session:
+        trial_id, reward, category, metrics = session.execute(
+            text("SELECT id, reward, failure_category, metrics FROM evaluation_trials WHERE external_id = :id"),
+            {"id": f"harbor:{result['id']}"},
+        ).one()
+    assert (reward, category) == (0.5, "verifier_failed")
+    assert {k: v for k, v in metrics.items() if k.startswith("stage_")} == {
+        "stage_correctness": 1.0,
+        "stage_performance": 0.0,
+    }
+    auth.login(member.email)
+    page = parse(client.get(f"/trials/{trial_id}").text)
+    assert f"Reward 0.500 ({derived})" in one(page, "dl.facts").get_text(" ", strip=True)
+    assert texts(page, "table.stages th[scope=row]") == ["stage_correctness", "stage_performance"]
+
+
+@pytest.mark.bad_input
+def test_a_reward_that_is_no_number_is_refused_naming_its_key_and_nothing_is_written(
+    harbor, runner, make_member, count_rows
+):
+    # was: a key whose value was no number was dropped without a word
+    member = make_member("olga@acme.test", "Acme RL", "owner")
+    trial_dir = trial_dirs(harbor / JOB)[0]
+    rewarded_by_criteria(trial_dir, {"correctness": 1, "notes": "TOPSECRET judge notes"})
+    result = import_harbor(runner, harbor / JOB)
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {trial_dir.name}/result.json: result.json's key 'notes' does not hold a number\n"
+    ), result.output
+    assert "TOPSECRET" not in result.output
+    assert all(count_rows(table, member.org) == 0 for table in IMPORTED_TABLES)

@@ -205,7 +205,7 @@ def test_harbor_job_import_shows_up_like_a_worker_run(
         ("count-lines", 2, 0.0, "verifier_failed"),
         ("fix-build", 1, 0.0, "agent_timeout_error"),
     ]
-    assert rows[1].metrics == {"stage_tests_passed": 0.5}
+    assert rows[1].metrics == {"stage_tests_passed": 0.5, "explanations": {"reward": "result.json's reward"}}
     for url in (f"/runs/{run_id}", f"/trials/{trial_id}", "/capability-gap", "/partial-rewards", "/trials"):
         assert client.get(url).status_code == 200, url
     assert "agent_timeout_error" in client.get("/capability-gap").text

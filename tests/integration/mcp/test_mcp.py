@@ -123,6 +123,8 @@ def test_a_healthy_faulty_server_scores(tmp_path):
         "tools/list",
         "poke",
     ]
+    # Its words on its stage are kept; those it claims on how the reward was derived are not (the worker's to say).
+    assert outcome.explanations == {"stage_poked": "poked 1 times; the verifier was called 1 times"}
 
 
 def test_no_server_process_is_left_behind():
