@@ -23,6 +23,9 @@
   function press(selector) {
     var button = document.querySelector(selector);
     if (!button || button.disabled) return false;
+    // A key pressed the moment a new trial is swapped in may come before htmx has taken up its form and links:
+    // taken up now (again is a no-op), the press is one request swapped in place, never a page load.
+    if (window.htmx && queue()) window.htmx.process(queue());
     button.click();
     return true;
   }
