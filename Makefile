@@ -31,13 +31,15 @@ run: $(VENV)/.runtime sandbox
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 # Tenant programs (command agents, MCP servers, verifiers) run under bubblewrap, and those that opt into the network
-# get one of their own through slirp4netns; as root, install whichever is missing.
+# get one of their own through slirp4netns; Harbor tasks' images are made with mmdebstrap and umoci, and their
+# Dockerfiles built with buildah (docs/harbor-images.md); as root, install whichever is missing.
 sandbox:
 	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	command -v slirp4netns >/dev/null 2>&1 || missing="$$missing slirp4netns"; \
+	for tool in mmdebstrap umoci buildah; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
 	if [ -n "$$missing" ]; then if [ "$$(id -u)" = 0 ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	else echo "missing:$$missing: sandboxed trials (or those with a network) end as environment_error (apt-get install$$missing)" >&2; fi; fi
+	else echo "missing:$$missing: sandboxed trials (or those with a network) end as environment_error, base images cannot be made (apt-get install$$missing)" >&2; fi; fi
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -1,8 +1,8 @@
 """The `flask --app app …` commands: init-db, create-org, create-user, add-member, invite, create-token,
-import-harbor, import-harbor-task, import-harbor-dataset, demo, worker. Registered by the app factory (as flaskr's
-db.py registers init-db); bad input prints one `Error:` line and exits 1 without writing anything. `main` is the
-`agentforge` console script: the same commands (and Flask's own: run, shell, routes) as one program, with `serve`
-(the dashboard under gunicorn), which builds no app of its own: each gunicorn worker process builds one.
+import-harbor, import-harbor-task, import-harbor-dataset, demo, worker, base-image. Registered by the app factory
+(as flaskr's db.py registers init-db); bad input prints one `Error:` line and exits 1 without writing anything.
+`main` is the `agentforge` console script: the same commands (and Flask's own: run, shell, routes) as one program,
+with `serve` (the dashboard under gunicorn), which builds no app of its own: each gunicorn worker process builds one.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from db.session import Database
 from domain.datasets import DATASET_NAME, DatasetRefused
 from domain.harbor_dataset import MAX_DATASET_UPLOAD_BYTES
 from domain.harbor_task import TaskRefused, read_task_archive
+from domain.images import ImageRefused, base_image_request
 from domain.rules import NAME, Refused, Rule, one_of
 from domain.vocabulary import ROLES
 from importers.harbor import MISSING_INSTRUCTION, read_harbor
@@ -34,6 +35,7 @@ from models.accounts import Membership, Organization
 from models.datasets import Dataset
 from models.environments import Environment
 from queries.accounts import find_account, find_organization
+from worker.images import ImageStore, ImageUnavailable, make_base_image
 from worker.loop import WorkerSettings, run_workers
 from writes.accounts import AccountError, add_membership, create_organization, create_user
 from writes.datasets import create_dataset
@@ -328,6 +330,23 @@ def register_commands(app: Flask) -> None:
         click.echo(f"Sandbox limits: {settings.sandbox.describe_limits()}.")
         processed = run_workers(database(), settings, stop, concurrency, until_idle)
         click.echo(f"Worker stopped after {processed} runs.")
+
+    @app.cli.command("base-image")
+    @click.argument("name")
+    @click.option("--debian", "suite", required=True, help="The Debian suite (bookworm, trixie…).")
+    @click.option("--packages", default="", help="Packages beyond the minimal base, separated by commas.")
+    def base_image(name: str, suite: str, packages: str) -> None:
+        """Make an image for Harbor tasks from this machine's Debian mirror (mmdebstrap's minbase and the packages)
+        and keep it in the worker's image store under NAME (AGENTFORGE_IMAGE_DIR, by default instance/images)."""
+        try:
+            request = base_image_request(name, suite, packages)
+            made = make_base_image(
+                ImageStore.from_environ(), request, extra_ca_bundle=os.environ.get("AGENTFORGE_EXTRA_CA_BUNDLE")
+            )
+        except (ImageRefused, ImageUnavailable) as error:
+            _fail(str(error))
+        added = f" with {', '.join(request.packages)}" if request.packages else ""
+        click.echo(f"Image {made.name} made from Debian {suite}{added}: {made.digest}, {made.size / 1e6:.0f} MB.")
 
 
 class Dashboard(BaseApplication):

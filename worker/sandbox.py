@@ -521,8 +521,11 @@ class TrialSandbox:
         limits: dict[str, int] | None = None,
         cwd: str | None = None,
         binds: tuple[Bind, ...] = (),
+        root: Path | None = None,
     ) -> Launch:
-        """Return how to start `argv` for `party` ("agent" or "environment") inside the sandbox.
+        """Return how to start `argv` for `party` ("agent" or "environment") inside the sandbox; with `root` (an
+        image's unpacked root filesystem, worker/images.py) the program sees that tree, read-only, instead of the
+        host's /usr and /etc.
 
         The party's directories (workspace, `cwd` inside it) are made by its first launch, before any of its programs
         runs; later launches (an MCP verifier command after the server) make and change nothing on the host.
@@ -531,7 +534,7 @@ class TrialSandbox:
         if problem:
             raise SandboxUnavailable(problem)
         side = self.party(party, limits=limits)
-        if binds and self.mode != "bwrap":
+        if (binds or root is not None) and self.mode != "bwrap":
             raise SandboxUnavailable("this environment needs the bubblewrap sandbox (AGENTFORGE_SANDBOX=bwrap)")
         resolved = resolve_limits(limits)
         inner_workspace = side.inner if self.mode == "bwrap" else str(side.workspace)
@@ -573,7 +576,7 @@ class TrialSandbox:
                 [*launcher, "--", *argv], environment, host_cwd, resolved, inner_workspace, side.cgroup, side.disk
             )
         # bubblewrap's options reach it through a descriptor (launcher.py): /proc/1/cmdline shows none of them.
-        flags = self._bwrap_flags(side, network, inner_cwd, binds)
+        flags = self._bwrap_flags(side, network, inner_cwd, binds, root)
         wrapped = [*launcher, f"args={len(flags)}", "--", self.settings.bwrap or "bwrap", *flags, "--"]
         if side.as_root:
             wrapped += [
@@ -606,10 +609,32 @@ class TrialSandbox:
             result.append((limit.rlimit, value, value + 1 if limit.key == "cpuSeconds" else value))
         return result
 
-    def _bwrap_flags(self, side: Party, network: bool, inner_cwd: str, binds: tuple[Bind, ...] = ()) -> list[str]:
+    def _bwrap_flags(
+        self, side: Party, network: bool, inner_cwd: str, binds: tuple[Bind, ...] = (), root: Path | None = None
+    ) -> list[str]:
         flags = _namespace_flags(as_root=side.as_root)
         # The private /tmp first: the project or the Python may live under the host's /tmp and are bound over it.
         flags += ["--size", str(64 * MIB), "--perms", "1777", "--tmpfs", "/tmp"]
+        if root is not None:
+            flags += _image_root_flags(root, network)
+        else:
+            flags += self._host_flags(network)
+        if network:
+            flags += ["--ro-bind", str(side.host_dir / "resolv.conf"), "/etc/resolv.conf"]
+        flags += ["--ro-bind", str(side.host_dir / "passwd"), "/etc/passwd"]
+        flags += ["--ro-bind", str(side.host_dir / "group"), "/etc/group"]
+        flags += ["--bind", str(side.workspace), side.inner, "--proc", "/proc", "--dev", "/dev"]
+        for bind in binds:  # parents bwrap makes would be 0700 root's (/logs of /logs/agent): made 0755 first
+            for parent in reversed(Path(bind.inner).parents[:-1]):
+                flags += ["--perms", "0755", "--dir", str(parent)]
+            flags += ["--bind" if bind.writable else "--ro-bind", str(bind.host), bind.inner]
+        flags += ["--chdir", inner_cwd]
+        return flags
+
+    def _host_flags(self, network: bool) -> list[str]:
+        """The host's system as a sandbox sees it (read-only): /usr, the allowed /etc entries, the worker's Python
+        and the project, the operator's shared paths, with the paths to hide hidden."""
+        flags: list[str] = []
         # Resolved: a checkout's .venv may be a symlink to a virtualenv elsewhere; bound at its own path, the link
         # inside the bound checkout then leads to it (binding onto the link itself fails).
         paths = (sys.prefix, sys.base_prefix, str(ROOT), *self.settings.shared)
@@ -624,21 +649,11 @@ class TrialSandbox:
         for name in _etc_allowed():
             if not (network and name == "resolv.conf"):
                 flags += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        if network:
-            flags += ["--ro-bind", str(side.host_dir / "resolv.conf"), "/etc/resolv.conf"]
-        flags += ["--ro-bind", str(side.host_dir / "passwd"), "/etc/passwd"]
-        flags += ["--ro-bind", str(side.host_dir / "group"), "/etc/group"]
         for path in readable:
             flags += ["--ro-bind", path, path]
         for path in self.settings.hidden:
             if any((path + "/").startswith(p.rstrip("/") + "/") for p in readable) and os.path.lexists(path):
                 flags += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
-        flags += ["--bind", str(side.workspace), side.inner, "--proc", "/proc", "--dev", "/dev"]
-        for bind in binds:  # parents bwrap makes would be 0700 root's (/logs of /logs/agent): made 0755 first
-            for parent in reversed(Path(bind.inner).parents[:-1]):
-                flags += ["--perms", "0755", "--dir", str(parent)]
-            flags += ["--bind" if bind.writable else "--ro-bind", str(bind.host), bind.inner]
-        flags += ["--chdir", inner_cwd]
         return flags
 
     def close(self) -> None:
@@ -646,6 +661,37 @@ class TrialSandbox:
         for side in self.parties.values():
             side.close()
         self.parties.clear()
+
+
+# An image's top-level entries the sandbox makes itself (or, for /etc, assembles entry by entry).
+IMAGE_ROOT_SKIPPED = frozenset(("proc", "dev", "sys", "tmp", "etc"))
+PARTY_ETC = frozenset(("passwd", "group"))  # the party's own, as with the host's /etc
+
+
+def _image_root_flags(root: Path, network: bool) -> list[str]:
+    """An image's root filesystem as a sandbox's, read-only: each top-level entry bound onto bubblewrap's own root
+    (a tmpfs), so the workspace and the binds get their mount points there and nothing is ever made in the image's
+    tree, which trials share; /etc likewise entry by entry, but for the party's passwd and group (and, with a
+    network, resolv.conf)."""
+    etc_skipped = PARTY_ETC | ({"resolv.conf"} if network else set())
+    flags = _image_entries(root, "", IMAGE_ROOT_SKIPPED)
+    flags += ["--perms", "0755", "--dir", "/etc"]
+    return flags + _image_entries(root / "etc", "/etc", etc_skipped)
+
+
+def _image_entries(folder: Path, inner: str, skipped: frozenset[str]) -> list[str]:
+    """bubblewrap's flags showing each entry of the image's `folder` at `inner`/name, read-only (links as links)."""
+    flags: list[str] = []
+    if folder.is_symlink() or not folder.is_dir():
+        return flags
+    for entry in sorted(os.scandir(folder), key=lambda found: found.name):
+        if entry.name in skipped:
+            continue
+        if entry.is_symlink():
+            flags += ["--symlink", os.readlink(entry.path), f"{inner}/{entry.name}"]
+        elif entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+            flags += ["--ro-bind", entry.path, f"{inner}/{entry.name}"]
+    return flags
 
 
 def _threads_of(uid: int) -> int:
