@@ -288,3 +288,24 @@ def image_root(store: ImageStore, name: str) -> Path:
             if scratch.exists():
                 shutil.rmtree(scratch, ignore_errors=True)
         return target / "rootfs"
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """What an image's config says its programs run with: ENV (as a mapping), WORKDIR and USER ("" when unset)."""
+
+    env: dict[str, str]
+    workdir: str
+    user: str
+
+
+def image_config(store: ImageStore, name: str) -> ImageConfig:
+    """The ENV, WORKDIR and USER of the image `name` (its OCI config, through its manifest); ImageUnavailable when
+    the store has no such image."""
+    digest = store.digest(name)
+    if digest is None:
+        raise ImageUnavailable(f"no image named {name} in {store.layout}")
+    manifest = json.loads(_blob(store, digest).read_text())
+    config = json.loads(_blob(store, manifest["config"]["digest"]).read_text()).get("config") or {}
+    env = dict(entry.partition("=")[::2] for entry in config.get("Env") or [])
+    return ImageConfig(env, str(config.get("WorkingDir") or ""), str(config.get("User") or ""))

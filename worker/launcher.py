@@ -29,7 +29,9 @@ The options (each `name=value`, repeatable where it makes sense): `rlimit=NAME:S
 `cgroup=PATH` (a cgroup.procs file to join), `seccomp=HEX` (the BPF filter), `args=N` (ARGV[0] is bubblewrap and
 the N words after it are its options), `slirp4netns=PATH` (when the program gets a network), `slirp-uid=UID` (the uid
 slirp4netns runs as, where the worker is root) and `deny=CIDR` (an address range the network refuses, besides
-link-local ones). The exit status is the program's (a signal as 128+n, as bubblewrap reports it).
+link-local ones), `userns=HOSTID:COUNT` (an image build's: bubblewrap runs as uid 0 of a user namespace of its
+own mapping COUNT uids and gids from HOSTID on, made by a child the launcher maps, which only root may do for a
+range). The exit status is the program's (a signal as 128+n, as bubblewrap reports it).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _fail(message: str) -> int:
 
 def _options(args: list[str]) -> dict[str, list[str]]:
     """`name=value` options before `--`, gathered by name."""
-    names = ("rlimit", "cgroup", "seccomp", "args", "slirp4netns", "slirp-uid", "deny")
+    names = ("rlimit", "cgroup", "seccomp", "args", "slirp4netns", "slirp-uid", "deny", "userns")
     found: dict[str, list[str]] = {name: [] for name in names}
     for arg in args:
         name, _, value = arg.partition("=")
@@ -217,6 +219,51 @@ def _holder(kernel: _Kernel, uid: int) -> tuple[int, int, int]:
     return pid, ready_read, hold_write
 
 
+class _UserNamespace:
+    """An image build's user namespace: the child that will exec bubblewrap makes it (`enter`, before its exec) and
+    waits; the launcher, root of the host, maps `count` uids and gids from `host` on to its 0… (`map`) and lets it
+    go on as that namespace's uid 0. Only the parent can write a range: a process may map only its own uid into a
+    namespace it made."""
+
+    def __init__(self, value: str) -> None:
+        host, _, count = value.partition(":")
+        self.host, self.count = int(host), int(count)
+        self.made_read, self.made_write = os.pipe()
+        self.go_read, self.go_write = os.pipe()
+        self.kernel = _Kernel()
+
+    def enter(self) -> None:
+        """In the child: make the namespace, wait until it is mapped, become its uid and gid 0."""
+        os.close(self.made_read)
+        os.close(self.go_write)
+        self.kernel.call("unshare", self.kernel.libc.unshare(CLONE_NEWUSER))
+        os.write(self.made_write, b"1")
+        if os.read(self.go_read, 1) != b"1":
+            raise OSError("the user namespace was not mapped")
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)
+        os.setgroups([])
+
+    def map(self, pid: int) -> bool:
+        """In the launcher: map the namespace child `pid` made; False when the child failed first (it said why)."""
+        os.close(self.made_write)
+        os.close(self.go_read)
+        try:
+            if os.read(self.made_read, 1) != b"1":
+                return False
+            for name in ("uid_map", "gid_map"):
+                with open(f"/proc/{pid}/{name}", "w") as file:
+                    file.write(f"0 {self.host} {self.count}")
+            os.write(self.go_write, b"1")
+            return True
+        except OSError as error:
+            os.write(2, f"agentforge sandbox: could not map the build's user namespace: {error}\n".encode())
+            return False
+        finally:
+            os.close(self.made_read)
+            os.close(self.go_write)
+
+
 def _read_child_pid(info: int) -> int | None:
     """bubblewrap's `--info-fd` JSON: the pid of the sandbox's first process (None when bubblewrap failed first)."""
     data = b""
@@ -329,10 +376,14 @@ def _networked(config: dict[str, list[str]], bwrap: str, options: list[str], com
         options = [word for word in options if word != "--unshare-net"]  # it joins the holder's namespace instead
         slirp = _slirp4netns(config["slirp4netns"][0], holder, uid, None)  # at once, beside bubblewrap's set-up
 
+    users = _UserNamespace(config["userns"][0]) if config["userns"] else None
+
     def enter() -> None:
         _confine(config)
         if holder is not None:
             kernel.join(holder, "net", CLONE_NEWNET)
+        if users is not None:  # after the network: the namespace's root has no capability over it
+            users.enter()
 
     info_read, info_write = os.pipe()
     block_read, block_write = os.pipe()
@@ -341,7 +392,7 @@ def _networked(config: dict[str, list[str]], bwrap: str, options: list[str], com
     sandbox = _spawn([*argv, *flags, *command], [info_write, block_read, *fds], enter)
     for fd in (info_write, block_read, *fds):
         os.close(fd)
-    child = _read_child_pid(info_read)
+    child = _read_child_pid(info_read) if users is None or users.map(sandbox) else None
     if slirp is None and child is not None:  # bubblewrap made the namespace, in a user namespace of the worker's
         _await_loopback(child)
         owner = kernel.network_owner(child)
@@ -400,6 +451,21 @@ def main(args: list[str]) -> int:
             return _networked(config, argv[0], options, command)
         bwrap, fds = _bubblewrap(argv[0], options, config["seccomp"])
         argv = [*bwrap, *command]
+        if config["userns"]:  # a child makes the namespace, the launcher maps it and waits for the program
+            users = _UserNamespace(config["userns"][0])
+
+            def enter() -> None:
+                _confine(config)
+                users.enter()
+
+            sandbox = _spawn(argv, fds, enter)
+            for fd in fds:
+                os.close(fd)
+            if not users.map(sandbox):
+                os.kill(sandbox, 9)
+                _status(sandbox)
+                return FAILED
+            return _status(sandbox)
     _confine(config)
     for fd in fds:
         os.set_inheritable(fd, True)

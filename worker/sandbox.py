@@ -64,6 +64,7 @@ WORKSPACE = "/workspace"  # where the workspace appears inside a bwrap sandbox
 DEFAULT_HARBOR_CACHE_MB = 10240  # what Harbor tasks' files and built /app may take on a worker's disk
 INNER_UID = 1000  # the uid a program sees inside a user namespace when the worker is not root
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's DNS forwarder: a networked sandbox's only name server
+BUILD_UIDS = 65536  # the uids and gids of an image build's user namespace: every owner a Debian tree has
 
 # /etc entries a program may need to run (dynamic linker, TLS roots, name service, time zone); nothing else of /etc.
 ETC_ALLOWED = (
@@ -125,6 +126,8 @@ class SandboxSettings:
     shared: tuple[str, ...] = ()  # host directories every sandbox sees read-only (AGENTFORGE_SANDBOX_PATHS)
     uid_base: int = 900_000
     uid_slots: int = 4096
+    # An image build's user namespace maps BUILD_UIDS host uids from build_uid_base + its slot * BUILD_UIDS on.
+    build_uid_base: int = 1_000_000
     state_dir: str = field(default_factory=lambda: default_state_dir())
     harbor_cache_mb: int = DEFAULT_HARBOR_CACHE_MB  # AGENTFORGE_HARBOR_CACHE_MB
     deny: tuple[str, ...] = ()  # CIDRs no networked sandbox reaches besides link-local ones (AGENTFORGE_SANDBOX_DENY)
@@ -557,18 +560,7 @@ class TrialSandbox:
             if side.cgroup is not None:
                 side.cgroup.limit(resolved)
         side.started = True
-        options = [f"rlimit={name}:{soft}:{hard}" for name, soft, hard in self._rlimits(resolved, side)]
-        options += [f"cgroup={procs}" for procs in (side.cgroup.procs_files if side.cgroup is not None else [])]
-        if self.mode == "bwrap":
-            try:
-                options.append(f"seccomp={seccomp.program()}")
-            except RuntimeError as error:
-                raise SandboxUnavailable(str(error)) from error
-            if network:
-                options.append(f"slirp4netns={self.settings.slirp4netns}")
-                options += [f"deny={cidr}" for cidr in self.settings.deny]
-                if side.as_root:  # a uid of its own, beyond the sandboxes' (uid_base + uid_slots + the slot)
-                    options.append(f"slirp-uid={side.uid + self.settings.uid_slots}")
+        options = self._launcher_options(side, resolved, network)
         launcher = [sys.executable, "-I", "-S", str(LAUNCHER), *options]
         if self.mode == "none":
             host_cwd = str(side.workspace / relative_cwd)
@@ -591,6 +583,98 @@ class TrialSandbox:
                 "--",
             ]
         return Launch([*wrapped, *argv], environment, None, resolved, inner_workspace, side.cgroup, side.disk)
+
+    def _launcher_options(
+        self, side: Party, limits: dict[str, int], network: bool, *, builder: bool = False
+    ) -> list[str]:
+        """worker/launcher.py's options for a program of `side`: its rlimits and control group, and in bwrap mode
+        the seccomp filter (buildah's, for a `builder`) and the network."""
+        options = [f"rlimit={name}:{soft}:{hard}" for name, soft, hard in self._rlimits(limits, side)]
+        options += [f"cgroup={procs}" for procs in (side.cgroup.procs_files if side.cgroup is not None else [])]
+        if self.mode == "bwrap":
+            try:
+                options.append(f"seccomp={seccomp.program(builder=builder)}")
+            except RuntimeError as error:
+                raise SandboxUnavailable(str(error)) from error
+            if network:
+                options.append(f"slirp4netns={self.settings.slirp4netns}")
+                options += [f"deny={cidr}" for cidr in self.settings.deny]
+                if side.as_root:  # a uid of its own, beyond the sandboxes' (uid_base + uid_slots + the slot)
+                    options.append(f"slirp-uid={side.uid + self.settings.uid_slots}")
+        return options
+
+    def build_uids(self, side: Party) -> int:
+        """The first host uid (and gid) of the user namespace `side`'s image builds run in: BUILD_UIDS of them,
+        from build_uid_base on, one range per uid slot (so no two builds on this machine share an owner)."""
+        return self.settings.build_uid_base + (side.uid - self.settings.uid_base) * BUILD_UIDS
+
+    def launch_builder(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        network: bool = False,
+        limits: dict[str, int] | None = None,
+    ) -> Launch:
+        """Return how to start an image builder (buildah, worker/image_builds.py) in the party "build": the sandbox
+        of a trial (its control group, disk, rlimits, PID, IPC, UTS and network namespaces, the host's /usr and few
+        /etc entries read-only, the workspace its cwd) but run as uid 0 of a user namespace of its own that maps
+        BUILD_UIDS uids from `build_uids` on (the launcher makes it), with bubblewrap's capabilities kept there, an
+        empty /sys, /etc/containers, and buildah's seccomp filter (the trial's, but for namespaces and mounts).
+        Only a worker run as root can map a range of uids; SandboxUnavailable says so otherwise."""
+        problem = self.settings.problem(network=network)
+        if problem:
+            raise SandboxUnavailable(problem)
+        if self.mode != "bwrap" or os.geteuid() != 0:
+            raise SandboxUnavailable(
+                "building an image needs the bubblewrap sandbox (AGENTFORGE_SANDBOX=bwrap) and a worker run as root "
+                f"(it maps {BUILD_UIDS} uids into the build's user namespace)"
+            )
+        closed = _closed_parent(Path(self.settings.state_dir))
+        if closed is not None:
+            raise SandboxUnavailable(
+                f"{closed} is closed to other users, so an image build (its own uids) cannot reach the sandbox "
+                f"directory {self.settings.state_dir} below it; let them pass (chmod o+x {closed}) or set TMPDIR to "
+                "another directory"
+            )
+        side = self.party("build", limits=limits)
+        resolved = resolve_limits(limits)
+        first = self.build_uids(side)
+        if not side.started:
+            os.chown(side.workspace, first, first)  # the namespace's root
+            if side.cgroup is not None:
+                side.cgroup.limit(resolved)
+        side.started = True
+        environment = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8",
+            "TZ": "UTC",
+            "HOME": side.inner,
+            "TMPDIR": f"{side.inner}/tmp",
+            **(env or {}),
+        }
+        options = self._launcher_options(side, resolved, network, builder=True)
+        options.append(f"userns={first}:{BUILD_UIDS}")
+        flags = _namespace_flags(as_root=True)
+        flags += [
+            "--size",
+            str(64 * MIB),
+            "--perms",
+            "1777",
+            "--tmpfs",
+            "/tmp",
+            *self._host_flags(network, programs=False),
+        ]
+        flags += ["--ro-bind-try", "/etc/containers", "/etc/containers", "--perms", "0555", "--tmpfs", "/sys"]
+        if network:
+            flags += ["--ro-bind", str(side.host_dir / "resolv.conf"), "/etc/resolv.conf"]
+        flags += ["--ro-bind", str(side.host_dir / "passwd"), "/etc/passwd"]
+        flags += ["--ro-bind", str(side.host_dir / "group"), "/etc/group"]
+        flags += ["--bind", str(side.workspace), side.inner, "--proc", "/proc", "--dev", "/dev"]
+        flags += ["--chdir", side.inner, "--cap-add", "ALL"]
+        launcher = [sys.executable, "-I", "-S", str(LAUNCHER), *options, f"args={len(flags)}", "--"]
+        wrapped = [*launcher, self.settings.bwrap or "bwrap", *flags, "--", *argv]
+        return Launch(wrapped, environment, None, resolved, side.inner, side.cgroup, side.disk)
 
     def _rlimits(self, limits: dict[str, int], side: Party) -> list[tuple[str, int, int]]:
         """The rlimits of each process of the party: [name, soft, hard]. Memory and processes are the control
@@ -631,13 +715,13 @@ class TrialSandbox:
         flags += ["--chdir", inner_cwd]
         return flags
 
-    def _host_flags(self, network: bool) -> list[str]:
-        """The host's system as a sandbox sees it (read-only): /usr, the allowed /etc entries, the worker's Python
-        and the project, the operator's shared paths, with the paths to hide hidden."""
+    def _host_flags(self, network: bool, *, programs: bool = True) -> list[str]:
+        """The host's system as a sandbox sees it (read-only): /usr, the allowed /etc entries, and with `programs`
+        the worker's Python and the project, the operator's shared paths, with the paths to hide hidden."""
         flags: list[str] = []
         # Resolved: a checkout's .venv may be a symlink to a virtualenv elsewhere; bound at its own path, the link
         # inside the bound checkout then leads to it (binding onto the link itself fails).
-        paths = (sys.prefix, sys.base_prefix, str(ROOT), *self.settings.shared)
+        paths = (sys.prefix, sys.base_prefix, str(ROOT), *self.settings.shared) if programs else ()
         readable = sorted({os.path.realpath(path) for path in paths} - {"/usr"})
         for path in readable:  # parents bwrap creates would copy the host's modes (/root is 0700)
             for parent in reversed(Path(path).parents[:-1]):
@@ -692,6 +776,14 @@ def _image_entries(folder: Path, inner: str, skipped: frozenset[str]) -> list[st
         elif entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
             flags += ["--ro-bind", entry.path, f"{inner}/{entry.name}"]
     return flags
+
+
+def _closed_parent(path: Path) -> Path | None:
+    """The first folder above `path` that other users may not pass through (no o+x), or None."""
+    for parent in reversed(path.resolve().parents):
+        if not os.stat(parent).st_mode & stat.S_IXOTH:
+            return parent
+    return None
 
 
 def _threads_of(uid: int) -> int:

@@ -16,12 +16,17 @@ ordinary refusal: what the kernel's own `kernel.io_uring_disabled` sysctl and
 Docker's default profile answer, and on which liburing, libuv (Node) and
 Tokio fall back to ordinary system calls. System calls of another ABI
 (32-bit `int 0x80`) kill the process, as libseccomp does by default.
+
+An image build (worker/image_builds.py) runs buildah under `program(builder=True)`: the same filter without the
+refusals of namespaces and mounts, which buildah needs to set up each `RUN` line; the line itself runs under the
+trial's whole filter, which buildah applies from `profile()` (the filter as a containers seccomp profile, JSON).
 """
 
 from __future__ import annotations
 
 import errno
 import functools
+import json
 import tempfile
 from typing import Any
 
@@ -73,34 +78,50 @@ REFUSED = (
     "io_uring_enter",
     "io_uring_register",
 )
+# What buildah itself may call (its RUN lines may not): it makes the mount namespace and mounts of each line.
+BUILDER_ALLOWED = frozenset(("unshare", "setns", "mount", "umount2", "pivot_root"))
 
 
-def _build() -> Any:
+def _build(builder: bool = False) -> Any:
     import pyseccomp as seccomp  # here: it loads libseccomp, which only the worker needs
 
     rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
     refuse = seccomp.ERRNO(errno.EPERM)
     for name in REFUSED:
+        if builder and name in BUILDER_ALLOWED:
+            continue
         try:
             rules.add_rule(refuse, name)
         except (RuntimeError, OSError, ValueError):  # a system call this architecture does not have
             continue
-    for flag in NAMESPACE_FLAGS:
+    for flag in () if builder else NAMESPACE_FLAGS:
         rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # its flags are in memory a filter cannot read
     return rules
 
 
-@functools.lru_cache(maxsize=1)
-def program() -> str:
+@functools.lru_cache(maxsize=2)
+def program(*, builder: bool = False) -> str:
     """The compiled filter (classic BPF) in hex, as the launcher hands it to bubblewrap; built once per process.
+    `builder`: buildah's, which may make namespaces and mounts.
 
     Raises RuntimeError naming the fix when libseccomp cannot be loaded."""
     try:
-        rules = _build()
+        rules = _build(builder)
     except (OSError, RuntimeError, ImportError) as error:
         raise RuntimeError(f"the seccomp filter cannot be built ({error}); apt-get install libseccomp2") from error
     with tempfile.TemporaryFile() as file:
         rules.export_bpf(file)
         file.seek(0)
         return file.read().hex()
+
+
+def profile() -> str:
+    """The trial's filter as a containers seccomp profile (the JSON of buildah's `--security-opt seccomp=`): each
+    refused call EPERM, `clone` with a CLONE_NEW* flag EPERM, `clone3` ENOSYS, everything else allowed."""
+    rules: list[dict[str, Any]] = [{"names": list(REFUSED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM}]
+    for flag in NAMESPACE_FLAGS:  # value is the mask, valueTwo what the masked flags must equal
+        condition = {"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}
+        rules.append({"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM, "args": [condition]})
+    rules.append({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS})
+    return json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": rules}, indent=1)

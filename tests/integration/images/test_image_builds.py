@@ -1,0 +1,260 @@
+"""A Harbor task's environment/ folder built by buildah inside the worker's sandbox, FROM a base image of the store:
+the image a trial's sandbox runs in, built once per Dockerfile and context, and RUN lines held as a trial is."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from domain.images import BaseImageRequest
+from tests.integration.sandbox.test_sandbox import needs_bwrap
+from worker.image_builds import BuildFailed, build_image
+from worker.images import ImageStore, image_config, make_base_image
+from worker.sandbox import BUILD_UIDS, SandboxSettings, TrialSandbox, run_bounded
+
+pytestmark = pytest.mark.slow
+
+TOOLS_MISSING = [name for name in ("mmdebstrap", "umoci", "buildah", "skopeo") if shutil.which(name) is None]
+needs_tools = pytest.mark.skipif(
+    bool(TOOLS_MISSING) or os.geteuid() != 0,
+    reason=f"images are built as root with mmdebstrap, umoci, buildah and skopeo (missing: {TOOLS_MISSING or 'none'})",
+)
+BASE = "tiny-bookworm"
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory):
+    """One image store for the session, holding one small base image (Debian bookworm's minbase with python3)."""
+    if TOOLS_MISSING or os.geteuid() != 0:
+        pytest.skip(f"images are built as root with {', '.join(TOOLS_MISSING) or 'these tools'}")
+    root = tmp_path_factory.mktemp("build-images")
+    store = ImageStore(root)
+    make_base_image(store, BaseImageRequest(name=BASE, suite="bookworm", packages=("python3",)))
+    yield store
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def settings():
+    """The sandbox's state directory in a folder of the test's own that other users may pass through (as the
+    default, /tmp/agentforge-sandbox, is): a build runs as uids of its own."""
+    folder = Path(tempfile.mkdtemp(prefix="build-state-", dir="/tmp"))
+    folder.chmod(0o711)
+    yield SandboxSettings(mode="bwrap", state_dir=str(folder / "state"))
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def environment(folder: Path, dockerfile: str, **files: str) -> Path:
+    """A Harbor task's environment/ folder: its Dockerfile and the context files beside it."""
+    folder.mkdir()
+    (folder / "Dockerfile").write_text(dockerfile)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def build_images(store: ImageStore) -> set[str]:
+    """The names of the images built into the store so far."""
+    return {name for name in (store.layout / "index.json").read_text().split('"') if name.startswith("build-")}
+
+
+def left_in(settings: SandboxSettings) -> list[str]:
+    """What builds left in the sandbox's state directory (its bookkeeping aside)."""
+    return sorted(set(os.listdir(settings.state_dir)) - {"uid-locks", "disk-images"})
+
+
+def build_processes(settings: SandboxSettings) -> dict[int, str]:
+    """Processes still alive (zombies aside) as any uid of a build's user namespace, with their state and name."""
+    first, last = settings.build_uid_base, settings.build_uid_base + settings.uid_slots * BUILD_UIDS
+    found = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if first <= os.stat(entry.path).st_uid < last:
+                    status = Path(entry.path, "stat").read_text()
+                    state = status.rpartition(")")[2].split()[0]
+                    if state not in ("Z", "X"):
+                        found[int(entry.name)] = f"{state} {status.partition(' ')[2].partition(')')[0]})"
+            except FileNotFoundError:
+                continue
+    return found
+
+
+@needs_bwrap
+@needs_tools
+def test_a_dockerfile_builds_into_an_image_a_sandboxed_program_runs_in_and_is_built_once(store, settings, tmp_path):
+    folder = environment(
+        tmp_path / "environment",
+        f"FROM {BASE}\nARG GREETING=hello\nENV GREETING_ENV=$GREETING-there\nWORKDIR /app\n"
+        "RUN echo built > /built && python3 -c 'print(1)'\nCOPY greeting.txt /app/greeting.txt\nUSER nobody\n",
+        **{"greeting.txt": "copied from the context\n"},
+    )
+    built = build_image(store, folder, settings=settings)
+    assert built.built
+    assert store.digest(built.name) == built.digest
+    config = image_config(store, built.name)
+    assert (config.env["GREETING_ENV"], config.workdir, config.user) == ("hello-there", "/app", "nobody")
+
+    sandbox = TrialSandbox(settings, seed=1, trial=1)
+    script = 'cd "$1" && cat /built greeting.txt && echo "$GREETING_ENV" && grep CODENAME /etc/os-release && pwd'
+    try:
+        argv = ["/bin/sh", "-c", script, "sh", config.workdir]
+        finished = run_bounded(sandbox.launch("environment", argv, env=config.env, root=built.root), timeout=60)
+    finally:
+        sandbox.close()
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.splitlines() == [
+        "built",
+        "copied from the context",
+        "hello-there",
+        "VERSION_CODENAME=bookworm",
+        "/app",
+    ]
+
+    again = build_image(store, folder, settings=settings)
+    assert (again.built, again.name, again.digest, again.root) == (False, built.name, built.digest, built.root)
+    assert left_in(settings) == []
+
+
+@needs_bwrap
+@needs_tools
+def test_a_failing_run_line_is_named_in_the_error_and_nothing_is_stored(store, settings, tmp_path):
+    folder = environment(
+        tmp_path / "environment",
+        f"FROM {BASE}\nRUN echo first\nRUN apt-get install -y nonexistent-pkg\nRUN echo never\n",
+    )
+    before = build_images(store)
+    with pytest.raises(BuildFailed) as failed:
+        build_image(store, folder, settings=settings)
+    said = str(failed.value)
+    assert said.startswith("the Dockerfile's step 3/4, RUN apt-get install -y nonexistent-pkg, failed: "), said
+    assert "E: Unable to locate package nonexistent-pkg" in said
+    assert "never" not in said
+    assert build_images(store) == before
+    assert left_in(settings) == []
+
+
+@needs_bwrap
+@needs_tools
+def test_a_from_image_the_store_lacks_is_refused_before_anything_runs(store, settings, tmp_path):
+    folder = environment(tmp_path / "environment", "FROM python:3.12-slim\nRUN true\n")
+    with pytest.raises(BuildFailed) as failed:
+        build_image(store, folder, settings=settings)
+    assert str(failed.value).startswith("FROM python:3.12-slim: the image store has no image of that name")
+    assert not Path(settings.state_dir).exists()
+
+
+ESCAPE = """\
+import os
+found = open("/found", "w")
+os.mkdir("/escape")
+os.chroot("/escape")
+for _ in range(64):
+    os.chdir("..")
+os.chroot(".")
+seen = ["top: " + " ".join(sorted(os.listdir("/")))]
+for path in {paths!r}:
+    try:
+        with open(path) as file:
+            seen.append(path + ": read " + file.read())
+    except OSError as error:
+        seen.append(path + ": " + error.strerror)
+found.write("\\n".join(seen))
+"""
+
+
+@needs_bwrap
+@needs_tools
+def test_a_run_line_that_leaves_its_chroot_sees_no_host_secret(store, settings, tmp_path):
+    secret = tmp_path / "instance" / "secrets_key"
+    secret.parent.mkdir()
+    secret.write_text("the-host-secret-4711")
+    secret.chmod(0o644)
+    paths = [str(secret), "/etc/shadow", str(Path("instance").resolve()), "/root/.bash_history"]
+    folder = environment(
+        tmp_path / "environment",
+        f"FROM {BASE}\nCOPY escape.py /escape.py\nRUN python3 /escape.py\n",
+        **{"escape.py": ESCAPE.format(paths=paths)},
+    )
+    built = build_image(store, folder, settings=settings)
+    found = (built.root / "found").read_text()
+    assert "the-host-secret-4711" not in found
+    assert Path("/etc/shadow").read_text() not in found
+    for path in paths:
+        assert f"{path}: read" not in found, found
+    assert left_in(settings) == []
+
+
+@needs_bwrap
+@needs_tools
+@pytest.mark.parametrize("network", ["none", "any"])
+def test_a_run_line_cannot_reach_the_hosts_loopback(store, settings, tmp_path, network):
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    folder = environment(
+        tmp_path / "environment",
+        f"FROM {BASE}\nRUN python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)\"\n",
+    )
+    try:
+        before = build_images(store)
+        with pytest.raises(BuildFailed) as failed:
+            build_image(store, folder, settings=settings, network=network)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing of the build connected
+    finally:
+        listener.close()
+    said = str(failed.value)
+    assert said.startswith(
+        f"the Dockerfile's step 2/2, RUN python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port})"
+    )
+    assert "ConnectionRefusedError" in said
+    assert build_images(store) == before
+
+
+@needs_bwrap
+@needs_tools
+def test_a_run_line_that_fills_the_disk_is_stopped_at_the_builds_disk(store, settings, tmp_path):
+    free = shutil.disk_usage(tmp_path).free
+    folder = environment(
+        tmp_path / "environment", f"FROM {BASE}\nRUN dd if=/dev/zero of=/fill bs=1M count=4000 status=none\n"
+    )
+    before = build_images(store)
+    with pytest.raises(BuildFailed) as failed:
+        build_image(store, folder, settings=settings, limits={"diskMb": 1024})
+    said = str(failed.value)
+    assert said.startswith(
+        "the Dockerfile's step 2/2, RUN dd if=/dev/zero of=/fill bs=1M count=4000 status=none, "
+        "failed: exceeded the limit of 1024 MB of disk"
+    ), said
+    assert "No space left on device" in said
+    assert build_images(store) == before
+    assert left_in(settings) == []
+    assert shutil.disk_usage(tmp_path).free > free - 64 * 1024 * 1024  # the build's disk went with it
+
+
+@needs_bwrap
+@needs_tools
+def test_a_fork_bomb_in_a_run_line_is_held_by_the_process_limit(store, settings, tmp_path):
+    bomb = (
+        "import os, time\nend = time.time() + 5\nwhile time.time() < end:\n    try:\n        os.fork()\n"
+        "    except OSError:\n        time.sleep(0.01)\nos._exit(1)\n"
+    )
+    folder = environment(
+        tmp_path / "environment", f"FROM {BASE}\nCOPY bomb.py /\nRUN python3 /bomb.py\n", **{"bomb.py": bomb}
+    )
+    before = build_images(store)
+    with pytest.raises(BuildFailed) as failed:
+        build_image(store, folder, settings=settings, limits={"processes": 200})
+    said = str(failed.value)
+    assert said.startswith(
+        "the Dockerfile's step 3/3, RUN python3 /bomb.py, failed: exceeded the limit of 200 processes"
+    ), said
+    assert build_images(store) == before
+    assert build_processes(settings) == {}
+    assert left_in(settings) == []
