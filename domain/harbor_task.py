@@ -431,7 +431,36 @@ def task_toml(tree: TaskTree) -> dict[str, Any]:
         timeout = parsed.get(table, {}).get("timeout_sec")
         if timeout is not None and not _positive(timeout):
             raise TaskRefused("task.toml", f"[{table}] timeout_sec must be a number above 0, not {timeout!r}")
+    environment = parsed.get("environment", {})
+    allow = environment.get("allow_internet", True)
+    if not isinstance(allow, bool):
+        raise TaskRefused("task.toml", f"[environment] allow_internet must be true or false, not {allow!r}")
+    env = environment.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str | int | float | bool) for v in env.values()):
+        raise TaskRefused("task.toml", "[environment.env] must be a table of text, numbers or booleans")
     return parsed
+
+
+@dataclass(frozen=True)
+class TaskEnvironment:
+    """What task.toml's [environment] asks of a trial's sandbox: whether it may reach the internet
+    (`allow_internet`, true unless the task says false, as in Harbor) and the variables its programs get
+    ([environment.env], each value as text)."""
+
+    allow_internet: bool = True
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def task_environment(parsed: dict[str, Any]) -> TaskEnvironment:
+    """The [environment] of a task.toml that task_toml parsed (and so checked)."""
+    environment = parsed.get("environment", {})
+    env = {str(name): _text(value) for name, value in environment.get("env", {}).items()}
+    return TaskEnvironment(bool(environment.get("allow_internet", True)), env)
+
+
+def _text(value: str | int | float | bool) -> str:
+    """A TOML value as a variable's text (booleans as TOML writes them)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 TOML_TOO_DEEP = f"nests arrays or inline tables more than {MAX_JSON_DEPTH} levels deep"
@@ -560,7 +589,8 @@ def read_dockerfile(text: str) -> Build:
 
     Honoured, in order: WORKDIR (under /app), ENV, COPY and ADD of files from environment/ to a place under /app,
     RUN (run once per version in the sandbox, without network). Not honoured (named, with their line): FROM's image
-    (its programs are not installed here), USER, every other instruction, and a COPY or WORKDIR outside /app.
+    (used only by a worker whose image store holds it, which builds the whole Dockerfile with buildah instead:
+    worker/harbor_images.py), USER, every other instruction, and a COPY or WORKDIR outside /app.
     """
     if "\x00" in text or not _utf8(text):  # the parser's Go side would take a lone surrogate down with the process
         raise TaskRefused(
@@ -609,7 +639,10 @@ def read_dockerfile(text: str) -> Build:
                 }
             )
         elif command.cmd == "FROM":
-            skipped.append(f"{where} (programs come from this machine, not the image)")
+            skipped.append(
+                f"{where} (trials run in the image only where the worker's image store holds it; elsewhere "
+                "programs come from the worker's machine)"
+            )
         else:
             skipped.append(f"{where} (needs a container runtime)")
     return Build(workdir, env, tuple(steps), tuple(skipped))

@@ -190,7 +190,7 @@ def _sweep_home(home: Path) -> int:
         for entry in os.scandir(home):
             part = entry.name
             whole = part in ("tree", "app") and (home / f"{part}.bytes").is_file()
-            if whole or part in ("tree.bytes", "app.bytes", "app.failed"):
+            if whole or part in ("tree.bytes", "app.bytes", "app.failed", "image.failed"):
                 continue
             removed += _remove(Path(entry.path))  # a staging copy, a part without its record, anything else
         for record in ("tree", "app"):

@@ -33,6 +33,7 @@ from models import EnvironmentVersion, EvaluationRun, EvaluatorConfig
 from queries.environments import runnable_agent, runnable_spec, task_files
 from queries.runs import recorded_trial_numbers
 from worker import harbor_tasks
+from worker.harbor_images import build_before_trials
 from worker.harbor_tasks import have_tree, in_use, store_tree
 from worker.sandbox import SandboxSettings, sweep_left_behind
 from worker.trial import run_trial
@@ -141,6 +142,8 @@ class Worker:
                     session.commit()
                 if files is not None:  # else each trial ends environment_error, saying the files are not here
                     store_tree(self.settings.sandbox, spec["treeSha256"], files, owner)
+            if have_tree(self.settings.sandbox, spec["treeSha256"], owner):  # its image, when it runs in one
+                build_before_trials(self.settings.sandbox, spec, owner)
             self._run_missing(org_id, run, config, spec, agent, missing, heartbeat)
 
     def _run_missing(

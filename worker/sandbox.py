@@ -528,7 +528,7 @@ class TrialSandbox:
     ) -> Launch:
         """Return how to start `argv` for `party` ("agent" or "environment") inside the sandbox; with `root` (an
         image's unpacked root filesystem, worker/images.py) the program sees that tree, read-only, instead of the
-        host's /usr and /etc.
+        host's /usr and /etc, and `cwd` may then be an absolute path of the image (its WORKDIR, read-only).
 
         The party's directories (workspace, `cwd` inside it) are made by its first launch, before any of its programs
         runs; later launches (an MCP verifier command after the server) make and change nothing on the host.
@@ -542,7 +542,9 @@ class TrialSandbox:
         resolved = resolve_limits(limits)
         inner_workspace = side.inner if self.mode == "bwrap" else str(side.workspace)
         inner_cwd = os.path.normpath(os.path.join(inner_workspace, cwd or "."))
-        if not (inner_cwd + "/").startswith(inner_workspace + "/"):
+        inside = (inner_cwd + "/").startswith(inner_workspace + "/")
+        in_image = not inside and root is not None and os.path.isabs(cwd or "")  # a folder of the image's own
+        if not (inside or in_image):
             raise SandboxUnavailable(f"cwd {cwd!r} is outside the trial's workspace")
         environment = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -554,7 +556,7 @@ class TrialSandbox:
             "AGENTFORGE_TRIAL": str(self.trial),
             "AGENTFORGE_WORKSPACE": inner_workspace,
         }
-        relative_cwd = os.path.relpath(inner_cwd, inner_workspace)
+        relative_cwd = "." if in_image else os.path.relpath(inner_cwd, inner_workspace)
         if not side.started:
             _make_dirs(side.workspace, relative_cwd, side.uid if side.as_root else None)
             if side.cgroup is not None:

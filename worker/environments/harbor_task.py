@@ -1,20 +1,26 @@
-"""A Harbor task run natively: its /app in the trial's sandbox, a `bash` tool for the agent, its own tests as the
-verifier.
+"""A Harbor task: its /app in the trial's sandbox, a `bash` tool for the agent, its own tests as the verifier, run
+in the task's image or natively.
 
-Spec: {"kind": "harbor-task", "name", "treeSha256", …} (domain.harbor_task.task_spec). The environment's party of
-the trial's sandbox sees its workspace at /app, started from a copy of the /app the task's Dockerfile builds
-(worker.harbor_tasks), and /logs/agent. The agent gets one tool, `bash` (`{"command", "timeoutS"?}`): each call a
-fresh `bash -c` in the Dockerfile's WORKDIR with its ENV, run in the sandbox; its result is what it printed (stdout,
-then stderr) and its exit code. Nothing but files carries over from one call to the next. Only for the `oracle`
-agent is the task's solution/ shown, at /solution.
+Spec: {"kind": "harbor-task", "name", "treeSha256", …} (domain.harbor_task.task_spec). When every image the task's
+Dockerfile starts FROM is in the worker's image store, the Dockerfile is built by buildah (worker.harbor_images)
+and every command of the trial runs in that image's root filesystem, read-only, with the image's ENV and WORKDIR;
+/app starts as a copy of the image's /app. Otherwise the trial runs natively, with this machine's programs, /app
+started from a copy of the /app the Dockerfile's COPY and RUN lines build (worker.harbor_tasks), in the Dockerfile's
+WORKDIR with its ENV. Either way task.toml's [environment.env] comes last, the network is worker.harbor_images's
+`trial_network` (allow_internet and AGENTFORGE_TASK_NETWORK), /app and /logs/agent are the environment party's own
+and writable. The agent gets one tool, `bash` (`{"command", "timeoutS"?}`): each call a fresh `bash -c`, run in the
+sandbox; its result is what it printed (stdout, then stderr) and its exit code. Nothing but files carries over from
+one call to the next. Only for the `oracle` agent is the task's solution/ shown, at /solution.
 
 When the agent is done, the task's tests/ (never shown before) appear at /tests and `bash /tests/test.sh` runs in
 the same /app, within the task's verifier timeout, with a fresh /logs/verifier. The reward is what it wrote to
 /logs/verifier/reward.json or reward.txt, read as Harbor writes them (domain.harbor_task.read_rewards: every key
 of reward.json but "reward" a stage_<key>; the reward is "reward", else the only key, else the mean of the keys);
 its output is the trial's explanation, and how the reward was derived is said beside it. Without a reward file
-(or with one that cannot be read) the reward is 0, the category `verifier_failed`, and the output is in the log.
-Those files are read inside the sandbox too: the worker never opens a path a tenant's program wrote.
+(or with one that cannot be read) the reward is 0, the category `verifier_failed`, and the output is in the log
+(with, when the trial had no network, why: a verifier that needed one failed for that, never the agent). Those files
+are read inside the sandbox too (by the worker's Python, the host's view, whatever the task runs in): the worker
+never opens a path a tenant's program wrote.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ import json
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from domain.harbor_task import APP, MAX_REWARD_FILE_BYTES, read_rewards
+from domain.harbor_task import APP, MAX_REWARD_FILE_BYTES, TaskEnvironment, read_rewards, task_environment
 from domain.outcome import REWARD_EXPLANATION, VERIFIER_EXPLANATION
 from domain.specs import HarborTaskSpec
 from domain.trajectory import Step
@@ -35,7 +42,9 @@ from domain.trial_log import LogEntry, ProgramOutput
 from domain.vocabulary import VerifierFailure
 from worker.environments.base import Task, ToolError, ToolResult, TrialEnvironment
 from worker.environments.registry import TrialPlace, environment_of
+from worker.harbor_images import TrialImage, image_bases, task_image, task_network, trial_network
 from worker.harbor_tasks import built_app, copy_app, copy_files, have_tree, onto_disk_of, task_dir
+from worker.images import ImageStore
 from worker.masking import Masker
 from worker.sandbox import Bind, Party, SandboxUnavailable, TrialSandbox, run_bounded
 
@@ -106,6 +115,9 @@ class HarborTaskEnvironment(TrialEnvironment):
         self._binds: tuple[Bind, ...] = ()
         self._party: Party | None = None
         self._tree: Path | None = None
+        self._image: TrialImage | None = None  # the task's built image, when its trials run in one
+        self._task_env = TaskEnvironment()
+        self._network, self._network_words = False, ""
 
     # What the trial runner asks of every environment ---------------------------------------------------------
 
@@ -124,9 +136,23 @@ class HarborTaskEnvironment(TrialEnvironment):
         if not have_tree(settings, sha, owner):
             raise RuntimeError("the task's files are not on this worker (the worker stores them before a run)")
         tree = task_dir(settings, sha, owner) / "tree"
-        app = built_app(settings, self.spec, tree, owner, self.sandbox.deadline)  # BuildFailed names the line
+        toml = tree / "task.toml"
+        self._task_env = task_environment(tomllib.loads(toml.read_text()) if toml.is_file() else {})
+        self._network, self._network_words = trial_network(self._task_env.allow_internet, task_network())
+        store = ImageStore.from_environ()
+        deadline = self.sandbox.deadline
+        image = task_image(settings, store, tree, sha, owner, self.spec.buildTimeoutS, deadline)  # BuildFailed
         party = self.sandbox.party("environment", workspace_at=APP, limits=self.spec.limits)
-        copy_app(app, party)  # LimitExceeded when it does not fit the party's disk
+        if image is None:
+            copy_app(built_app(settings, self.spec, tree, owner, deadline), party)  # BuildFailed names the line
+            self.note(self._native_words(tree, store))
+        else:
+            if image.app is not None:
+                copy_app(image.app, party)  # LimitExceeded when it does not fit the party's disk
+            how = "built by buildah now" if image.built else "built before"
+            self.note(f"trials run in the image {image.name} (FROM {', '.join(image.bases)}; {how})")
+        self._image = image
+        self.note(f"network: {self._network_words}")
         agent_logs = party.own_dir("agent-logs", writable=True)
         binds = [Bind(agent_logs, "/logs/agent", writable=True)]
         if self.oracle:
@@ -190,7 +216,7 @@ class HarborTaskEnvironment(TrialEnvironment):
         if said:
             self.log.append(ProgramOutput("verifier", self.masker.text(said[-EXPLANATION_KEEP:])))
         read = run_bounded(
-            self._launch([sys.executable, "-I", "-c", READ_REWARDS], binds),
+            self._launch([sys.executable, "-I", "-c", READ_REWARDS], binds, host=True),
             timeout=READ_REWARDS_TIMEOUT_S,
             keep=READ_REWARDS_KEEP,
         )
@@ -200,7 +226,8 @@ class HarborTaskEnvironment(TrialEnvironment):
             rewards = read_rewards(reward_json, reward_txt)
         except ValueError as problem:
             self._reward, self._failed = 0.0, "verifier_failed"
-            self.note(f"verifier_failed: tests/test.sh exit code {done.returncode}; {problem}")
+            said = f"verifier_failed: tests/test.sh exit code {done.returncode}; {problem}"
+            self.note(said if self._network else f"{said} ({self._network_words})")
             return {}
         self._reward, self._derived = rewards.reward, rewards.derived
         self.note(f"tests/test.sh exit code {done.returncode}: reward {self._reward:g} ({self._derived})")
@@ -235,10 +262,32 @@ class HarborTaskEnvironment(TrialEnvironment):
         left = max(MIN_PHASE_S, deadline - time.monotonic())
         return left, "what was left of the trial's AGENTFORGE_MAX_TRIAL_TIMEOUT_S"
 
-    def _launch(self, argv: list[str], binds: tuple[Bind, ...]) -> Any:
-        workdir = os.path.relpath(self.build["workdir"], APP)
+    def _native_words(self, tree: Path, store: ImageStore) -> str:
+        """Why the trial runs with this machine's programs: the images its Dockerfile starts FROM that the store
+        lacks, or none named."""
+        missing = image_bases(tree, store)[1]
+        if not missing:
+            return "programs come from this machine (the Dockerfile starts FROM no image)"
+        return (
+            f"programs come from this machine: the worker's image store has no {', '.join(missing)} (its "
+            "Dockerfile's COPY, ENV, WORKDIR and RUN lines made /app)"
+        )
+
+    def _launch(self, argv: list[str], binds: tuple[Bind, ...], *, host: bool = False) -> Any:
+        """How to start `argv` in the trial's /app: in the task's image (its ENV, WORKDIR, then [environment.env]),
+        else natively (the Dockerfile's ENV and WORKDIR as read); `host`: the worker's own helper, natively and
+        without a network, whatever the task runs in."""
+        image, limits = self._image, self.spec.limits
+        if host:
+            return self.sandbox.launch("environment", argv, binds=binds, limits=limits)
+        if image is None:
+            env, cwd, root = dict(self.build["env"]), os.path.relpath(self.build["workdir"], APP), None
+        else:
+            inside = (image.workdir + "/").startswith(APP + "/")
+            env, cwd, root = image.env, os.path.relpath(image.workdir, APP) if inside else image.workdir, image.root
+        env = {**env, **self._task_env.env}
         return self.sandbox.launch(
-            "environment", argv, env=dict(self.build["env"]), cwd=workdir, binds=binds, limits=self.spec.limits
+            "environment", argv, env=env, cwd=cwd, binds=binds, limits=limits, network=self._network, root=root
         )
 
 

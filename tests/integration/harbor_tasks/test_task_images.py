@@ -1,0 +1,126 @@
+"""Harbor tasks whose Dockerfile starts FROM an image of the worker's image store: the real worker builds it with
+buildah before the run's trials, and every command of a trial (the agent's bash calls, solution/solve.sh, tests/test.sh)
+runs in the image's root filesystem, its Python (Debian bullseye's 3.9, where the worker's is 3.11) and its ENV, with
+task.toml's [environment.env]; a FROM the store lacks runs natively, and says so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import pytest
+
+from domain.images import BaseImageRequest
+from tests.helpers import parse
+from tests.integration.harbor_tasks.test_task_runs import bash_agent, outcome, run_task, trial_of
+from tests.integration.harbor_tasks.test_task_upload import TASKS
+from tests.integration.sandbox.test_sandbox import needs_bwrap
+from worker.images import ImageStore, make_base_image
+
+pytestmark = pytest.mark.slow  # a base image, buildah, the worker
+
+IN_IMAGE = TASKS / "in-image"
+BASE = "tiny-bullseye"  # what in-image's Dockerfile starts FROM
+TOOLS_MISSING = [name for name in ("mmdebstrap", "umoci", "buildah", "skopeo") if shutil.which(name) is None]
+needs_tools = pytest.mark.skipif(
+    bool(TOOLS_MISSING) or os.geteuid() != 0,
+    reason=f"images are built as root with mmdebstrap, umoci, buildah and skopeo (missing: {TOOLS_MISSING or 'none'})",
+)
+
+
+@pytest.fixture(scope="session")
+def bullseye_store(tmp_path_factory):
+    """One image store for the session holding Debian bullseye's minbase with python3 (3.9: not the worker's)."""
+    if TOOLS_MISSING or os.geteuid() != 0:
+        pytest.skip(f"images are built as root with {', '.join(TOOLS_MISSING) or 'these tools'}")
+    root = tmp_path_factory.mktemp("task-images")
+    store = ImageStore(root)
+    make_base_image(store, BaseImageRequest(name=BASE, suite="bullseye", packages=("python3",)))
+    yield store
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def image_store(bullseye_store, monkeypatch):
+    """The worker's image store (AGENTFORGE_IMAGE_DIR) is the session's."""
+    monkeypatch.setenv("AGENTFORGE_IMAGE_DIR", str(bullseye_store.root))
+    return bullseye_store
+
+
+def shown(api, trial: dict) -> str:
+    """The trial page's text: its log, steps and the verifier's words."""
+    return parse(api.get(f"/trials/{trial['id']}").text).get_text()
+
+
+def observations(trial: dict) -> list[str]:
+    return [step["observation"] for step in trial["steps"] if step.get("toolCalls")]
+
+
+@needs_bwrap
+@needs_tools
+def test_the_oracle_solves_a_task_in_its_built_image_with_the_images_python(api, database, image_store):
+    assert sys.version_info[:2] != (3, 9)  # the worker's own Python is another
+    trial = trial_of(api, run_task(api, database, IN_IMAGE, {"kind": "oracle"}, timeout_s=300))
+    assert outcome(trial) == ("succeeded", 1.0, None), trial
+    assert trial["stages"] == {"stage_sum_written": 1.0, "stage_image_python": 1.0, "stage_environment": 1.0}
+    (solved,) = observations(trial)
+    lines = solved.splitlines()
+    assert lines[0].startswith("Python 3.9."), solved  # solve.sh's python3 is the image's
+    assert lines[1:] == ["image, from task.toml, built with 3.9.2", "[exit code 0]"], solved
+    text = shown(api, trial)
+    assert "trials run in the image build-" in text and f"(FROM {BASE}; built " in text
+    assert "network: no network: the task's allow_internet is false" in text
+    assert "python 3.9: sum_written=1 image_python=1 environment=1" in text  # the verifier's words
+
+
+@needs_bwrap
+@needs_tools
+def test_an_agent_that_does_nothing_fails_with_the_verifiers_words_and_the_image_is_read_only(
+    api, database, image_store
+):
+    looks = (
+        "python3 --version; cat /etc/built-with; pwd; cat numbers.txt | tr '\\n' ' '",
+        "touch /usr/bin/mine; echo note > /app/note.txt && cat /app/note.txt; echo log > /logs/agent/a && echo logged",
+        "grep -c VERSION_CODENAME=bullseye /etc/os-release; ls /usr/lib | grep -c '^python3.11$'",
+    )
+    trial = trial_of(api, run_task(api, database, IN_IMAGE, bash_agent(*looks), timeout_s=300))
+    assert outcome(trial) == ("failed", 0.0, "task_incomplete"), trial
+    assert trial["stages"] == {"stage_sum_written": 0.0, "stage_image_python": 1.0, "stage_environment": 1.0}
+    version, files, system = observations(trial)
+    assert version.startswith("Python 3.9.") and version.endswith("3.9.2\n/app\n3 4 5 \n[exit code 0]"), version
+    assert files == (
+        "note\nlogged\ntouch: cannot touch '/usr/bin/mine': Read-only file system\n[exit code 0]"
+    ), files  # the image read-only; /app and /logs/agent the trial's
+    assert system == "1\n0\n[exit code 1]", system  # bullseye's tree, none of the worker's Python 3.11
+    assert "python 3.9: sum_written=0 image_python=1 environment=1" in shown(api, trial)
+
+
+@needs_bwrap
+@needs_tools
+def test_a_failing_run_line_of_the_image_build_ends_each_trial_as_an_environment_error_naming_it(
+    api, database, image_store, tmp_path
+):
+    task = tmp_path / "build-fails"
+    shutil.copytree(IN_IMAGE, task)
+    (task / "environment" / "Dockerfile").write_text(
+        f"FROM {BASE}\nRUN echo 'no such package: left-pad' >&2 && exit 3\n"
+    )
+    run = run_task(api, database, task, {"kind": "oracle"}, attempts=2, timeout_s=300)
+    first, second = trial_of(api, run, 1), trial_of(api, run, 2)
+    for trial in (first, second):
+        assert outcome(trial) == ("error", None, "environment_error"), trial
+        text = shown(api, trial)
+        assert "the image build (buildah) failed: the Dockerfile's step 2/2, RUN echo " in text, text
+        assert "no such package: left-pad" in text  # buildah's words
+    assert "this image build failed before on this worker and is not run again" in shown(api, second)
+
+
+@needs_bwrap
+def test_a_from_the_image_store_lacks_runs_natively_and_the_log_says_so(api, database, tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTFORGE_IMAGE_DIR", str(tmp_path / "no-images"))
+    trial = trial_of(api, run_task(api, database, TASKS / "partial", {"kind": "oracle"}))
+    assert outcome(trial) == ("succeeded", 1.0, None), trial
+    text = shown(api, trial)
+    assert "programs come from this machine: the worker's image store has no ubuntu:24.04" in text, text
+    assert "network: no network: AGENTFORGE_TASK_NETWORK=none on this worker (the task's allow_internet is true)" in text

@@ -1,0 +1,182 @@
+"""The image a Harbor task's trials run in, on this worker: its Dockerfile built by buildah (worker/image_builds.py)
+when every image it starts `FROM` is in the worker's image store (AGENTFORGE_IMAGE_DIR), and what a trial in it runs
+with.
+
+The worker builds it before a run's trials (`build_before_trials`, from worker/loop.py; a trial that finds it
+unbuilt builds it within its own clock), once per task and organization on this machine: the image itself is
+cached by the store (`build-<sha256 of the environment/ folder and its bases>`), and a build that failed is
+remembered beside the task's files (`image.failed`), so every trial of the task ends `environment_error` with the
+same words (the Dockerfile's step and buildah's last words) without building again, until the task's cache goes.
+A Dockerfile whose `FROM` names an image the store lacks (or none) runs natively, as before (worker/harbor_tasks.py).
+
+A trial in the image (worker/environments/harbor_task.py) sees the image's root filesystem, read-only, with /app
+(a copy of the image's /app, the party's own) and /logs/agent, /logs/verifier writable; its programs get the
+image's ENV, then task.toml's [environment.env]; they start in the image's WORKDIR (/app when it names none) and run
+as the trial party's own uid, whatever USER says: a USER the image's /etc/passwd lists (root aside, whose home the
+party cannot enter) gives HOME, USER and LOGNAME (its home is the image's, read-only like the rest). The network is
+`trial_network`'s: the task's `allow_internet` and the operator's AGENTFORGE_TASK_NETWORK.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from domain.harbor_task import APP, DEFAULT_BUILD_TIMEOUT_S
+from worker import image_builds
+from worker.harbor_tasks import BuildFailed, task_dir
+from worker.image_builds import base_names, build_image
+from worker.images import ImageStore, image_config
+from worker.sandbox import SandboxSettings
+
+log = logging.getLogger(__name__)
+
+TASK_NETWORKS = ("none", "any")  # AGENTFORGE_TASK_NETWORK
+MAX_PASSWD_BYTES = 1 << 20  # of an image's /etc/passwd, read for its USER's home
+
+
+@dataclass(frozen=True)
+class TrialImage:
+    """A task's built image: its name in the store, the images it starts FROM, its unpacked root, whether this call
+    ran buildah, and what its programs run with (ENV with HOME, USER and LOGNAME of its USER; WORKDIR)."""
+
+    name: str
+    bases: tuple[str, ...]
+    root: Path
+    built: bool
+    env: dict[str, str]
+    workdir: str
+
+    @property
+    def app(self) -> Path | None:
+        """The image's /app, which each trial's /app starts as a copy of (None when the image has none)."""
+        app = self.root / APP.lstrip("/")
+        return app if app.is_dir() and not app.is_symlink() else None
+
+
+def task_network(environ: dict[str, str] | None = None) -> str:
+    """AGENTFORGE_TASK_NETWORK: whether a Harbor task's trials may reach the internet, `none` (the default: never)
+    or `any` (when the task's allow_internet is true); ValueError names a bad value."""
+    value = (dict(os.environ if environ is None else environ).get("AGENTFORGE_TASK_NETWORK", "") or "none").strip()
+    if value not in TASK_NETWORKS:
+        raise ValueError(f"AGENTFORGE_TASK_NETWORK must be one of {', '.join(TASK_NETWORKS)}, not {value!r}")
+    return value
+
+
+def trial_network(allow_internet: bool, policy: str) -> tuple[bool, str]:
+    """Whether a trial gets a network (slirp4netns: the internet, never the host's loopback) and why, in words: only
+    when the task allows it and the operator's AGENTFORGE_TASK_NETWORK is `any`."""
+    if not allow_internet:
+        return False, "no network: the task's allow_internet is false"
+    if policy != "any":
+        return False, "no network: AGENTFORGE_TASK_NETWORK=none on this worker (the task's allow_internet is true)"
+    return True, "the internet (AGENTFORGE_TASK_NETWORK=any, the task's allow_internet is true)"
+
+
+def image_bases(tree: Path, store: ImageStore) -> tuple[list[str], list[str]]:
+    """The images the task's environment/Dockerfile starts FROM, and those of them the store lacks."""
+    dockerfile = tree / "environment" / "Dockerfile"
+    if dockerfile.is_symlink() or not dockerfile.is_file():
+        return [], []
+    bases = base_names(dockerfile.read_text(errors="replace"))
+    return bases, [name for name in bases if store.digest(name) is None]
+
+
+def task_image(
+    settings: SandboxSettings,
+    store: ImageStore,
+    tree: Path,
+    sha256: str,
+    owner: str,
+    build_timeout_s: float | None,
+    deadline: float | None = None,
+) -> TrialImage | None:
+    """The image the task's trials run in, built now unless the store has it; None when the task runs natively (its
+    Dockerfile starts FROM no image, or one the store lacks). BuildFailed names the Dockerfile's step that failed
+    and buildah's last words (again, with the same words, when it failed before on this worker). `deadline`
+    (time.monotonic()) is a trial's: a build then gets build_timeout_sec or what is left before it."""
+    bases, missing = image_bases(tree, store)
+    if not bases or missing:
+        return None
+    home = task_dir(settings, sha256, owner)
+    failed = home / "image.failed"
+    with _locked(home.with_suffix(".lock")):
+        if failed.is_file():
+            said = json.loads(failed.read_text()).get("message")
+            raise BuildFailed(f"{said} (this image build failed before on this worker and is not run again)")
+        own = float(build_timeout_s or DEFAULT_BUILD_TIMEOUT_S)
+        left = own if deadline is None else min(own, deadline - time.monotonic())
+        try:
+            built = build_image(store, tree / "environment", settings=settings, timeout=max(0.1, left))
+        except image_builds.BuildFailed as failure:
+            message = f"the image build (buildah) failed: {failure}"
+            if left >= own:  # cut by the trial's clock, another trial may finish it
+                failed.write_text(json.dumps({"message": message}))
+            raise BuildFailed(message) from None
+    config = image_config(store, built.name)
+    env = dict(config.env)
+    user = _passwd_entry(built.root, config.user)
+    if user is not None:
+        name, folder = user
+        env = {"HOME": folder, "USER": name, "LOGNAME": name, **env}
+    return TrialImage(built.name, tuple(bases), built.root, built.built, env, config.workdir or APP)
+
+
+def build_before_trials(settings: SandboxSettings, spec: dict[str, Any], owner: str) -> None:
+    """Build a task's image (when it runs in one) before a run's trials, so that none spends its clock on it. A
+    failure is the trials' to report: a failed build is remembered, anything else is tried again by the trial."""
+    tree = task_dir(settings, spec["treeSha256"], owner) / "tree"
+    try:
+        store = ImageStore.from_environ()
+        task_image(settings, store, tree, spec["treeSha256"], owner, spec.get("buildTimeoutS"))
+    except Exception as error:  # each trial says it, as environment_error
+        log.warning("the image of Harbor task %s could not be built: %s", spec.get("name"), error)
+
+
+def _passwd_entry(root: Path, user: str) -> tuple[str, str] | None:
+    """The name and home of `user` (a name or a uid, before any `:group`) in the image's /etc/passwd, or None when
+    it is unset, root, or not listed. Read without following a link the image's build may have left."""
+    wanted = user.partition(":")[0]
+    if wanted in ("", "root", "0"):
+        return None
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        top = os.open(root, flags | os.O_DIRECTORY)
+        try:
+            etc = os.open("etc", flags | os.O_DIRECTORY, dir_fd=top)
+        finally:
+            os.close(top)
+        try:
+            fd = os.open("passwd", flags | os.O_NONBLOCK, dir_fd=etc)
+        finally:
+            os.close(etc)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            text = os.read(fd, MAX_PASSWD_BYTES).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split(":")
+        if len(fields) >= 7 and wanted in (fields[0], fields[2]) and fields[2] != "0":
+            return fields[0], fields[5] or "/"
+    return None
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the task's lock (worker/harbor_tasks.py's: one build of a task at a time on this machine)."""
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
