@@ -8,13 +8,17 @@ import pytest
 
 from domain.harbor_task import (
     IMAGE_ENV,
+    TaskEnvironment,
     TaskFile,
+    TaskRefused,
     TaskTree,
     read_dockerfile,
     read_rewards,
     rewards_of,
     substitute,
+    task_environment,
     task_spec,
+    task_toml,
 )
 
 
@@ -184,3 +188,24 @@ def test_defaults_over_a_low_ceiling_are_held_to_it_without_a_word(monkeypatch):
     assert spec["clamped"] == [
         "[verifier] timeout_sec = 30 is over the most a trial may take (AGENTFORGE_MAX_TRIAL_TIMEOUT_S): 20 s here"
     ]
+
+
+def test_environment_env_and_allow_internet_are_read_as_harbor_writes_them():
+    toml = '[environment]\nallow_internet = false\n[environment.env]\nMODE = "fast"\nLEVEL = 3\nDEBUG = true\n'
+    assert task_environment(task_toml(tree_with(toml))) == TaskEnvironment(
+        False, {"MODE": "fast", "LEVEL": "3", "DEBUG": "true"}
+    )
+    assert task_environment(task_toml(tree_with("[verifier]\ntimeout_sec = 30\n"))) == TaskEnvironment(True, {})
+
+
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        ('[environment]\nallow_internet = "yes"\n', "[environment] allow_internet must be true or false, not 'yes'"),
+        ("[environment]\nenv = [1, 2]\n", "[environment.env] must be a table of text, numbers or booleans"),
+        ("[environment.env]\nLIST = [1]\n", "[environment.env] must be a table of text, numbers or booleans"),
+    ],
+)
+def test_an_environment_table_harbor_would_not_read_is_refused_naming_it(toml, says):
+    with pytest.raises(TaskRefused, match=re.escape(says)):
+        task_toml(tree_with(toml))

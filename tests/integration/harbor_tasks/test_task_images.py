@@ -67,7 +67,11 @@ def test_the_oracle_solves_a_task_in_its_built_image_with_the_images_python(api,
     (solved,) = observations(trial)
     lines = solved.splitlines()
     assert lines[0].startswith("Python 3.9."), solved  # solve.sh's python3 is the image's
-    assert lines[1:] == ["image, from task.toml, built with 3.9.2", "[exit code 0]"], solved
+    assert lines[1:] == [
+        "image, from task.toml, built with 3.9.2",
+        "USER solver, HOME /home/solver",  # the Dockerfile's USER: its name and home, the trial's own uid
+        "[exit code 0]",
+    ], solved
     text = shown(api, trial)
     assert "trials run in the image build-" in text and f"(FROM {BASE}; built " in text
     assert "network: no network: the task's allow_internet is false" in text
@@ -89,9 +93,9 @@ def test_an_agent_that_does_nothing_fails_with_the_verifiers_words_and_the_image
     assert trial["stages"] == {"stage_sum_written": 0.0, "stage_image_python": 1.0, "stage_environment": 1.0}
     version, files, system = observations(trial)
     assert version.startswith("Python 3.9.") and version.endswith("3.9.2\n/app\n3 4 5 \n[exit code 0]"), version
-    assert files == (
-        "note\nlogged\ntouch: cannot touch '/usr/bin/mine': Read-only file system\n[exit code 0]"
-    ), files  # the image read-only; /app and /logs/agent the trial's
+    assert files == ("note\nlogged\ntouch: cannot touch '/usr/bin/mine': Read-only file system\n[exit code 0]"), (
+        files
+    )  # the image read-only; /app and /logs/agent the trial's
     assert system == "1\n0\n[exit code 1]", system  # bullseye's tree, none of the worker's Python 3.11
     assert "python 3.9: sum_written=0 image_python=1 environment=1" in shown(api, trial)
 
@@ -123,4 +127,5 @@ def test_a_from_the_image_store_lacks_runs_natively_and_the_log_says_so(api, dat
     assert outcome(trial) == ("succeeded", 1.0, None), trial
     text = shown(api, trial)
     assert "programs come from this machine: the worker's image store has no ubuntu:24.04" in text, text
-    assert "network: no network: AGENTFORGE_TASK_NETWORK=none on this worker (the task's allow_internet is true)" in text
+    said = "network: no network: AGENTFORGE_TASK_NETWORK=none on this worker (the task's allow_internet is true)"
+    assert said in text
