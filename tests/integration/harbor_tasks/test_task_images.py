@@ -16,11 +16,13 @@ from tests.helpers import parse
 from tests.integration.harbor_tasks.test_task_runs import bash_agent, outcome, run_task, trial_of
 from tests.integration.harbor_tasks.test_task_upload import TASKS
 from tests.integration.sandbox.test_sandbox import needs_bwrap
+from tests.paths import TESTS
 from worker.images import ImageStore, make_base_image
 
 pytestmark = pytest.mark.slow  # a base image, buildah, the worker
 
-IN_IMAGE = TASKS / "in-image"
+# Beside harbor_tasks/, not in it: the datasets tests import that folder whole.
+IN_IMAGE = TESTS / "fixtures" / "harbor_image_tasks" / "in-image"
 BASE = "tiny-bullseye"  # what in-image's Dockerfile starts FROM
 TOOLS_MISSING = [name for name in ("mmdebstrap", "umoci", "buildah", "skopeo") if shutil.which(name) is None]
 needs_tools = pytest.mark.skipif(
