@@ -116,7 +116,7 @@ def task_image(
         own = float(build_timeout_s or DEFAULT_BUILD_TIMEOUT_S)
         left = own if deadline is None else min(own, deadline - time.monotonic())
         try:
-            built = build_image(store, tree / "environment", settings=settings, timeout=max(0.1, left))
+            built = build_image(store, tree / "environment", owner=owner, settings=settings, timeout=max(0.1, left))
         except image_builds.BuildFailed as failure:
             message = f"the image build (buildah) failed: {failure}"
             if left >= own:  # cut by the trial's clock, another trial may finish it

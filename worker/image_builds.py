@@ -100,10 +100,12 @@ def base_names(dockerfile: str) -> list[str]:
     return found
 
 
-def cache_key(context: Path, bases: dict[str, str]) -> str:
+def cache_key(context: Path, bases: dict[str, str], owner: str = "") -> str:
     """The sha256 of the folder `context` (every entry's path, kind, executable bit, and contents or link target;
-    links are never followed) and of `bases`, the digest of each `FROM` image."""
-    digest = hashlib.sha256()
+    links are never followed), of `bases`, the digest of each `FROM` image, and of `owner`: each organization's
+    builds are its own (a build is tenant code; with a network it may fetch what its author chose), so the same
+    files of two organizations are two images."""
+    digest = hashlib.sha256(f"owner\0{owner}\0".encode())
     for name in sorted(bases):
         digest.update(f"from\0{name}\0{bases[name]}\0".encode())
     for folder, dirs, files in os.walk(context):
@@ -128,15 +130,16 @@ def build_image(
     store: ImageStore,
     context: Path,
     *,
+    owner: str = "",
     settings: SandboxSettings | None = None,
     network: str | None = None,
     limits: dict[str, int] | None = None,
     timeout: float = BUILD_TIMEOUT_S,
 ) -> BuiltImage:
     """The image of the environment folder `context` (its Dockerfile and the files it copies), built by buildah in
-    the sandbox unless the store has it already, and unpacked for trials. `network` is AGENTFORGE_BUILD_NETWORK's
-    by default, `limits` the build sandbox's (BUILD_LIMITS by default). BuildFailed names the step that failed
-    and what buildah said; nothing of a failed build stays in the store."""
+    the sandbox unless the store has `owner`'s build of it already, and unpacked for trials. `network` is
+    AGENTFORGE_BUILD_NETWORK's by default, `limits` the build sandbox's (BUILD_LIMITS by default). BuildFailed
+    names the step that failed and what buildah said; nothing of a failed build stays in the store."""
     dockerfile = context / "Dockerfile"
     if dockerfile.is_symlink() or not dockerfile.is_file():
         raise BuildFailed(f"{context} has no Dockerfile")
@@ -149,7 +152,7 @@ def build_image(
                 f"{name}; images from registries are not pulled yet)"
             )
         bases[name] = digest
-    name = f"build-{cache_key(context, bases)}"
+    name = f"build-{cache_key(context, bases, owner)}"
     digest = store.digest(name)
     if digest is not None:
         log.info("image %s of %s is in the store already", name, context)

@@ -26,6 +26,7 @@ def test_the_cache_key_changes_with_a_files_contents_its_mode_a_link_and_the_bas
     first = cache_key(tmp_path, bases)
     assert cache_key(tmp_path, bases) == first
     assert cache_key(tmp_path, {"tiny": "sha256:2"}) != first
+    assert cache_key(tmp_path, bases, "org-b") != cache_key(tmp_path, bases, "org-a")  # each organization's own
     (tmp_path / "files" / "a.sh").chmod(0o755)
     executable = cache_key(tmp_path, bases)
     assert executable != first
