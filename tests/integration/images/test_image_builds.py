@@ -118,6 +118,9 @@ def test_a_dockerfile_builds_into_an_image_a_sandboxed_program_runs_in_and_is_bu
 
     again = build_image(store, folder, settings=settings)
     assert (again.built, again.name, again.digest, again.root) == (False, built.name, built.digest, built.root)
+    # Another organization's same files are its own build, never the first one's image.
+    theirs = build_image(store, folder, owner="another-organization", settings=settings)
+    assert theirs.built and theirs.name != built.name and theirs.root != built.root
     assert left_in(settings) == []
 
 
