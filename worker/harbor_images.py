@@ -19,21 +19,18 @@ party cannot enter) gives HOME, USER and LOGNAME (its home is the image's, read-
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import logging
 import os
 import stat
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from domain.harbor_task import APP, DEFAULT_BUILD_TIMEOUT_S
 from worker import image_builds
-from worker.harbor_tasks import BuildFailed, task_dir
+from worker.harbor_tasks import BuildFailed, locked, task_dir
 from worker.image_builds import base_names, build_image
 from worker.images import ImageStore, image_config
 from worker.sandbox import SandboxSettings
@@ -109,7 +106,7 @@ def task_image(
         return None
     home = task_dir(settings, sha256, owner)
     failed = home / "image.failed"
-    with _locked(home.with_suffix(".lock")):
+    with locked(home.with_suffix(".lock")):
         if failed.is_file():
             said = json.loads(failed.read_text()).get("message")
             raise BuildFailed(f"{said} (this image build failed before on this worker and is not run again)")
@@ -172,11 +169,3 @@ def _passwd_entry(root: Path, user: str) -> tuple[str, str] | None:
         if len(fields) >= 7 and wanted in (fields[0], fields[2]) and fields[2] != "0":
             return fields[0], fields[5] or "/"
     return None
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold the task's lock (worker/harbor_tasks.py's: one build of a task at a time on this machine)."""
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield

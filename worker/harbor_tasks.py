@@ -79,7 +79,7 @@ def _root(settings: SandboxSettings, owner: str = SHARED) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on `path` (workers of this machine build a task one at a time)."""
     with open(path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -248,7 +248,7 @@ def store_tree(settings: SandboxSettings, sha256: str, canonical_tar: bytes, own
     home = task_dir(settings, sha256, owner)
     home.mkdir(mode=0o755, exist_ok=True)
     tree = home / "tree"
-    with _locked(home.with_suffix(".lock")):
+    with locked(home.with_suffix(".lock")):
         if tree.is_dir():
             return tree
         staging = home / f"tree-{uuid.uuid4().hex[:8]}"
@@ -325,7 +325,7 @@ def built_app(
     build gets the task's build_timeout_sec or what is left before it, whichever is less."""
     home = task_dir(settings, spec.treeSha256, owner)
     app, failed = home / "app", home / "app.failed"
-    with _locked(home.with_suffix(".lock")):
+    with locked(home.with_suffix(".lock")):
         if app.is_dir():
             return app
         if failed.is_file():
