@@ -31,7 +31,10 @@ BASE = "tiny-bookworm"
 def store(tmp_path_factory):
     """One image store for the session, holding one small base image (Debian bookworm's minbase with python3)."""
     if TOOLS_MISSING or os.geteuid() != 0:
-        pytest.skip(f"images are built as root with {', '.join(TOOLS_MISSING) or 'these tools'}")
+        pytest.fail(  # make test installs them as root (the Makefile's sandbox target): never a silent skip
+            f"images are built as root with {', '.join(TOOLS_MISSING) or 'these tools'}: run as root, "
+            "apt-get install mmdebstrap umoci buildah skopeo"
+        )
     root = tmp_path_factory.mktemp("build-images")
     store = ImageStore(root)
     make_base_image(store, BaseImageRequest(name=BASE, suite="bookworm", packages=("python3",)))
